@@ -1,0 +1,161 @@
+//! From a resolved profile to a checked assembly: locate → lock digests → load → config
+//! schemas → facility graph → lock graph. Every step fails with an error naming its culprit,
+//! and nothing a plugin ships runs before the lock's digest check passed.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::{ResolvedProfile, Row};
+use crate::error::{KernelError, Result};
+use crate::graph::{GraphRow, Plan, plan};
+use crate::loader::{Located, PluginLibrary, load, locate};
+use crate::lock;
+use crate::paths::Paths;
+use crate::runtime::RowSpec;
+
+/// What the lock said about this assembly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockState {
+    /// Digests and graph match `keel.lock` beside the binary.
+    Locked(PathBuf),
+    /// No lock beside the binary, or no entry for this profile.
+    Unlocked(String),
+    /// The caller asked not to check (`keel lock` itself).
+    NotChecked,
+}
+
+/// A checked assembly, ready to start.
+#[derive(Debug)]
+pub struct Assembly {
+    /// The profile.
+    pub profile: ResolvedProfile,
+    /// Libraries by plugin name.
+    pub libraries: BTreeMap<String, Arc<PluginLibrary>>,
+    /// Where each library was found.
+    pub located: Vec<Located>,
+    /// The facility graph.
+    pub plan: Plan,
+    /// Lock verdict.
+    pub lock: LockState,
+}
+
+/// Runs every check.
+///
+/// # Errors
+/// Any assembly error, naming the row, plugin, file or edge.
+pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Result<Assembly> {
+    let located = locate(&profile.rows, paths)?;
+    let lock_path = paths.lock_file();
+    let entry = if check_lock {
+        lock::read(&lock_path)?.and_then(|l| l.profiles.get(&profile.name).cloned())
+    } else {
+        None
+    };
+    if let Some(entry) = &entry {
+        lock::verify_digests(&lock_path, &profile.name, entry, &located)?;
+    }
+    let libraries = load(&located, &profile.rows)?;
+    for row in &profile.rows {
+        validate_row(row, &libraries)?;
+    }
+    let graph_rows: Vec<GraphRow<'_>> = profile
+        .rows
+        .iter()
+        .filter_map(|r| {
+            libraries.get(&r.plugin).map(|l| GraphRow {
+                id: &r.id,
+                plugin: &r.plugin,
+                manifest: &l.manifest,
+            })
+        })
+        .collect();
+    let plan = plan(&graph_rows)?;
+    let lock_state = match (&entry, check_lock) {
+        (Some(entry), _) => {
+            lock::verify_graph(&lock_path, &profile.name, entry, &plan)?;
+            LockState::Locked(lock_path)
+        }
+        (None, true) => LockState::Unlocked(if lock_path.is_file() {
+            format!(
+                "{} has no entry for profile '{}'",
+                lock_path.display(),
+                profile.name
+            )
+        } else {
+            format!("no keel.lock beside the binary ({})", lock_path.display())
+        }),
+        (None, false) => LockState::NotChecked,
+    };
+    Ok(Assembly {
+        profile,
+        libraries,
+        located,
+        plan,
+        lock: lock_state,
+    })
+}
+
+fn validate_row(row: &Row, libraries: &BTreeMap<String, Arc<PluginLibrary>>) -> Result<()> {
+    let Some(lib) = libraries.get(&row.plugin) else {
+        return Ok(());
+    };
+    crate::schema::validate(&lib.manifest.config_schema, &row.config).map_err(
+        |(pointer, reason)| {
+            let top = pointer
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            let source_layer = row
+                .provenance
+                .key(&top)
+                .map(|k| k.set_by.to_string())
+                .unwrap_or_else(|| row.provenance.inserted_by.to_string());
+            KernelError::RowConfig {
+                row: row.id.clone(),
+                plugin: row.plugin.clone(),
+                pointer,
+                reason,
+                source_layer,
+            }
+        },
+    )
+}
+
+impl Assembly {
+    /// Rows in activation order (by layer, then profile order) with their libraries.
+    pub fn row_specs(&self) -> Vec<RowSpec> {
+        let mut specs: Vec<(usize, usize, RowSpec)> = self
+            .profile
+            .rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let plugin = Arc::clone(self.libraries.get(&r.plugin)?);
+                Some((
+                    self.plan.layer_of(&r.id).unwrap_or(usize::MAX),
+                    i,
+                    RowSpec {
+                        id: r.id.clone(),
+                        plugin,
+                        config: r.config.clone(),
+                    },
+                ))
+            })
+            .collect();
+        specs.sort_by_key(|(layer, i, _)| (*layer, *i));
+        specs.into_iter().map(|(_, _, s)| s).collect()
+    }
+
+    /// Whether some row provides the driver seam.
+    pub fn has_driver(&self) -> bool {
+        self.libraries.values().any(|l| {
+            l.manifest
+                .provides
+                .iter()
+                .any(|p| p.name == <keel_plugin_api::services::driver::Driver as keel_plugin_api::sdk::Service>::NAME)
+        })
+    }
+}

@@ -1,0 +1,342 @@
+//! Dispatch in the five modes (ARCHITECTURE §4.4, cordis-semantics §1 and §5).
+//!
+//! - emit: every runnable listener, in order; each failure contained (EVT-10).
+//! - waterfall (sync): a chain over `&mut payload`; `next` re-runs the rest each time it is
+//!   called (keel's decision on Cordis case 24); not calling it short-circuits.
+//! - async waterfall: the same over owned payloads; `next` is `'static` and re-runnable.
+//! - parallel: all start before any is awaited; all are awaited; failures aggregated in
+//!   registration order (EVT-05; dsh semantics, not Cordis rc.6's `Promise.all`).
+//! - serial: one at a time until a decision; an error stops the chain and propagates.
+//!
+//! Faulted fibers and fibers no longer alive are skipped. Panics and timeouts count toward the
+//! fault threshold in every mode.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::future::join_all;
+use keel_plugin_api::abi::{
+    AbiResult, AsyncTerminalFfi, ErasedBox, EventMode, PluginError, ROption, RResult,
+    SyncTerminalFfi, TypeLayout,
+};
+use keel_plugin_api::host::{AsyncChain, PayloadMut, PayloadRef, SyncChain, async_next, sync_next};
+
+use super::{Bus, Listener, Slot};
+
+/// Runs `fut` with an optional deadline; on expiry the future is dropped (cancelled).
+pub async fn with_deadline<T>(
+    deadline: Option<Duration>,
+    what: impl FnOnce() -> String,
+    fut: impl Future<Output = AbiResult<T>>,
+) -> AbiResult<T> {
+    match deadline {
+        None => fut.await,
+        Some(d) => match tokio::time::timeout(d, fut).await {
+            Ok(r) => r,
+            Err(_) => RResult::RErr(PluginError::new(
+                "TIMEOUT",
+                format!("{} exceeded its deadline of {} ms", what(), d.as_millis()),
+            )),
+        },
+    }
+}
+
+fn listener_label(event: &str, l: &Listener) -> String {
+    format!("listener of row '{}' on '{event}'", l.fiber.row)
+}
+
+impl Bus {
+    /// Emit: every runnable listener runs; failures are contained and reported.
+    ///
+    /// # Errors
+    /// Only for misuse (unknown event, wrong mode, wrong layout).
+    pub fn emit(
+        &self,
+        event: &str,
+        layout: &'static TypeLayout,
+        payload: PayloadRef<'_>,
+        who: &str,
+    ) -> AbiResult<()> {
+        let slot = match self.checked_slot(event, EventMode::Emit, Some(layout), None, who) {
+            Ok(s) => s,
+            Err(e) => return RResult::RErr(e),
+        };
+        for l in slot.snapshot().iter() {
+            if !l.fiber.runnable() {
+                continue;
+            }
+            if let RResult::RErr(e) = l.ffi.call_emit(payload) {
+                self.contain(event, l, &e);
+            }
+        }
+        RResult::ROk(())
+    }
+
+    /// Sync waterfall.
+    ///
+    /// # Errors
+    /// The first error from a listener or the terminal.
+    pub fn waterfall(
+        &self,
+        event: &str,
+        layout: &'static TypeLayout,
+        payload: PayloadMut<'_>,
+        terminal: SyncTerminalFfi,
+        who: &str,
+    ) -> AbiResult<()> {
+        let slot = match self.checked_slot(event, EventMode::Waterfall, Some(layout), None, who) {
+            Ok(s) => s,
+            Err(e) => return RResult::RErr(e),
+        };
+        let frame = SyncFrame {
+            bus: self,
+            slot: &slot,
+            snapshot: slot.snapshot(),
+            terminal,
+            contained: Cell::new(false),
+        };
+        frame.run_from(0, payload)
+    }
+
+    /// Async waterfall.
+    pub fn async_waterfall(
+        self: &Arc<Self>,
+        event: &str,
+        output: &'static TypeLayout,
+        payload: ErasedBox,
+        terminal: AsyncTerminalFfi,
+        who: &str,
+    ) -> impl Future<Output = AbiResult<ErasedBox>> + Send + 'static {
+        let slot = self.checked_slot(
+            event,
+            EventMode::AsyncWaterfall,
+            Some(payload.layout()),
+            Some(output),
+            who,
+        );
+        let bus = Arc::clone(self);
+        async move {
+            let slot = match slot {
+                Ok(s) => s,
+                Err(e) => return RResult::RErr(e),
+            };
+            let frame = Arc::new(AsyncFrame {
+                bus,
+                snapshot: slot.snapshot(),
+                slot,
+                terminal,
+                contained: AtomicBool::new(false),
+            });
+            frame.run_from(0, payload).await
+        }
+    }
+
+    /// Parallel: all start, all awaited, failures aggregated in registration order.
+    pub fn parallel(
+        self: &Arc<Self>,
+        event: &str,
+        payload: ErasedBox,
+        who: &str,
+    ) -> impl Future<Output = AbiResult<()>> + Send + 'static {
+        let slot = self.checked_slot(
+            event,
+            EventMode::Parallel,
+            Some(payload.layout()),
+            None,
+            who,
+        );
+        let bus = Arc::clone(self);
+        async move {
+            let slot = match slot {
+                Ok(s) => s,
+                Err(e) => return RResult::RErr(e),
+            };
+            let snapshot = slot.snapshot();
+            let runnable: Vec<&Arc<Listener>> =
+                snapshot.iter().filter(|l| l.fiber.runnable()).collect();
+            // Start every listener before awaiting any (the payload outlives all of them).
+            let futures = runnable.iter().map(|l| {
+                let fut = l.ffi.call_parallel(PayloadRef::of_box(&payload));
+                let deadline = l.deadline.or(bus.default_deadline);
+                let name = &slot.name;
+                with_deadline(deadline, move || listener_label(name, l), fut)
+            });
+            let results = join_all(futures).await;
+            let mut failures = Vec::new();
+            for (l, r) in runnable.iter().zip(results) {
+                if let RResult::RErr(e) = r {
+                    bus.contain(&slot.name, l, &e);
+                    failures.push((l.fiber.row.clone(), e));
+                }
+            }
+            drop(payload);
+            match failures.len() {
+                0 => RResult::ROk(()),
+                1 => {
+                    let (row, e) = failures.remove(0);
+                    RResult::RErr(PluginError::new(
+                        &e.code,
+                        format!("row '{row}': {}", e.message),
+                    ))
+                }
+                n => {
+                    let detail: Vec<String> = failures
+                        .iter()
+                        .map(|(row, e)| format!("row '{row}': {}: {}", e.code, e.message))
+                        .collect();
+                    RResult::RErr(PluginError::new(
+                        "AGGREGATE",
+                        format!(
+                            "{n} listeners of '{}' failed: {}",
+                            slot.name,
+                            detail.join("; ")
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Serial: one at a time until a decision.
+    pub fn serial(
+        self: &Arc<Self>,
+        event: &str,
+        output: &'static TypeLayout,
+        payload: ErasedBox,
+        who: &str,
+    ) -> impl Future<Output = AbiResult<ROption<ErasedBox>>> + Send + 'static {
+        let slot = self.checked_slot(
+            event,
+            EventMode::Serial,
+            Some(payload.layout()),
+            Some(output),
+            who,
+        );
+        let bus = Arc::clone(self);
+        async move {
+            let slot = match slot {
+                Ok(s) => s,
+                Err(e) => return RResult::RErr(e),
+            };
+            for l in slot.snapshot().iter() {
+                if !l.fiber.runnable() {
+                    continue;
+                }
+                let fut = l.ffi.call_serial(PayloadRef::of_box(&payload));
+                let deadline = l.deadline.or(bus.default_deadline);
+                match with_deadline(deadline, || listener_label(&slot.name, l), fut).await {
+                    RResult::ROk(ROption::RNone) => {}
+                    RResult::ROk(ROption::RSome(decision)) => {
+                        if let Err(r) = slot.output.check(decision.layout()) {
+                            return RResult::RErr(PluginError::new(
+                                "EVENT_LAYOUT",
+                                format!(
+                                    "event '{}': decision of row '{}' has the wrong type: {r}",
+                                    slot.name, l.fiber.row
+                                ),
+                            ));
+                        }
+                        return RResult::ROk(ROption::RSome(decision));
+                    }
+                    RResult::RErr(e) => {
+                        bus.contain(&slot.name, l, &e);
+                        return RResult::RErr(e);
+                    }
+                }
+            }
+            RResult::ROk(ROption::RNone)
+        }
+    }
+}
+
+struct SyncFrame<'a> {
+    bus: &'a Bus,
+    slot: &'a Slot,
+    snapshot: Arc<[Arc<Listener>]>,
+    terminal: SyncTerminalFfi,
+    contained: Cell<bool>,
+}
+
+impl SyncChain for SyncFrame<'_> {
+    fn run_from(&self, index: usize, mut payload: PayloadMut<'_>) -> AbiResult<()> {
+        let mut i = index;
+        while let Some(l) = self.snapshot.get(i) {
+            if !l.fiber.runnable() {
+                i += 1;
+                continue;
+            }
+            let chain: &dyn SyncChain = self;
+            let r = l
+                .ffi
+                .call_waterfall(payload.reborrow(), sync_next(&chain, i + 1));
+            // A panic passing back up through `next` is counted once, where it started.
+            if let RResult::RErr(e) = &r
+                && e.code.as_str() == "PANIC"
+                && !self.contained.replace(true)
+            {
+                self.bus.contain(&self.slot.name, l, e);
+            }
+            return r;
+        }
+        self.terminal.run(payload)
+    }
+}
+
+struct AsyncFrame {
+    bus: Arc<Bus>,
+    slot: Arc<Slot>,
+    snapshot: Arc<[Arc<Listener>]>,
+    terminal: AsyncTerminalFfi,
+    contained: AtomicBool,
+}
+
+impl AsyncChain for AsyncFrame {
+    fn run_from(
+        self: Arc<Self>,
+        index: usize,
+        payload: ErasedBox,
+    ) -> keel_plugin_api::host::ChainFuture {
+        Box::pin(async move {
+            let position = self.snapshot[index.min(self.snapshot.len())..]
+                .iter()
+                .position(|l| l.fiber.runnable())
+                .map(|p| p + index);
+            let Some(i) = position else {
+                let out = self.terminal.run(payload).await;
+                return check_output(&self.slot, out, "the dispatcher's default");
+            };
+            let l = Arc::clone(&self.snapshot[i]);
+            let chain: Arc<dyn AsyncChain> = self.clone();
+            let fut = l
+                .ffi
+                .call_async_waterfall(payload, async_next(chain, i + 1));
+            let r = with_deadline(l.deadline, || listener_label(&self.slot.name, &l), fut).await;
+            if let RResult::RErr(e) = &r
+                && matches!(e.code.as_str(), "PANIC" | "TIMEOUT")
+                && !self.contained.swap(true, Ordering::AcqRel)
+            {
+                self.bus.contain(&self.slot.name, &l, e);
+            }
+            check_output(&self.slot, r, &format!("row '{}'", l.fiber.row))
+        })
+    }
+}
+
+fn check_output(slot: &Slot, out: AbiResult<ErasedBox>, who: &str) -> AbiResult<ErasedBox> {
+    match out {
+        RResult::ROk(b) => match slot.output.check(b.layout()) {
+            Ok(()) => RResult::ROk(b),
+            Err(r) => RResult::RErr(PluginError::new(
+                "EVENT_LAYOUT",
+                format!(
+                    "event '{}': output of {who} has the wrong type: {r}",
+                    slot.name
+                ),
+            )),
+        },
+        e => e,
+    }
+}

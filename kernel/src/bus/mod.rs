@@ -1,0 +1,371 @@
+//! The event bus: listener registry, mode and layout checks, and fault accounting.
+//!
+//! One [`Slot`] per event name holds the declared mode, the canonical payload/output layouts
+//! and an immutable listener snapshot (`Arc<[Arc<Listener>]>`) that registration replaces
+//! wholesale. Dispatch clones the snapshot and never locks while calling plugins, which gives
+//! the snapshot rule of ARCHITECTURE §4.4 for free: a listener removed mid-dispatch still runs
+//! this time, one added runs next time. Modes are checked at registration *and* dispatch: the
+//! SDK makes a mismatch a compile error, but a foreign plugin could still lie at the ABI.
+//!
+//! Layouts: the first layout seen for an event (or the kernel's own, for the core catalog) is
+//! canonical; every other image's layout is checked once with abi_stable and its pointer cached,
+//! so the hot path is a pointer comparison.
+
+mod dispatch;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use keel_plugin_api::abi::{EventMode, ListenerFfi, ListenerOptions, PluginError, TypeLayout};
+use keel_plugin_api::events::kernel::{
+    ListenerError, ListenerErrorEvent, PluginStatus, PluginStatusEvent,
+};
+use keel_plugin_api::host::{PayloadRef, layouts_compatible};
+use keel_plugin_api::sdk::event::{EmitEvent, Event};
+
+use crate::fiber::Fiber;
+
+pub use dispatch::with_deadline;
+
+/// A registered listener.
+pub struct Listener {
+    /// Registration id.
+    pub id: u64,
+    /// Owning fiber.
+    pub fiber: Arc<Fiber>,
+    order: i32,
+    seq: u64,
+    deadline: Option<Duration>,
+    ffi: ListenerFfi,
+}
+
+/// Where an event's mode and layouts were declared.
+#[derive(Debug, Clone)]
+struct Declared {
+    mode: EventMode,
+    payload: Option<&'static TypeLayout>,
+    output: Option<&'static TypeLayout>,
+    by: String,
+}
+
+#[derive(Default)]
+struct LayoutSet {
+    canonical: Mutex<Option<&'static TypeLayout>>,
+    accepted: RwLock<Vec<usize>>,
+}
+
+impl LayoutSet {
+    fn new(canonical: Option<&'static TypeLayout>) -> LayoutSet {
+        let accepted = canonical
+            .map(|l| vec![l as *const TypeLayout as usize])
+            .unwrap_or_default();
+        LayoutSet {
+            canonical: Mutex::new(canonical),
+            accepted: RwLock::new(accepted),
+        }
+    }
+
+    fn check(&self, found: &'static TypeLayout) -> Result<(), String> {
+        let key = found as *const TypeLayout as usize;
+        if self
+            .accepted
+            .read()
+            .map(|a| a.contains(&key))
+            .unwrap_or(false)
+        {
+            return Ok(());
+        }
+        let mut canonical = self
+            .canonical
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let expected = *canonical.get_or_insert(found);
+        layouts_compatible(expected, found)?;
+        if let Ok(mut a) = self.accepted.write() {
+            a.push(key);
+        }
+        Ok(())
+    }
+}
+
+/// One event's registry entry.
+pub struct Slot {
+    name: String,
+    mode: EventMode,
+    payload: LayoutSet,
+    output: LayoutSet,
+    listeners: RwLock<Arc<[Arc<Listener>]>>,
+}
+
+impl Slot {
+    fn snapshot(&self) -> Arc<[Arc<Listener>]> {
+        match self.listeners.read() {
+            Ok(l) => Arc::clone(&l),
+            Err(p) => Arc::clone(&p.into_inner()),
+        }
+    }
+
+    fn replace(&self, f: impl FnOnce(&mut Vec<Arc<Listener>>)) {
+        let mut guard = self
+            .listeners
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut v: Vec<Arc<Listener>> = guard.iter().cloned().collect();
+        f(&mut v);
+        *guard = v.into();
+    }
+}
+
+/// The bus.
+pub struct Bus {
+    slots: DashMap<String, Arc<Slot>>,
+    declared: DashMap<String, Declared>,
+    seq: AtomicU64,
+    fault_threshold: u32,
+    default_deadline: Option<Duration>,
+}
+
+fn err(code: &str, message: String) -> PluginError {
+    PluginError::new(code, message)
+}
+
+impl Bus {
+    /// A bus knowing the core catalog. `default_deadline` applies to parallel and serial
+    /// listeners without their own deadline.
+    pub fn new(fault_threshold: u32, default_deadline: Option<Duration>) -> Bus {
+        let bus = Bus {
+            slots: DashMap::new(),
+            declared: DashMap::new(),
+            seq: AtomicU64::new(0),
+            fault_threshold,
+            default_deadline,
+        };
+        for info in keel_plugin_api::events::CATALOG {
+            bus.declared.insert(
+                info.name.to_owned(),
+                Declared {
+                    mode: info.mode,
+                    payload: Some(info.payload_layout),
+                    output: Some(info.output_layout),
+                    by: "keel-plugin-api".to_owned(),
+                },
+            );
+        }
+        bus
+    }
+
+    /// Declares a plugin-defined event (from a manifest).
+    ///
+    /// # Errors
+    /// When the name is already declared with another mode.
+    pub fn declare(&self, name: &str, mode: EventMode, by: &str) -> Result<(), String> {
+        if let Some(existing) = self.declared.get(name) {
+            if existing.mode != mode {
+                return Err(format!(
+                    "event '{name}' is declared {} by {} and {} by {by}",
+                    existing.mode.as_str(),
+                    existing.by,
+                    mode.as_str()
+                ));
+            }
+            return Ok(());
+        }
+        self.declared.insert(
+            name.to_owned(),
+            Declared {
+                mode,
+                payload: None,
+                output: None,
+                by: by.to_owned(),
+            },
+        );
+        Ok(())
+    }
+
+    fn slot(&self, event: &str) -> Result<Arc<Slot>, PluginError> {
+        if let Some(s) = self.slots.get(event) {
+            return Ok(Arc::clone(&s));
+        }
+        let declared = self.declared.get(event).map(|d| d.clone()).ok_or_else(|| {
+            err(
+                "UNKNOWN_EVENT",
+                format!("event '{event}' is not declared by keel-plugin-api or any loaded plugin's manifest"),
+            )
+        })?;
+        let slot = self
+            .slots
+            .entry(event.to_owned())
+            .or_insert_with(|| {
+                Arc::new(Slot {
+                    name: event.to_owned(),
+                    mode: declared.mode,
+                    payload: LayoutSet::new(declared.payload),
+                    output: LayoutSet::new(declared.output),
+                    listeners: RwLock::new(Arc::from(Vec::new())),
+                })
+            })
+            .clone();
+        Ok(slot)
+    }
+
+    fn checked_slot(
+        &self,
+        event: &str,
+        mode: EventMode,
+        payload: Option<&'static TypeLayout>,
+        output: Option<&'static TypeLayout>,
+        who: &str,
+    ) -> Result<Arc<Slot>, PluginError> {
+        let slot = self.slot(event)?;
+        if slot.mode != mode {
+            return Err(err(
+                "EVENT_MODE",
+                format!(
+                    "event '{event}' is {} but {who} used it as {}",
+                    slot.mode.as_str(),
+                    mode.as_str()
+                ),
+            ));
+        }
+        if let Some(l) = payload {
+            slot.payload.check(l).map_err(|r| {
+                err(
+                    "EVENT_LAYOUT",
+                    format!("event '{event}': payload type of {who} does not match: {r}"),
+                )
+            })?;
+        }
+        if let Some(l) = output {
+            slot.output.check(l).map_err(|r| {
+                err(
+                    "EVENT_LAYOUT",
+                    format!("event '{event}': output type of {who} does not match: {r}"),
+                )
+            })?;
+        }
+        Ok(slot)
+    }
+
+    /// Registers a listener for `fiber`. The caller records the effect.
+    ///
+    /// # Errors
+    /// `UNKNOWN_EVENT`, `EVENT_MODE`, `EVENT_LAYOUT`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn register(
+        &self,
+        id: u64,
+        fiber: &Arc<Fiber>,
+        event: &str,
+        mode: EventMode,
+        payload: &'static TypeLayout,
+        output: &'static TypeLayout,
+        options: ListenerOptions,
+        ffi: ListenerFfi,
+    ) -> Result<(), PluginError> {
+        let who = format!("row '{}'", fiber.row);
+        if ffi.mode() != mode {
+            return Err(err(
+                "EVENT_MODE",
+                format!(
+                    "{who} registered a {} listener as {}",
+                    ffi.mode().as_str(),
+                    mode.as_str()
+                ),
+            ));
+        }
+        let slot = self.checked_slot(event, mode, Some(payload), Some(output), &who)?;
+        let listener = Arc::new(Listener {
+            id,
+            fiber: Arc::clone(fiber),
+            order: options.order,
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            deadline: (options.deadline_ms > 0).then(|| Duration::from_millis(options.deadline_ms)),
+            ffi,
+        });
+        slot.replace(|v| {
+            let pos = v
+                .iter()
+                .position(|l| (l.order, l.seq) > (listener.order, listener.seq))
+                .unwrap_or(v.len());
+            v.insert(pos, listener);
+        });
+        Ok(())
+    }
+
+    /// Removes a listener by registration id.
+    pub fn remove(&self, event: &str, id: u64) {
+        if let Some(slot) = self.slots.get(event) {
+            slot.replace(|v| v.retain(|l| l.id != id));
+        }
+    }
+
+    /// Number of listeners on an event (for diagnostics and tests).
+    pub fn listener_count(&self, event: &str) -> usize {
+        self.slots
+            .get(event)
+            .map(|s| s.snapshot().len())
+            .unwrap_or(0)
+    }
+
+    /// Emits a core event from the kernel itself.
+    pub fn emit_kernel<E: EmitEvent>(&self, payload: &E::Payload) {
+        let _ = self.emit(
+            E::NAME,
+            <E::Payload as keel_plugin_api::abi::StableAbi>::LAYOUT,
+            PayloadRef::of(payload),
+            "the kernel",
+        );
+    }
+
+    /// Reports a state change of a fiber.
+    pub fn report_status(&self, fiber: &Fiber, reason: &str) {
+        self.emit_kernel::<PluginStatus>(&PluginStatusEvent {
+            row: fiber.row.as_str().into(),
+            plugin: fiber.plugin.name.as_str().into(),
+            state: fiber.state().as_str().into(),
+            faulted: fiber.is_faulted(),
+            reason: reason.into(),
+        });
+    }
+
+    /// Records a listener failure: logs it, counts panics and timeouts toward the fault
+    /// threshold, and emits `kernel/listener-error` (and `kernel/plugin-status` on fault).
+    fn contain(&self, event: &str, listener: &Listener, e: &PluginError) {
+        tracing::warn!(
+            target: "keel::bus",
+            event,
+            row = %listener.fiber.row,
+            code = %e.code,
+            "listener failed: {}",
+            e.message
+        );
+        let counts = e.code.as_str() == "PANIC" || e.code.as_str() == "TIMEOUT";
+        if counts && listener.fiber.record_fault(self.fault_threshold) {
+            tracing::error!(
+                target: "keel::bus",
+                row = %listener.fiber.row,
+                faults = listener.fiber.faults(),
+                "plugin marked faulted; its listeners are skipped from now on"
+            );
+            self.report_status(
+                &listener.fiber,
+                &format!(
+                    "faulted after {} panics/timeouts; last: {}: {}",
+                    listener.fiber.faults(),
+                    e.code,
+                    e.message
+                ),
+            );
+        }
+        if event != ListenerError::NAME {
+            self.emit_kernel::<ListenerError>(&ListenerErrorEvent {
+                event: event.into(),
+                row: listener.fiber.row.as_str().into(),
+                code: e.code.clone(),
+                message: e.message.clone(),
+            });
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! `keel doctor`: what this installation can do and what is wrong with it, without running a
+//! task. Exit 0 when every check passes, 1 when something needs attention.
+
+use std::path::Path;
+
+use keel_plugin_api::abi::ABI_MAJOR;
+use keel_plugin_api::host::read_abi_major;
+
+use super::ProfileArgs;
+use crate::assemble::{LockState, assemble};
+use crate::error::Result;
+use crate::paths::Paths;
+
+struct Report {
+    text: String,
+    problems: usize,
+}
+
+impl Report {
+    fn ok(&mut self, what: &str, detail: impl AsRef<str>) {
+        self.text
+            .push_str(&format!("ok    {what}: {}\n", detail.as_ref()));
+    }
+    fn warn(&mut self, what: &str, detail: impl AsRef<str>) {
+        self.text
+            .push_str(&format!("warn  {what}: {}\n", detail.as_ref()));
+    }
+    fn fail(&mut self, what: &str, detail: impl AsRef<str>) {
+        self.problems += 1;
+        self.text
+            .push_str(&format!("FAIL  {what}: {}\n", detail.as_ref()));
+    }
+}
+
+pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
+    let mut r = Report {
+        text: String::new(),
+        problems: 0,
+    };
+    r.ok(
+        "kernel",
+        format!(
+            "keel {} , plugin ABI {ABI_MAJOR}",
+            env!("CARGO_PKG_VERSION")
+        ),
+    );
+    r.ok("binary dir", paths.exe_dir.display().to_string());
+    r.ok("KEEL_HOME", paths.keel_home.display().to_string());
+    for dir in &paths.plugin_path {
+        plugin_dir(&mut r, dir);
+    }
+    match args.resolve(paths) {
+        Err(e) => r.fail(&format!("profile '{}'", args.profile), e.to_string()),
+        Ok(profile) => {
+            let name = profile.name.clone();
+            let rows = profile.rows.len();
+            match assemble(paths, profile, true) {
+                Ok(a) => {
+                    r.ok(
+                        &format!("profile '{name}'"),
+                        format!("{rows} rows in {} layers, assembly ok", a.plan.layers.len()),
+                    );
+                    match &a.lock {
+                        LockState::Locked(p) => r.ok("lock", format!("locked by {}", p.display())),
+                        LockState::Unlocked(why) => {
+                            r.warn("lock", format!("running unlocked: {why}"))
+                        }
+                        LockState::NotChecked => {}
+                    }
+                    if a.has_driver() {
+                        r.ok("driver", "a row provides keel.driver");
+                    } else {
+                        r.warn(
+                            "driver",
+                            format!("profile '{name}' has no driver; `keel run` will refuse it"),
+                        );
+                    }
+                }
+                Err(e) => r.fail(
+                    &format!("profile '{name}'"),
+                    format!("error[{}]: {e}", e.code()),
+                ),
+            }
+        }
+    }
+    sandbox(&mut r);
+    print!("{}", r.text);
+    Ok(if r.problems == 0 { 0 } else { 1 })
+}
+
+fn plugin_dir(r: &mut Report, dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        r.warn("plugin path", format!("{} (missing)", dir.display()));
+        return;
+    };
+    let mut found = 0;
+    let mut bad = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("libkeel_plugin_") || !name.ends_with(std::env::consts::DLL_SUFFIX) {
+            continue;
+        }
+        found += 1;
+        match read_abi_major(&entry.path()) {
+            Ok(m) if m == ABI_MAJOR => {}
+            Ok(m) => bad.push(format!("{name}: plugin ABI {m}, kernel ABI {ABI_MAJOR}")),
+            Err(e) => bad.push(e.to_string()),
+        }
+    }
+    r.ok(
+        "plugin path",
+        format!("{} ({found} plugin libraries)", dir.display()),
+    );
+    for b in bad {
+        r.warn("plugin", b);
+    }
+}
+
+fn sandbox(r: &mut Report) {
+    let bwrap = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
+        .iter()
+        .find(|p| Path::new(p).is_file());
+    match bwrap {
+        Some(p) => r.ok("sandbox: bubblewrap", format!("found at {p}")),
+        None => r.warn(
+            "sandbox: bubblewrap",
+            "not installed (apt-get install bubblewrap)",
+        ),
+    }
+    match std::fs::read_to_string("/sys/kernel/security/lsm") {
+        Ok(lsm) if lsm.split(',').any(|m| m.trim() == "landlock") => {
+            r.ok("sandbox: landlock", "enabled in this kernel");
+        }
+        Ok(_) => r.warn("sandbox: landlock", "not in the active LSM list"),
+        Err(_) => r.warn(
+            "sandbox: landlock",
+            "unknown (/sys/kernel/security/lsm unreadable)",
+        ),
+    }
+    r.warn(
+        "sandbox",
+        "no sandbox plugin in this build yet; runners are probed only",
+    );
+}

@@ -1,0 +1,196 @@
+//! The `keel` command line (ARCHITECTURE §11, a public contract).
+//!
+//! This layer parses arguments, resolves the profile, assembles it and either reports
+//! (`config dump`, `plugins list`, `lock`, `doctor`) or hands control to the driver (`run`,
+//! `resume`). Every error before the driver runs exits 2 with one line naming the culprit.
+
+mod doctor;
+mod inspect;
+mod run;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::{ConfigSources, ResolvedProfile, resolve_profile};
+use crate::error::Result;
+use crate::paths::Paths;
+
+/// keel: a plugin-host microkernel for LLM agents.
+#[derive(Debug, Parser)]
+#[command(name = "keel", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a task with the profile's driver.
+    Run(RunArgs),
+    /// Resume a session with the profile's driver.
+    Resume {
+        /// Session id.
+        session_id: String,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Inspect the assembled configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Inspect plugins.
+    Plugins {
+        #[command(subcommand)]
+        command: PluginsCommand,
+    },
+    /// Record plugin digests and the assembly graph in keel.lock beside the binary.
+    Lock(ProfileArgs),
+    /// Check the ABI, the lock, the search path and the sandbox.
+    Doctor(ProfileArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the final row tree.
+    Dump {
+        #[command(flatten)]
+        profile: ProfileArgs,
+        /// Annotate rows and keys with the layer and file that set them.
+        #[arg(long)]
+        explain: bool,
+        /// JSON instead of TOML.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PluginsCommand {
+    /// Rows, libraries, versions, digests, layers.
+    List {
+        #[command(flatten)]
+        profile: ProfileArgs,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Options shared by every command that assembles a profile.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArgs {
+    /// Profile name (looked up in profiles/) or path to a profile file.
+    #[arg(long, default_value = "default")]
+    profile: String,
+    /// Working directory (the project layer is DIR/.keel/config.toml).
+    #[arg(short = 'C', value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Set one key of one row: ROW.KEY=VALUE (VALUE is TOML, else a string).
+    #[arg(short = 'c', value_name = "ROW.KEY=VALUE")]
+    overrides: Vec<String>,
+    /// Apply a patch layer file (repeatable, in order).
+    #[arg(long = "patch", value_name = "FILE")]
+    patches: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum OutputFormat {
+    Text,
+    Json,
+    StreamJson,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum SandboxMode {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum ApprovalMode {
+    Never,
+    Ask,
+}
+
+#[derive(Debug, Clone, Args)]
+struct RunArgs {
+    /// The task, or `-` to read it from stdin.
+    prompt: Option<String>,
+    #[command(flatten)]
+    profile: ProfileArgs,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    output_format: OutputFormat,
+    /// Do not persist the session.
+    #[arg(long)]
+    ephemeral: bool,
+    /// Stop after N turns.
+    #[arg(long, value_name = "N")]
+    max_turns: Option<u32>,
+    /// Sandbox mode.
+    #[arg(long, value_enum)]
+    sandbox: Option<SandboxMode>,
+    /// Approval policy.
+    #[arg(long, value_enum)]
+    approval: Option<ApprovalMode>,
+}
+
+impl ProfileArgs {
+    /// Applies `-C` and resolves the profile through every layer.
+    fn resolve(&self, paths: &Paths) -> Result<ResolvedProfile> {
+        if let Some(dir) = &self.dir {
+            std::env::set_current_dir(dir).map_err(|e| crate::error::KernelError::Io {
+                path: dir.clone(),
+                reason: format!("cannot change directory: {e}"),
+            })?;
+        }
+        let cwd = std::env::current_dir().ok();
+        let sources = ConfigSources {
+            roots: paths.config_roots.clone(),
+            keel_home: Some(paths.keel_home.clone()),
+            project_dir: cwd,
+            patches: self.patches.clone(),
+            overrides: self.overrides.clone(),
+        };
+        let profile = resolve_profile(&self.profile, &sources)?;
+        for w in &profile.warnings {
+            eprintln!("keel: {w}");
+        }
+        Ok(profile)
+    }
+}
+
+/// Runs the parsed command and returns the process exit code.
+pub fn execute(cli: Cli) -> i32 {
+    let paths = Paths::discover();
+    let result = match cli.command {
+        Command::Run(args) => run::run(&paths, "run", None, args),
+        Command::Resume { session_id, run } => run::run(&paths, "resume", Some(session_id), run),
+        Command::Config {
+            command:
+                ConfigCommand::Dump {
+                    profile,
+                    explain,
+                    json,
+                },
+        } => inspect::config_dump(&paths, &profile, explain, json),
+        Command::Plugins {
+            command: PluginsCommand::List { profile, json },
+        } => inspect::plugins_list(&paths, &profile, json),
+        Command::Lock(profile) => inspect::lock(&paths, &profile),
+        Command::Doctor(profile) => doctor::doctor(&paths, &profile),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("keel: error[{}]: {e}", e.code());
+            2
+        }
+    }
+}

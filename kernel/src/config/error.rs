@@ -1,0 +1,131 @@
+//! Errors of profile/bundle configuration (CFG).
+//!
+//! Owns [`ConfigError`]: every variant names the file, row, bundle or `-c` argument at fault and
+//! renders as a single line starting in lowercase, so the CLI can print it after `error: ` and exit
+//! with code 2. [`ConfigError::code`] gives a stable machine-readable code per variant for the JSON
+//! output formats and for tests that must not depend on wording.
+
+use std::path::PathBuf;
+
+/// A configuration error. Display is one line; [`ConfigError::code`] is stable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A layer file exists but could not be read.
+    #[error("cannot read config file {path}: {message}", path = .path.display())]
+    Io { path: PathBuf, message: String },
+
+    /// Malformed TOML or a shape error (unknown key, missing field, wrong type) in a layer file.
+    #[error("{path}:{line}:{col}: {message}", path = .path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+        message: String,
+    },
+
+    /// `bundles` or `description` in a layer that is not a profile.
+    #[error(
+        "{path}:{line}:{col}: `{key}` is only allowed in a profile, not in a {layer} layer",
+        path = .path.display()
+    )]
+    ProfileOnlyKey {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+        key: String,
+        layer: String,
+    },
+
+    /// A row id, plugin name or bundle name outside `[a-z0-9][a-z0-9-]*`.
+    #[error("{location}: invalid {what} '{value}': expected [a-z0-9][a-z0-9-]*")]
+    InvalidId {
+        /// `path:line:col` for file layers, the layer description for in-memory layers.
+        location: String,
+        /// `row id`, `plugin name` or `bundle name`.
+        what: &'static str,
+        value: String,
+    },
+
+    /// A profile name found in none of the config roots.
+    #[error("unknown profile '{profile}' (searched {searched})")]
+    UnknownProfile {
+        profile: String,
+        /// The `profiles/<name>.toml` candidates tried, comma-separated, or `no config roots`.
+        searched: String,
+    },
+
+    /// A profile given as a path that does not exist.
+    #[error("profile file {path} does not exist", path = .path.display())]
+    ProfileNotFound { path: PathBuf },
+
+    /// A bundle named by a profile found in none of the config roots.
+    #[error(
+        "unknown bundle '{bundle}' referenced by profile {profile}:{line} (searched {searched})",
+        profile = .profile.display()
+    )]
+    UnknownBundle {
+        bundle: String,
+        profile: PathBuf,
+        line: usize,
+        searched: String,
+    },
+
+    /// The same bundle listed twice in one profile.
+    #[error(
+        "bundle '{bundle}' is listed twice in profile {profile}:{line}",
+        profile = .profile.display()
+    )]
+    DuplicateBundle {
+        bundle: String,
+        profile: PathBuf,
+        line: usize,
+    },
+
+    /// An `insert` of an id that is already a live row.
+    #[error("duplicate row '{id}': inserted by {layer} but already inserted by {first}")]
+    DuplicateRow {
+        id: String,
+        /// The layer inserting it now, e.g. `profile:demo (/p/profiles/demo.toml:12)`.
+        layer: String,
+        /// The layer that inserted the live row.
+        first: String,
+    },
+
+    /// A malformed `-c ROW.KEY=VALUE` argument, or one that cannot be applied.
+    #[error("bad override '-c {arg}': {reason}")]
+    BadOverride { arg: String, reason: String },
+
+    /// A `--patch FILE` that does not exist.
+    #[error("patch file {path} does not exist", path = .path.display())]
+    MissingPatch { path: PathBuf },
+}
+
+impl ConfigError {
+    /// Stable machine-readable code of this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ConfigError::Io { .. } => "CONFIG_IO",
+            ConfigError::Parse { .. } => "CONFIG_PARSE",
+            ConfigError::ProfileOnlyKey { .. } => "CONFIG_PROFILE_ONLY_KEY",
+            ConfigError::InvalidId { .. } => "CONFIG_INVALID_ID",
+            ConfigError::UnknownProfile { .. } => "CONFIG_UNKNOWN_PROFILE",
+            ConfigError::ProfileNotFound { .. } => "CONFIG_UNKNOWN_PROFILE",
+            ConfigError::UnknownBundle { .. } => "CONFIG_UNKNOWN_BUNDLE",
+            ConfigError::DuplicateBundle { .. } => "CONFIG_DUPLICATE_BUNDLE",
+            ConfigError::DuplicateRow { .. } => "CONFIG_DUPLICATE_ROW",
+            ConfigError::BadOverride { .. } => "CONFIG_BAD_OVERRIDE",
+            ConfigError::MissingPatch { .. } => "CONFIG_MISSING_PATCH",
+        }
+    }
+}
+
+/// Collapses a possibly multi-line message (toml's messages sometimes contain newlines) into one
+/// line, so every [`ConfigError`] displays on a single line.
+pub(crate) fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}

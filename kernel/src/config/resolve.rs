@@ -1,0 +1,175 @@
+//! Resolving a profile: finding its file and bundles in the config roots and applying every layer
+//! in the CFG-02 order over an empty tree.
+//!
+//! Order: bundles (as the profile lists them) → the profile's own operations → the user layer
+//! (`$KEEL_HOME/config.toml`) → the project layer (`<project>/.keel/config.toml`) → `--patch`
+//! files → `-c` overrides. Launcher-only patches come later, through
+//! [`ResolvedProfile::apply_launcher_patch`]. All `-c` arguments are parsed before any file is
+//! read, so a malformed one is reported first.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use super::error::ConfigError;
+use super::layer::{ParsedLayer, parse_layer};
+use super::model::{ConfigSources, LayerKind, LayerRef, ResolvedProfile};
+use super::overrides::Override;
+
+/// Resolves `profile` (a name looked up as `profiles/<name>.toml` in each root, or a path when it
+/// contains `/` or ends in `.toml`) and applies all layers from `sources`.
+pub fn resolve_profile(
+    profile: &str,
+    sources: &ConfigSources,
+) -> Result<ResolvedProfile, ConfigError> {
+    let overrides = sources
+        .overrides
+        .iter()
+        .map(|arg| Override::parse(arg))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let (name, path) = locate_profile(profile, &sources.roots)?;
+    let parsed = parse_layer(&read(&path)?, &path, None)?;
+    let mut resolved = ResolvedProfile::empty(name.clone(), path.clone());
+    resolved.description = parsed.description.clone();
+
+    // 1. Bundles, in the order the profile lists them.
+    let mut seen = HashSet::new();
+    for bundle in &parsed.bundles {
+        if !seen.insert(bundle.name.as_str()) {
+            return Err(ConfigError::DuplicateBundle {
+                bundle: bundle.name.clone(),
+                profile: path,
+                line: bundle.line,
+            });
+        }
+        let candidates = candidates(&sources.roots, "bundles", &bundle.name);
+        let Some(bundle_path) = candidates.iter().find(|p| p.is_file()) else {
+            return Err(ConfigError::UnknownBundle {
+                bundle: bundle.name.clone(),
+                profile: path,
+                line: bundle.line,
+                searched: searched(&candidates),
+            });
+        };
+        let kind = LayerKind::Bundle(bundle.name.clone());
+        let ops = parse_layer(&read(bundle_path)?, bundle_path, Some(&kind))?.ops;
+        resolved.apply_layer(layer_ref(kind, bundle_path), &ops)?;
+        resolved.bundles.push(bundle.name.clone());
+    }
+
+    // 2. The profile's own operations.
+    let ParsedLayer { ops, .. } = parsed;
+    resolved.apply_layer(layer_ref(LayerKind::Profile(name), &path), &ops)?;
+
+    // 3. User layer, 4. project layer (each only if present; the same file is applied once).
+    let user = sources
+        .keel_home
+        .as_ref()
+        .map(|home| home.join("config.toml"));
+    let project = sources
+        .project_dir
+        .as_ref()
+        .map(|dir| dir.join(".keel").join("config.toml"));
+    let mut optional = vec![(LayerKind::User, user.clone())];
+    if !same_file(user.as_deref(), project.as_deref()) {
+        optional.push((LayerKind::Project, project));
+    }
+    for (kind, file) in optional {
+        if let Some(file) = file.filter(|f| f.exists()) {
+            apply_file(&mut resolved, kind, &file)?;
+        }
+    }
+
+    // 5. `--patch` files, which must exist.
+    for patch in &sources.patches {
+        if !patch.exists() {
+            return Err(ConfigError::MissingPatch {
+                path: patch.clone(),
+            });
+        }
+        apply_file(&mut resolved, LayerKind::Patch, patch)?;
+    }
+
+    // 6. `-c` overrides.
+    for ov in &overrides {
+        resolved.apply_override(ov)?;
+    }
+    Ok(resolved)
+}
+
+/// Finds the profile file and its name.
+fn locate_profile(profile: &str, roots: &[PathBuf]) -> Result<(String, PathBuf), ConfigError> {
+    if profile.contains('/') || profile.ends_with(".toml") {
+        let path = PathBuf::from(profile);
+        if !path.is_file() {
+            return Err(ConfigError::ProfileNotFound { path });
+        }
+        let name = path
+            .file_stem()
+            .map_or_else(|| profile.to_owned(), |s| s.to_string_lossy().into_owned());
+        return Ok((name, path));
+    }
+    let candidates = candidates(roots, "profiles", profile);
+    match candidates.iter().find(|p| p.is_file()) {
+        Some(path) => Ok((profile.to_owned(), path.clone())),
+        None => Err(ConfigError::UnknownProfile {
+            profile: profile.to_owned(),
+            searched: searched(&candidates),
+        }),
+    }
+}
+
+/// `<root>/<dir>/<name>.toml` for each root, in order.
+fn candidates(roots: &[PathBuf], dir: &str, name: &str) -> Vec<PathBuf> {
+    roots
+        .iter()
+        .map(|root| root.join(dir).join(format!("{name}.toml")))
+        .collect()
+}
+
+/// The candidates for an error message.
+fn searched(candidates: &[PathBuf]) -> String {
+    if candidates.is_empty() {
+        return "no config roots".to_owned();
+    }
+    candidates
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn apply_file(
+    resolved: &mut ResolvedProfile,
+    kind: LayerKind,
+    file: &Path,
+) -> Result<(), ConfigError> {
+    let ops = parse_layer(&read(file)?, file, Some(&kind))?.ops;
+    resolved.apply_layer(layer_ref(kind, file), &ops)
+}
+
+fn layer_ref(kind: LayerKind, path: &Path) -> LayerRef {
+    LayerRef::new(kind, path.display().to_string())
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|err| ConfigError::Io {
+        path: path.to_path_buf(),
+        message: err.to_string(),
+    })
+}
+
+/// True when both paths exist and are the same file (e.g. `KEEL_HOME` is `<project>/.keel`).
+fn same_file(a: Option<&Path>, b: Option<&Path>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => match (a.canonicalize(), b.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+#[path = "resolve_tests.rs"]
+mod tests;

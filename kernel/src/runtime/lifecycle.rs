@@ -1,0 +1,451 @@
+//! Fiber lifecycle: activation with rollback, LIFO teardown, inject (pending → active →
+//! provider gone → dependents unload first → provider back → re-activate), and row control.
+//!
+//! Decisions (ARCHITECTURE §4.3, cordis-semantics §5): teardown is strictly serial last-in
+//! first-out across a fiber's effects; each disposer's error is logged and teardown goes on.
+//! When a provider goes away, every fiber that requires its service is unloaded first — while
+//! the service is still registered, so their disposers can use it — and only then does the
+//! entry disappear. Those fibers become pending again and re-activate when a provider is back.
+//! A provider updating state behind its handle changes nothing: only identity (a new
+//! registration) restarts dependents.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::future::join_all;
+use keel_plugin_api::abi::RResult;
+use keel_plugin_api::events::kernel::{ConfigUpdateFailed, ConfigUpdateFailedEvent};
+
+use super::{Inner, RowStatus};
+use crate::bus::with_deadline;
+use crate::fiber::{Effect, EffectKind, Fiber, FiberState};
+
+/// Whether a pending fiber's requirements allow it to activate now.
+fn ready(inner: &Inner, fiber: &Fiber) -> bool {
+    let rows = inner.rows();
+    fiber.plugin.manifest.requires.iter().all(|req| {
+        if !req.optional {
+            return inner.services.is_available(&req.name);
+        }
+        // Optional: wait only for a provider row that is loading, or pending but able to load.
+        rows.iter()
+            .filter(|s| s.enabled && s.id != fiber.row)
+            .all(|s| {
+                let provides = s
+                    .plugin
+                    .manifest
+                    .provides
+                    .iter()
+                    .any(|p| p.name == req.name);
+                let Some(f) = &s.fiber else { return true };
+                if !provides {
+                    return true;
+                }
+                match f.state() {
+                    FiberState::Loading => false,
+                    FiberState::Pending => !f
+                        .plugin
+                        .manifest
+                        .requires
+                        .iter()
+                        .filter(|r| !r.optional)
+                        .all(|r| inner.services.is_available(&r.name)),
+                    _ => true,
+                }
+            })
+    })
+}
+
+/// Activates every pending fiber that can be, a wave at a time, until none can.
+pub(super) async fn settle(inner: &Arc<Inner>) {
+    loop {
+        let candidates: Vec<Arc<Fiber>> = inner
+            .rows()
+            .iter()
+            .filter(|s| s.enabled)
+            .filter_map(|s| s.fiber.clone())
+            .filter(|f| f.state() == FiberState::Pending)
+            .collect();
+        let wave: Vec<Arc<Fiber>> = candidates.into_iter().filter(|f| ready(inner, f)).collect();
+        if wave.is_empty() {
+            return;
+        }
+        join_all(wave.into_iter().map(|f| activate(inner, f))).await;
+    }
+}
+
+async fn activate(inner: &Arc<Inner>, fiber: Arc<Fiber>) {
+    if !fiber.transition(FiberState::Pending, FiberState::Loading) {
+        return;
+    }
+    inner.fibers.insert(fiber.id, Arc::clone(&fiber));
+    inner.bus.report_status(&fiber, "");
+    let Some(api) = inner.api.get().copied() else {
+        return;
+    };
+    let fut = fiber.plugin.library.activate(fiber.id, api);
+    let row = fiber.row.clone();
+    let result = with_deadline(
+        inner.deadline(),
+        || format!("activation of row '{row}'"),
+        fut,
+    )
+    .await;
+    match result {
+        RResult::ROk(()) => {
+            if fiber.transition(FiberState::Loading, FiberState::Active) {
+                set_error(inner, &fiber.row, None);
+                inner.bus.report_status(&fiber, "");
+            }
+        }
+        RResult::RErr(e) => {
+            let reason = format!("{}: {}", e.code, e.message);
+            tracing::error!(target: "keel::kernel", row = %fiber.row, "activation failed, rolling back: {reason}");
+            fiber.set_state(FiberState::Unloading);
+            teardown(inner, &fiber).await;
+            fiber.set_state(FiberState::Failed);
+            inner.fibers.remove(&fiber.id);
+            set_error(inner, &fiber.row, Some(reason.clone()));
+            inner.bus.report_status(&fiber, &reason);
+        }
+    }
+}
+
+fn set_error(inner: &Inner, row: &str, error: Option<String>) {
+    if let Some(slot) = inner.rows().iter_mut().find(|s| s.id == row) {
+        slot.last_error = error;
+    }
+}
+
+/// Pops and disposes every effect, last in first out.
+async fn teardown(inner: &Arc<Inner>, fiber: &Arc<Fiber>) {
+    while let Some(effect) = fiber.pop_effect() {
+        dispose_effect(inner, fiber, effect).await;
+    }
+    fiber.abort_tasks();
+}
+
+/// Disposes one effect. Never fails: errors are logged.
+pub(super) fn dispose_effect<'a>(
+    inner: &'a Arc<Inner>,
+    fiber: &'a Arc<Fiber>,
+    effect: Effect,
+) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+    Box::pin(async move {
+        match effect.kind {
+            EffectKind::Listener { event } => inner.bus.remove(&event, effect.id),
+            EffectKind::Service { name } => {
+                unload_dependents(inner, &name, fiber).await;
+                inner.services.remove(effect.id);
+            }
+            EffectKind::Disposer(d) => {
+                let label = effect.label.clone();
+                let row = fiber.row.clone();
+                let r = with_deadline(
+                    inner.deadline(),
+                    || format!("disposer '{label}' of row '{row}'"),
+                    d.run(),
+                )
+                .await;
+                if let RResult::RErr(e) = r {
+                    tracing::error!(
+                        target: "keel::kernel",
+                        row = %fiber.row,
+                        effect = %effect.label,
+                        "disposer failed: {}: {}",
+                        e.code,
+                        e.message
+                    );
+                }
+            }
+        }
+    })
+}
+
+/// Unloads every live fiber that requires `service` (other than `provider`) and leaves a fresh
+/// pending fiber in its row.
+async fn unload_dependents(inner: &Arc<Inner>, service: &str, provider: &Arc<Fiber>) {
+    // Another provider of a non-exclusive facility keeps dependents alive.
+    let others = inner
+        .services
+        .providers_of(service)
+        .into_iter()
+        .filter(|id| *id != provider.id)
+        .count();
+    if others > 0 {
+        return;
+    }
+    let dependents: Vec<Arc<Fiber>> = inner
+        .rows()
+        .iter()
+        .filter_map(|s| s.fiber.clone())
+        .filter(|f| f.id != provider.id && f.requires(service))
+        .filter(|f| matches!(f.state(), FiberState::Loading | FiberState::Active))
+        .collect();
+    for dep in dependents {
+        tracing::info!(
+            target: "keel::kernel",
+            row = %dep.row,
+            "unloading: provider row '{}' of '{service}' is going away",
+            provider.row
+        );
+        unload(
+            inner,
+            Arc::clone(&dep),
+            FiberState::Disposed,
+            &format!("provider of '{service}' went away"),
+        )
+        .await;
+        let mut rows = inner.rows();
+        if let Some(slot) = rows.iter_mut().find(|s| s.id == dep.row)
+            && slot.enabled
+            && slot.fiber.as_ref().is_some_and(|f| f.id == dep.id)
+        {
+            let fresh = inner.new_fiber(&slot.id, &slot.plugin, &slot.config);
+            slot.fiber = Some(fresh);
+        }
+    }
+}
+
+/// Unloads a fiber: dependents first, then its effects LIFO; ends in `final_state`.
+pub(super) fn unload<'a>(
+    inner: &'a Arc<Inner>,
+    fiber: Arc<Fiber>,
+    final_state: FiberState,
+    reason: &'a str,
+) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+    Box::pin(async move {
+        match fiber.state() {
+            FiberState::Unloading | FiberState::Disposed => return,
+            FiberState::Pending | FiberState::Failed => {
+                fiber.set_state(final_state);
+                inner.bus.report_status(&fiber, reason);
+                return;
+            }
+            FiberState::Loading | FiberState::Active => {}
+        }
+        fiber.set_state(FiberState::Unloading);
+        inner.bus.report_status(&fiber, reason);
+        for service in fiber.provided_services() {
+            unload_dependents(inner, &service, &fiber).await;
+        }
+        teardown(inner, &fiber).await;
+        fiber.set_state(final_state);
+        inner.fibers.remove(&fiber.id);
+        inner.bus.report_status(&fiber, reason);
+    })
+}
+
+/// One line per row that is not active after settling.
+pub(super) fn problems(inner: &Inner) -> Vec<String> {
+    let rows = inner.rows();
+    rows.iter()
+        .filter(|s| s.enabled)
+        .filter_map(|s| {
+            let f = s.fiber.as_ref()?;
+            match f.state() {
+                FiberState::Active => None,
+                FiberState::Failed => Some(format!(
+                    "row '{}' (plugin {}) failed to activate: {}",
+                    s.id,
+                    s.plugin.name,
+                    s.last_error.as_deref().unwrap_or("unknown error")
+                )),
+                FiberState::Pending => {
+                    let missing: Vec<String> = f
+                        .plugin
+                        .manifest
+                        .requires
+                        .iter()
+                        .filter(|r| !r.optional && !inner.services.is_available(&r.name))
+                        .map(|r| format!("'{}'", r.name))
+                        .collect();
+                    Some(format!(
+                        "row '{}' is pending: required service {} has no active provider",
+                        s.id,
+                        missing.join(", ")
+                    ))
+                }
+                other => Some(format!("row '{}' is {}", s.id, other.as_str())),
+            }
+        })
+        .collect()
+}
+
+pub(super) fn status(inner: &Inner) -> Vec<RowStatus> {
+    inner
+        .rows()
+        .iter()
+        .map(|s| {
+            let (state, faulted, faults, effects) = match (&s.fiber, s.enabled) {
+                (_, false) => ("disabled".to_owned(), false, 0, Vec::new()),
+                (Some(f), true) => (
+                    f.state().as_str().to_owned(),
+                    f.is_faulted(),
+                    f.faults(),
+                    f.effect_labels(),
+                ),
+                (None, true) => ("pending".to_owned(), false, 0, Vec::new()),
+            };
+            RowStatus {
+                row: s.id.clone(),
+                plugin: s.plugin.name.clone(),
+                state,
+                faulted,
+                faults,
+                error: s.last_error.clone(),
+                effects,
+            }
+        })
+        .collect()
+}
+
+/// Row control requested by a plugin (drivers, tests): disable, enable, reload, status.
+pub(super) async fn control(
+    inner: &Arc<Inner>,
+    request: serde_json::Value,
+) -> Result<serde_json::Value, (String, String)> {
+    let op = request
+        .get("op")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_owned();
+    if op == "status" {
+        return serde_json::to_value(status(inner))
+            .map_err(|e| ("INVALID_JSON".to_owned(), e.to_string()));
+    }
+    let row = request
+        .get("row")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| {
+            (
+                "CONTROL".to_owned(),
+                format!("control request needs a 'row': {request}"),
+            )
+        })?
+        .to_owned();
+    let Ok(_guard) = inner.lifecycle.try_lock() else {
+        return Err((
+            "BUSY".to_owned(),
+            "another lifecycle change is in progress".to_owned(),
+        ));
+    };
+    let (fiber, plugin, current) = {
+        let rows = inner.rows();
+        let slot = rows.iter().find(|s| s.id == row).ok_or_else(|| {
+            (
+                "UNKNOWN_ROW".to_owned(),
+                format!("no row '{row}' in this profile"),
+            )
+        })?;
+        (
+            slot.fiber.clone(),
+            Arc::clone(&slot.plugin),
+            slot.config.clone(),
+        )
+    };
+    match op.as_str() {
+        "disable" => {
+            if let Some(f) = fiber {
+                unload(inner, f, FiberState::Disposed, "row disabled").await;
+            }
+            if let Some(slot) = inner.rows().iter_mut().find(|s| s.id == row) {
+                slot.enabled = false;
+                slot.fiber = None;
+            }
+        }
+        "enable" => {
+            if let Some(slot) = inner.rows().iter_mut().find(|s| s.id == row)
+                && (!slot.enabled
+                    || slot
+                        .fiber
+                        .as_ref()
+                        .is_none_or(|f| f.state() == FiberState::Disposed))
+            {
+                slot.enabled = true;
+                slot.fiber = Some(inner.new_fiber(&slot.id, &slot.plugin, &slot.config));
+            }
+            settle(inner).await;
+        }
+        "reload" => {
+            let config = request
+                .get("config")
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({}));
+            if let Err((pointer, reason)) =
+                crate::schema::validate(&plugin.manifest.config_schema, &config)
+            {
+                let reason = format!("invalid config at {pointer}: {reason}");
+                inner
+                    .bus
+                    .emit_kernel::<ConfigUpdateFailed>(&ConfigUpdateFailedEvent {
+                        row: row.as_str().into(),
+                        reason: reason.as_str().into(),
+                    });
+                return Err(("ROW_CONFIG".to_owned(), format!("row '{row}': {reason}")));
+            }
+            if let Some(f) = fiber {
+                unload(inner, f, FiberState::Disposed, "row reloaded").await;
+            }
+            replace_fiber(inner, &row, &config);
+            settle(inner).await;
+            let failed = row_state(inner, &row) == Some(FiberState::Failed);
+            if failed {
+                let reason = inner
+                    .rows()
+                    .iter()
+                    .find(|s| s.id == row)
+                    .and_then(|s| s.last_error.clone())
+                    .unwrap_or_default();
+                inner
+                    .bus
+                    .emit_kernel::<ConfigUpdateFailed>(&ConfigUpdateFailedEvent {
+                        row: row.as_str().into(),
+                        reason: reason.as_str().into(),
+                    });
+                let last_good = inner
+                    .rows()
+                    .iter()
+                    .find(|s| s.id == row)
+                    .map(|s| s.last_good.clone())
+                    .unwrap_or(current);
+                replace_fiber(inner, &row, &last_good);
+                settle(inner).await;
+                return Err((
+                    "RELOAD_FAILED".to_owned(),
+                    format!("row '{row}': {reason}; rolled back to the last good config"),
+                ));
+            }
+            if let Some(slot) = inner.rows().iter_mut().find(|s| s.id == row) {
+                slot.last_good = config;
+            }
+        }
+        other => {
+            return Err((
+                "CONTROL".to_owned(),
+                format!("unknown control op '{other}'"),
+            ));
+        }
+    }
+    let state = row_state(inner, &row)
+        .map(FiberState::as_str)
+        .unwrap_or("disabled");
+    Ok(serde_json::json!({ "row": row, "state": state }))
+}
+
+fn replace_fiber(inner: &Inner, row: &str, config: &serde_json::Value) {
+    if let Some(slot) = inner.rows().iter_mut().find(|s| s.id == row) {
+        slot.config = config.clone();
+        slot.enabled = true;
+        slot.fiber = Some(inner.new_fiber(&slot.id, &slot.plugin, config));
+    }
+}
+
+fn row_state(inner: &Inner, row: &str) -> Option<FiberState> {
+    inner
+        .rows()
+        .iter()
+        .find(|s| s.id == row)
+        .and_then(|s| s.fiber.as_ref().map(|f| f.state()))
+}

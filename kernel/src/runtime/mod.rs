@@ -1,0 +1,283 @@
+//! The running kernel: rows, fibers, bus and services behind one `Arc`, and the boot and
+//! shutdown sequences.
+//!
+//! The kernel installs itself as the process's [`Host`](keel_plugin_api::host::Host) (see
+//! `host_impl`), then creates one pending fiber per enabled row and *settles*: every pending
+//! fiber whose required services are active is activated, a wave at a time, until no more can
+//! be (`lifecycle`). A wave is exactly a Kahn layer of the facility graph, so rows in one layer
+//! activate concurrently and nothing activates before its providers are ACTIVE (KRN-03).
+
+mod host_impl;
+mod lifecycle;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use keel_plugin_api::abi::{FiberId, HostApi_Ref};
+use keel_plugin_api::host::install_host;
+use keel_plugin_api::sdk::ServiceRef;
+use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome};
+
+use crate::bus::Bus;
+use crate::config::KernelSettings;
+use crate::error::{KernelError, Result};
+use crate::fiber::{Fiber, FiberState};
+use crate::loader::PluginLibrary;
+use crate::services::Services;
+
+/// A row as the running kernel tracks it.
+pub struct RowSlot {
+    /// Row id.
+    pub id: String,
+    /// Plugin name.
+    pub plugin: Arc<PluginLibrary>,
+    /// Current config.
+    pub config: serde_json::Value,
+    /// Last config that activated.
+    pub last_good: serde_json::Value,
+    /// Whether the row should run.
+    pub enabled: bool,
+    /// The current fiber.
+    pub fiber: Option<Arc<Fiber>>,
+    /// Last activation error.
+    pub last_error: Option<String>,
+}
+
+pub(crate) struct Inner {
+    handle: tokio::runtime::Handle,
+    bus: Arc<Bus>,
+    services: Services,
+    rows: Mutex<Vec<RowSlot>>,
+    fibers: DashMap<FiberId, Arc<Fiber>>,
+    ids: AtomicU64,
+    api: OnceLock<HostApi_Ref>,
+    keel_home: PathBuf,
+    lifecycle: tokio::sync::Mutex<()>,
+    settings: KernelSettings,
+}
+
+impl Inner {
+    fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn rows(&self) -> std::sync::MutexGuard<'_, Vec<RowSlot>> {
+        self.rows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn new_fiber(
+        &self,
+        row: &str,
+        plugin: &Arc<PluginLibrary>,
+        config: &serde_json::Value,
+    ) -> Arc<Fiber> {
+        Arc::new(Fiber::new(
+            FiberId(self.next_id()),
+            row.to_owned(),
+            Arc::clone(plugin),
+            config.clone(),
+        ))
+    }
+
+    fn deadline(&self) -> Option<Duration> {
+        (self.settings.listener_deadline_ms > 0)
+            .then(|| Duration::from_millis(self.settings.listener_deadline_ms))
+    }
+}
+
+/// A row to start, as assembled from the profile.
+#[derive(Debug, Clone)]
+pub struct RowSpec {
+    /// Row id.
+    pub id: String,
+    /// Plugin library.
+    pub plugin: Arc<PluginLibrary>,
+    /// Validated config.
+    pub config: serde_json::Value,
+}
+
+/// The kernel. Cheap to clone.
+#[derive(Clone)]
+pub struct Kernel(Arc<Inner>);
+
+/// State of one row after boot.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RowStatus {
+    /// Row id.
+    pub row: String,
+    /// Plugin.
+    pub plugin: String,
+    /// Fiber state, or `disabled`.
+    pub state: String,
+    /// Whether faulted.
+    pub faulted: bool,
+    /// Faults counted.
+    pub faults: u32,
+    /// Last error.
+    pub error: Option<String>,
+    /// Registered effects, oldest first.
+    pub effects: Vec<String>,
+}
+
+impl Kernel {
+    /// Creates the kernel and installs it as this process's host. Declares plugin events.
+    ///
+    /// # Errors
+    /// [`KernelError::Activation`] when two manifests declare one event with different modes.
+    pub fn new(
+        handle: tokio::runtime::Handle,
+        settings: KernelSettings,
+        keel_home: PathBuf,
+        rows: Vec<RowSpec>,
+    ) -> Result<Kernel> {
+        let deadline = (settings.listener_deadline_ms > 0)
+            .then(|| Duration::from_millis(settings.listener_deadline_ms));
+        let bus = Arc::new(Bus::new(settings.fault_threshold, deadline));
+        let mut seen: BTreeMap<String, ()> = BTreeMap::new();
+        for row in &rows {
+            if seen.insert(row.plugin.name.clone(), ()).is_some() {
+                continue;
+            }
+            for decl in &row.plugin.manifest.events {
+                let mode = keel_plugin_api::abi::EventMode::parse(&decl.mode).ok_or_else(|| {
+                    KernelError::Activation(format!(
+                        "row '{}': plugin {} declares event '{}' with unknown mode '{}'",
+                        row.id, row.plugin.name, decl.name, decl.mode
+                    ))
+                })?;
+                bus.declare(&decl.name, mode, &format!("plugin {}", row.plugin.name))
+                    .map_err(|e| KernelError::Activation(format!("row '{}': {e}", row.id)))?;
+            }
+        }
+        let slots = rows
+            .into_iter()
+            .map(|r| RowSlot {
+                id: r.id,
+                plugin: r.plugin,
+                last_good: r.config.clone(),
+                config: r.config,
+                enabled: true,
+                fiber: None,
+                last_error: None,
+            })
+            .collect();
+        let inner = Arc::new(Inner {
+            handle,
+            bus,
+            services: Services::default(),
+            rows: Mutex::new(slots),
+            fibers: DashMap::new(),
+            ids: AtomicU64::new(1),
+            api: OnceLock::new(),
+            keel_home,
+            lifecycle: tokio::sync::Mutex::new(()),
+            settings,
+        });
+        let api = install_host(Arc::new(host_impl::HostImpl(Arc::clone(&inner))));
+        let _ = inner.api.set(api);
+        Ok(Kernel(inner))
+    }
+
+    /// Activates every row (settling waves) and reports rows that did not become active.
+    ///
+    /// # Errors
+    /// [`KernelError::Activation`] naming every failed or stuck row.
+    pub async fn start(&self) -> Result<()> {
+        {
+            let _guard = self.0.lifecycle.lock().await;
+            {
+                let mut rows = self.0.rows();
+                for slot in rows.iter_mut() {
+                    let fiber = self.0.new_fiber(&slot.id, &slot.plugin, &slot.config);
+                    slot.fiber = Some(fiber);
+                }
+            }
+            lifecycle::settle(&self.0).await;
+        }
+        let problems = lifecycle::problems(&self.0);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(KernelError::Activation(problems.join("; ")))
+        }
+    }
+
+    /// Row states.
+    pub fn status(&self) -> Vec<RowStatus> {
+        lifecycle::status(&self.0)
+    }
+
+    /// The bus (benchmarks and in-process tests).
+    pub fn bus(&self) -> &Arc<Bus> {
+        &self.0.bus
+    }
+
+    /// Hands control to the profile's driver (ARCHITECTURE §4.6).
+    ///
+    /// # Errors
+    /// [`KernelError::NoDriver`], [`KernelError::Driver`].
+    pub async fn run_driver(&self, profile: &str, invocation: &DriverInvocation) -> Result<i32> {
+        let entry = self
+            .0
+            .services
+            .find(<Driver as keel_plugin_api::sdk::Service>::NAME, false)
+            .ok_or_else(|| KernelError::NoDriver {
+                profile: profile.to_owned(),
+            })?;
+        let row = entry.provider.row.clone();
+        let driver_err = |code: &str, message: String| KernelError::Driver {
+            row: row.clone(),
+            code: code.to_owned(),
+            message,
+        };
+        let shared = self
+            .0
+            .services
+            .handle_for(&entry, "keel", <<Driver as keel_plugin_api::sdk::Service>::Handle as keel_plugin_api::abi::StableAbi>::LAYOUT)
+            .map_err(|e| driver_err(e.code.as_str(), e.message.into_string()))?;
+        let driver: ServiceRef<Driver> = keel_plugin_api::host::service_ref::<Driver>(shared)
+            .map_err(|e| driver_err("SERVICE_LAYOUT", e))?;
+        let args = serde_json::to_value(invocation)
+            .map_err(|e| driver_err("INVALID_JSON", e.to_string()))?;
+        let out = driver
+            .call("run", args)
+            .await
+            .map_err(|e| driver_err(&e.code, e.message))?;
+        let outcome: DriverOutcome =
+            serde_json::from_value(out).map_err(|e| driver_err("INVALID_JSON", e.to_string()))?;
+        Ok(outcome.exit_code)
+    }
+
+    /// Unloads every row (dependents first, effects LIFO) and calls each library's shutdown.
+    pub async fn shutdown(&self) {
+        let _guard = self.0.lifecycle.lock().await;
+        let fibers: Vec<Arc<Fiber>> = self
+            .0
+            .rows()
+            .iter()
+            .rev()
+            .filter_map(|s| s.fiber.clone())
+            .collect();
+        for f in fibers {
+            lifecycle::unload(&self.0, f, FiberState::Disposed, "kernel shutdown").await;
+        }
+        let mut done: BTreeMap<String, ()> = BTreeMap::new();
+        let libs: Vec<Arc<PluginLibrary>> = self
+            .0
+            .rows()
+            .iter()
+            .map(|s| Arc::clone(&s.plugin))
+            .collect();
+        for lib in libs {
+            if done.insert(lib.name.clone(), ()).is_none() {
+                lib.library.shutdown();
+            }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The service registry: name → provider fiber and handle.
+//!
+//! Lookups check what the consumer expects against what the provider registered (consumer =
+//! expected, provider = found), so a provider at least as new as its consumer is accepted. The
+//! registry itself knows nothing about lifecycles; `kernel::lifecycle` decides who unloads when
+//! a provider goes away.
+
+use std::sync::{Arc, Mutex};
+
+use keel_plugin_api::abi::{ErasedShared, FiberId, PluginError, TypeLayout};
+use keel_plugin_api::host::layouts_compatible;
+
+use crate::fiber::{Fiber, FiberState};
+
+/// One provided service.
+#[derive(Clone)]
+pub struct Provided {
+    /// Service name.
+    pub name: String,
+    /// Providing fiber.
+    pub provider: Arc<Fiber>,
+    /// Registration id (the provider's identity together with the fiber id).
+    pub registration: u64,
+    handle: ErasedShared,
+    exclusive: bool,
+}
+
+/// The registry.
+#[derive(Default)]
+pub struct Services {
+    entries: Mutex<Vec<Provided>>,
+}
+
+impl Services {
+    /// Adds a provider.
+    ///
+    /// # Errors
+    /// `DUPLICATE_PROVIDER` for a second provider of an exclusive service.
+    pub fn provide(
+        &self,
+        name: &str,
+        provider: &Arc<Fiber>,
+        registration: u64,
+        handle: ErasedShared,
+        exclusive: bool,
+    ) -> Result<(), PluginError> {
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(existing) = entries
+            .iter()
+            .find(|e| e.name == name && (e.exclusive || exclusive))
+        {
+            return Err(PluginError::new(
+                "DUPLICATE_PROVIDER",
+                format!(
+                    "service '{name}' is already provided by row '{}'; row '{}' cannot provide it too",
+                    existing.provider.row, provider.row
+                ),
+            ));
+        }
+        entries.push(Provided {
+            name: name.to_owned(),
+            provider: Arc::clone(provider),
+            registration,
+            handle,
+            exclusive,
+        });
+        Ok(())
+    }
+
+    /// Removes the entry of one registration.
+    pub fn remove(&self, registration: u64) -> Option<Provided> {
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pos = entries
+            .iter()
+            .position(|e| e.registration == registration)?;
+        Some(entries.remove(pos))
+    }
+
+    /// The first provider of `name` whose fiber is active (or loading, when `include_loading`).
+    pub fn find(&self, name: &str, include_loading: bool) -> Option<Provided> {
+        let entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries
+            .iter()
+            .find(|e| {
+                e.name == name
+                    && match e.provider.state() {
+                        FiberState::Active | FiberState::Unloading => true,
+                        FiberState::Loading => include_loading,
+                        _ => false,
+                    }
+            })
+            .cloned()
+    }
+
+    /// Whether an active provider of `name` exists.
+    pub fn is_available(&self, name: &str) -> bool {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|e| e.name == name && e.provider.state() == FiberState::Active)
+    }
+
+    /// Hands out a handle after the layout check.
+    ///
+    /// # Errors
+    /// `SERVICE_LAYOUT` naming both rows.
+    pub fn handle_for(
+        &self,
+        entry: &Provided,
+        consumer_row: &str,
+        expected: &'static TypeLayout,
+    ) -> Result<ErasedShared, PluginError> {
+        layouts_compatible(expected, entry.handle.layout()).map_err(|r| {
+            PluginError::new(
+                "SERVICE_LAYOUT",
+                format!(
+                    "service '{}' of row '{}' does not match what row '{consumer_row}' expects: {r}",
+                    entry.name, entry.provider.row
+                ),
+            )
+        })?;
+        Ok(entry.handle.clone())
+    }
+
+    /// Fiber ids providing something (for status output).
+    pub fn providers_of(&self, name: &str) -> Vec<FiberId> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|e| e.name == name)
+            .map(|e| e.provider.id)
+            .collect()
+    }
+}

@@ -1,0 +1,18 @@
+//! The core event taxonomy: every event keel's kernel and first-party plugins agree on.
+//!
+//! One module per domain. Each event is declared once with [`declare_event!`](crate::declare_event),
+//! which gives it a name, a dispatch mode, a payload type and a doc line; [`CATALOG`] lists them
+//! all so that `docs/events.md` is generated from this one source (`cargo xtask docs`).
+//! Domains whose payloads belong to later subsystems (session, agent, tools, …) are added by the
+//! issue that builds them, never as placeholders: a payload type is an ABI promise.
+
+pub mod kernel;
+
+use crate::sdk::event::{Event as _, EventInfo};
+
+/// Every event declared in `keel-plugin-api`, in documentation order.
+pub const CATALOG: &[EventInfo] = &[
+    kernel::PluginStatus::INFO,
+    kernel::ListenerError::INFO,
+    kernel::ConfigUpdateFailed::INFO,
+];

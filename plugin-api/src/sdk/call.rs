@@ -1,0 +1,91 @@
+//! [`CallHandle`]: a ready-made service handle for request/response services that are not on a
+//! hot path (drivers, control surfaces, test fixtures).
+//!
+//! Arguments and results are JSON strings: ~1 µs per call, evolvable without an ABI break. Hot
+//! services (LLM adapters, tools) get their own typed `repr(C)` handles instead.
+
+use std::future::Future;
+
+use abi_stable::StableAbi;
+use abi_stable::std_types::{RStr, RString};
+use async_ffi::FfiFuture;
+
+use super::error::{Result, from_abi};
+use super::ffi;
+use crate::abi::{AbiResult, SharedPtr};
+
+/// A JSON request/response service handle.
+#[repr(C)]
+#[derive(StableAbi, Clone)]
+pub struct CallHandle {
+    data: SharedPtr,
+    call: unsafe extern "C" fn(
+        data: *const (),
+        method: RStr<'_>,
+        args: RString,
+    ) -> FfiFuture<AbiResult<RString>>,
+}
+
+impl std::fmt::Debug for CallHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallHandle")
+    }
+}
+
+#[allow(unsafe_code)]
+unsafe extern "C" fn call_shim<F, Fut>(
+    data: *const (),
+    method: RStr<'_>,
+    args: RString,
+) -> FfiFuture<AbiResult<RString>>
+where
+    F: Fn(String, serde_json::Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<serde_json::Value>> + Send + 'static,
+{
+    let method = method.as_str().to_owned();
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let args: serde_json::Value = serde_json::from_str(args.as_str())?;
+        // SAFETY: `data` is this image's `Arc<F>`.
+        Ok::<_, super::Error>(unsafe { (*data.cast::<F>())(method, args) })
+    }));
+    match started {
+        Ok(Ok(fut)) => ffi::guard_future(async move { Ok(RString::from(fut.await?.to_string())) }),
+        Ok(Err(e)) => ffi::guard_future(async move { Err(e) }),
+        Err(p) => {
+            let msg = format!("plugin panicked: {}", ffi::panic_message(&*p));
+            ffi::guard_future(async move { Err(super::Error::new("PANIC", msg)) })
+        }
+    }
+}
+
+impl CallHandle {
+    /// Wraps an async function of `(method, args)`.
+    pub fn new<F, Fut>(f: F) -> Self
+    where
+        F: Fn(String, serde_json::Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<serde_json::Value>> + Send + 'static,
+    {
+        CallHandle {
+            data: SharedPtr::new(f),
+            call: call_shim::<F, Fut>,
+        }
+    }
+
+    /// Calls `method` with `args`.
+    ///
+    /// # Errors
+    /// Whatever the provider returns; `PANIC` if it panicked.
+    #[allow(unsafe_code)]
+    pub async fn call(&self, method: &str, args: serde_json::Value) -> Result<serde_json::Value> {
+        // SAFETY: `data` belongs to `call`'s image and is kept alive by `self`.
+        let fut = unsafe {
+            (self.call)(
+                self.data.as_ptr(),
+                RStr::from_str(method),
+                RString::from(args.to_string()),
+            )
+        };
+        let raw = from_abi(fut.await)?;
+        Ok(serde_json::from_str(raw.as_str())?)
+    }
+}

@@ -1,0 +1,454 @@
+//! [`Context`]: one fiber's handle on the kernel — registration, dispatch, services, effects.
+//!
+//! Every registration is an effect owned by the fiber: the kernel disposes it, last in first
+//! out, when the fiber unloads, so plugins never write cleanup for listeners or services.
+//! Registration methods are typed by mode (`on` for emit, `waterfall`, `async_waterfall`,
+//! `on_parallel`, `on_serial`); dispatch methods likewise (`emit`, `run_waterfall`,
+//! `run_async_waterfall`, `parallel`, `serial`). A mode mismatch does not compile.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use abi_stable::StableAbi;
+use abi_stable::std_types::{RResult, RStr, RString};
+use async_ffi::FutureExt as _;
+use serde::de::DeserializeOwned;
+
+use super::error::{Error, Result, from_abi};
+use super::event::{
+    AsyncWaterfallEvent, EmitEvent, Event, ParallelEvent, SerialEvent, WaterfallEvent,
+};
+use super::ffi::{self, AsyncNext, Next};
+use super::link::host;
+use super::service::{Service, ServiceRef};
+use crate::abi::{
+    AbiResult, DisposerFfi, ErasedBox, ErasedShared, FiberId, HostApi_Ref, ListenerCall,
+    ListenerFfi, ListenerOptions, SharedPtr,
+};
+
+/// A registration (listener, service or effect) that can be removed before its fiber unloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registration {
+    /// Kernel-assigned id, unique within the process.
+    pub id: u64,
+}
+
+/// One fiber's handle on the kernel. Cheap to clone; valid for the fiber's whole life.
+#[derive(Clone, Copy)]
+pub struct Context {
+    fiber: FiberId,
+    api: HostApi_Ref,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("fiber", &self.fiber)
+            .finish()
+    }
+}
+
+fn rstr(s: &str) -> RStr<'_> {
+    RStr::from_str(s)
+}
+
+impl Context {
+    pub(crate) fn new(fiber: FiberId, api: HostApi_Ref) -> Self {
+        Context { fiber, api }
+    }
+
+    /// The fiber this context belongs to.
+    pub fn fiber(&self) -> FiberId {
+        self.fiber
+    }
+
+    // ---- config and environment ----------------------------------------------------------
+
+    /// The row config, deserialised. The kernel already validated it against the manifest's
+    /// JSON Schema, so an error here means the schema is looser than the type.
+    ///
+    /// # Errors
+    /// `CONFIG` when the row config does not deserialise into `C`.
+    pub fn config<C: DeserializeOwned>(&self) -> Result<C> {
+        let json = self.config_json()?;
+        serde_json::from_value(json).map_err(|e| Error::new("CONFIG", format!("row config: {e}")))
+    }
+
+    /// The row config as JSON.
+    ///
+    /// # Errors
+    /// When the kernel cannot provide it (disposed fiber).
+    pub fn config_json(&self) -> Result<serde_json::Value> {
+        let raw = from_abi((self.api.config())(self.fiber))?;
+        Ok(serde_json::from_str(raw.as_str())?)
+    }
+
+    /// A data directory private to this row, created on demand.
+    ///
+    /// # Errors
+    /// When the directory cannot be created.
+    pub fn data_dir(&self) -> Result<PathBuf> {
+        Ok(PathBuf::from(
+            from_abi((self.api.data_dir())(self.fiber))?.into_string(),
+        ))
+    }
+
+    /// All rows and their states, as the kernel sees them.
+    ///
+    /// # Errors
+    /// When the kernel refuses (disposed fiber).
+    pub fn plugin_status(&self) -> Result<serde_json::Value> {
+        let raw = from_abi((self.api.plugin_status())(self.fiber))?;
+        Ok(serde_json::from_str(raw.as_str())?)
+    }
+
+    /// Row control: `{"op": "disable"|"enable"|"reload", "row": "...", "config": {...}}`.
+    ///
+    /// # Errors
+    /// Unknown rows, invalid configs, refused operations.
+    pub async fn control(&self, request: serde_json::Value) -> Result<serde_json::Value> {
+        let fut = (self.api.control())(self.fiber, RString::from(request.to_string()));
+        let raw = from_abi(fut.await)?;
+        Ok(serde_json::from_str(raw.as_str())?)
+    }
+
+    // ---- registration --------------------------------------------------------------------
+
+    fn register<E: Event>(
+        &self,
+        options: ListenerOptions,
+        listener: ListenerFfi,
+    ) -> Result<Registration> {
+        let id = from_abi((self.api.register())(
+            self.fiber,
+            rstr(E::NAME),
+            E::MODE,
+            <E::Payload as StableAbi>::LAYOUT,
+            <E::Output as StableAbi>::LAYOUT,
+            options,
+            listener,
+        ))?;
+        Ok(Registration { id })
+    }
+
+    /// Listens to an emit event. Errors and panics are contained by the kernel.
+    ///
+    /// # Errors
+    /// `INACTIVE_FIBER` when the fiber is unloading; `EVENT_MODE` / `EVENT_LAYOUT` on mismatch.
+    pub fn on<E: EmitEvent>(
+        &self,
+        options: ListenerOptions,
+        f: impl Fn(&E::Payload) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<Registration> {
+        fn shim<E: EmitEvent, F: Fn(&E::Payload) -> Result<()> + Send + Sync + 'static>(
+            f: F,
+        ) -> ListenerFfi {
+            ListenerFfi {
+                data: SharedPtr::new(f),
+                call: ListenerCall::Emit(ffi::emit_shim::<E::Payload, F>),
+            }
+        }
+        self.register::<E>(options, shim::<E, _>(f))
+    }
+
+    /// Joins a sync waterfall. Call `next.run(payload)` to continue; don't, to short-circuit.
+    ///
+    /// # Errors
+    /// As for [`Context::on`].
+    pub fn waterfall<E: WaterfallEvent>(
+        &self,
+        options: ListenerOptions,
+        f: impl Fn(&mut E::Payload, Next<'_, E::Payload>) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<Registration> {
+        fn shim<E: WaterfallEvent, F>(f: F) -> ListenerFfi
+        where
+            F: Fn(&mut E::Payload, Next<'_, E::Payload>) -> Result<()> + Send + Sync + 'static,
+        {
+            ListenerFfi {
+                data: SharedPtr::new(f),
+                call: ListenerCall::Waterfall(ffi::waterfall_shim::<E::Payload, F>),
+            }
+        }
+        self.register::<E>(options, shim::<E, _>(f))
+    }
+
+    /// Joins an async waterfall: payload by value; `next.run(p).await` may be called repeatedly.
+    ///
+    /// # Errors
+    /// As for [`Context::on`].
+    pub fn async_waterfall<E, F, Fut>(&self, options: ListenerOptions, f: F) -> Result<Registration>
+    where
+        E: AsyncWaterfallEvent,
+        F: Fn(E::Payload, AsyncNext<E>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<E::Output>> + Send + 'static,
+    {
+        let listener = ListenerFfi {
+            data: SharedPtr::new(f),
+            call: ListenerCall::AsyncWaterfall(ffi::async_waterfall_shim::<E, F, Fut>),
+        };
+        self.register::<E>(options, listener)
+    }
+
+    /// Joins a parallel event. Borrow what you need from the payload before the `async` part.
+    ///
+    /// # Errors
+    /// As for [`Context::on`].
+    pub fn on_parallel<E, F, Fut>(&self, options: ListenerOptions, f: F) -> Result<Registration>
+    where
+        E: ParallelEvent,
+        F: Fn(&E::Payload) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<()>> + Send + 'static,
+    {
+        let listener = ListenerFfi {
+            data: SharedPtr::new(f),
+            call: ListenerCall::Parallel(ffi::parallel_shim::<E::Payload, F, Fut>),
+        };
+        self.register::<E>(options, listener)
+    }
+
+    /// Joins a serial event: return `Some(decision)` to stop the chain, `None` to pass.
+    ///
+    /// # Errors
+    /// As for [`Context::on`].
+    pub fn on_serial<E, F, Fut>(&self, options: ListenerOptions, f: F) -> Result<Registration>
+    where
+        E: SerialEvent,
+        F: Fn(&E::Payload) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Option<E::Output>>> + Send + 'static,
+    {
+        let listener = ListenerFfi {
+            data: SharedPtr::new(f),
+            call: ListenerCall::Serial(ffi::serial_shim::<E, F, Fut>),
+        };
+        self.register::<E>(options, listener)
+    }
+
+    /// Removes a registration now, running its disposer (services: dependents unload first).
+    ///
+    /// # Errors
+    /// Unknown registration ids.
+    pub async fn unregister(&self, registration: Registration) -> Result<()> {
+        from_abi((self.api.unregister())(self.fiber, registration.id).await)
+    }
+
+    // ---- dispatch ------------------------------------------------------------------------
+
+    /// Emits: every listener runs; their failures are contained and reported by the kernel.
+    ///
+    /// # Errors
+    /// Only for misuse: unknown event, mode or layout mismatch.
+    #[allow(unsafe_code)]
+    pub fn emit<E: EmitEvent>(&self, payload: &E::Payload) -> Result<()> {
+        // SAFETY: `payload` outlives the synchronous call; the layout names its type.
+        from_abi(unsafe {
+            (self.api.emit())(
+                self.fiber,
+                rstr(E::NAME),
+                <E::Payload as StableAbi>::LAYOUT,
+                (payload as *const E::Payload).cast::<()>(),
+            )
+        })
+    }
+
+    /// Runs a sync waterfall over `payload`, ending in `terminal` (the default behaviour).
+    ///
+    /// # Errors
+    /// The first error a listener or the terminal returns (panics become `PANIC`).
+    #[allow(unsafe_code)]
+    pub fn run_waterfall<E: WaterfallEvent>(
+        &self,
+        payload: &mut E::Payload,
+        mut terminal: impl FnMut(&mut E::Payload) -> Result<()>,
+    ) -> Result<()> {
+        let terminal = ffi::sync_terminal::<E::Payload, _>(&mut terminal);
+        // SAFETY: `payload` and `terminal` outlive the synchronous dispatch.
+        from_abi(unsafe {
+            (self.api.waterfall())(
+                self.fiber,
+                rstr(E::NAME),
+                <E::Payload as StableAbi>::LAYOUT,
+                (payload as *mut E::Payload).cast::<()>(),
+                terminal,
+            )
+        })
+    }
+
+    /// Runs an async waterfall, ending in `terminal`.
+    ///
+    /// # Errors
+    /// The first error a listener or the terminal returns.
+    #[allow(unsafe_code)]
+    pub async fn run_async_waterfall<E, F, Fut>(
+        &self,
+        payload: E::Payload,
+        terminal: F,
+    ) -> Result<E::Output>
+    where
+        E: AsyncWaterfallEvent,
+        F: Fn(E::Payload) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<E::Output>> + Send + 'static,
+    {
+        let fut = (self.api.async_waterfall())(
+            self.fiber,
+            rstr(E::NAME),
+            <E::Output as StableAbi>::LAYOUT,
+            ErasedBox::new(payload),
+            ffi::async_terminal::<E, F, Fut>(terminal),
+        );
+        let out = from_abi(fut.await)?;
+        // SAFETY: the kernel checked the output's layout against E::Output.
+        Ok(unsafe { out.into_inner::<E::Output>() })
+    }
+
+    /// Runs a parallel event: all listeners start, all are awaited.
+    ///
+    /// # Errors
+    /// `AGGREGATE` listing every failed listener in registration order.
+    pub async fn parallel<E: ParallelEvent>(&self, payload: E::Payload) -> Result<()> {
+        let fut = (self.api.parallel())(self.fiber, rstr(E::NAME), ErasedBox::new(payload));
+        from_abi(fut.await)
+    }
+
+    /// Runs a serial event until a listener decides.
+    ///
+    /// # Errors
+    /// The first listener error.
+    #[allow(unsafe_code)]
+    pub async fn serial<E: SerialEvent>(&self, payload: E::Payload) -> Result<Option<E::Output>> {
+        let fut = (self.api.serial())(
+            self.fiber,
+            rstr(E::NAME),
+            <E::Output as StableAbi>::LAYOUT,
+            ErasedBox::new(payload),
+        );
+        let out = from_abi(fut.await)?;
+        // SAFETY: the kernel checked the decision's layout against E::Output.
+        Ok(out
+            .into_option()
+            .map(|b| unsafe { b.into_inner::<E::Output>() }))
+    }
+
+    // ---- services ------------------------------------------------------------------------
+
+    /// Provides a service. It must be declared in the manifest's `provides`.
+    ///
+    /// # Errors
+    /// `UNDECLARED_SERVICE`, `DUPLICATE_PROVIDER`, `INACTIVE_FIBER`.
+    pub fn provide<S: Service>(&self, handle: S::Handle) -> Result<Registration> {
+        let id = from_abi((self.api.provide())(
+            self.fiber,
+            rstr(S::NAME),
+            ErasedShared::new(handle),
+        ))?;
+        Ok(Registration { id })
+    }
+
+    /// A required service (declared in `requires`); it is active whenever this fiber is.
+    ///
+    /// # Errors
+    /// `UNDECLARED_REQUIREMENT` when not declared; `SERVICE_UNAVAILABLE`; `SERVICE_LAYOUT`.
+    pub fn service<S: Service>(&self) -> Result<ServiceRef<S>> {
+        self.lookup::<S>(false)?.ok_or_else(|| {
+            Error::new(
+                "SERVICE_UNAVAILABLE",
+                format!("service '{}' has no active provider", S::NAME),
+            )
+        })
+    }
+
+    /// An optional probe: `None` when no provider is active.
+    ///
+    /// # Errors
+    /// `SERVICE_LAYOUT` when a provider exists with an incompatible handle type.
+    pub fn get_service<S: Service>(&self) -> Result<Option<ServiceRef<S>>> {
+        self.lookup::<S>(true)
+    }
+
+    fn lookup<S: Service>(&self, optional: bool) -> Result<Option<ServiceRef<S>>> {
+        let found = from_abi((self.api.service())(
+            self.fiber,
+            rstr(S::NAME),
+            <S::Handle as StableAbi>::LAYOUT,
+            optional,
+        ))?;
+        Ok(found.into_option().map(ServiceRef::from_shared))
+    }
+
+    // ---- effects and tasks ---------------------------------------------------------------
+
+    /// Registers a disposer, run at teardown in strict last-in-first-out order.
+    ///
+    /// # Errors
+    /// `INACTIVE_FIBER` when the fiber is unloading or disposed.
+    pub fn effect<F, Fut>(&self, label: &str, disposer: F) -> Result<Registration>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<()>> + Send + 'static,
+    {
+        let id = from_abi((self.api.effect())(
+            self.fiber,
+            rstr(label),
+            disposer_ffi(disposer),
+        ))?;
+        Ok(Registration { id })
+    }
+
+    /// Spawns a task on the kernel's runtime; it is cancelled when this fiber unloads.
+    ///
+    /// # Errors
+    /// `INACTIVE_FIBER`.
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+        let guarded = async move {
+            let _ = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(task)).await;
+        };
+        from_abi((self.api.spawn())(self.fiber, guarded.into_ffi()))
+    }
+}
+
+/// Sleeps on the kernel's timer (plugins have no tokio reactor of their own).
+pub async fn sleep(duration: Duration) {
+    if let Ok(api) = host() {
+        let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        (api.sleep())(ms).await;
+    }
+}
+
+fn disposer_ffi<F, Fut>(f: F) -> DisposerFfi
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<()>> + Send + 'static,
+{
+    #[allow(unsafe_code)]
+    unsafe extern "C" fn call<F, Fut>(data: *mut ()) -> async_ffi::FfiFuture<AbiResult<()>>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<()>> + Send + 'static,
+    {
+        // SAFETY: `data` is the `Box<F>` leaked below; consumed exactly once.
+        let f = unsafe { Box::from_raw(data.cast::<F>()) };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(fut) => ffi::guard_future(fut),
+            Err(p) => {
+                let e = crate::abi::PluginError::new(
+                    "PANIC",
+                    format!("plugin panicked: {}", ffi::panic_message(&*p)),
+                );
+                async move { RResult::RErr(e) }.into_ffi()
+            }
+        }
+    }
+    #[allow(unsafe_code)]
+    unsafe extern "C" fn drop_unrun<F>(data: *mut ()) {
+        // SAFETY: never run, so the box is still owned.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drop(unsafe { Box::from_raw(data.cast::<F>()) })
+        }));
+    }
+    let data = Box::into_raw(Box::new(f)).cast::<()>();
+    #[allow(unsafe_code)]
+    // SAFETY: `call` and `drop_unrun` are monomorphised for the same F as `data`.
+    unsafe {
+        DisposerFfi::from_raw(data, call::<F, Fut>, drop_unrun::<F>)
+    }
+}

@@ -1,0 +1,78 @@
+//! The SDK's error type: a stable code plus a message, the only shape that crosses the ABI.
+//!
+//! Codes are SCREAMING_SNAKE strings shared with the contract (`PANIC`, `TIMEOUT`,
+//! `INACTIVE_FIBER`, `UNDECLARED_SERVICE`, …); plugins add their own. Keeping the error this
+//! small means no plugin error type ever needs a stable layout.
+
+use crate::abi::{AbiResult, PluginError};
+use abi_stable::std_types::RResult;
+
+/// An error with a stable code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct Error {
+    /// Stable machine-readable code.
+    pub code: String,
+    /// One-line human-readable message.
+    pub message: String,
+}
+
+/// Result alias used throughout the SDK.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Builds an error.
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Error {
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// A plugin-specific failure with code `PLUGIN`.
+    pub fn msg(message: impl Into<String>) -> Self {
+        Error::new("PLUGIN", message)
+    }
+
+    /// Converts to the ABI shape.
+    pub fn into_abi(self) -> PluginError {
+        PluginError::new(&self.code, self.message)
+    }
+}
+
+impl From<PluginError> for Error {
+    fn from(e: PluginError) -> Self {
+        Error {
+            code: e.code.into_string(),
+            message: e.message.into_string(),
+        }
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::new("INVALID_JSON", e.to_string())
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::new("IO", e.to_string())
+    }
+}
+
+/// `AbiResult<T>` → `Result<T>`.
+pub(crate) fn from_abi<T>(r: AbiResult<T>) -> Result<T> {
+    match r {
+        RResult::ROk(v) => Ok(v),
+        RResult::RErr(e) => Err(e.into()),
+    }
+}
+
+/// `Result<T>` → `AbiResult<T>`.
+pub(crate) fn to_abi<T>(r: Result<T>) -> AbiResult<T> {
+    match r {
+        Ok(v) => RResult::ROk(v),
+        Err(e) => RResult::RErr(e.into_abi()),
+    }
+}

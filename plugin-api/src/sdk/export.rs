@@ -1,0 +1,138 @@
+//! `export_plugin!` and the entry points it instantiates for a plugin type.
+//!
+//! The macro emits three things into the plugin crate: the plain `KEEL_PLUGIN_ABI` static the
+//! kernel reads first, abi_stable's `LibHeader` static (under abi_stable's fixed symbol name, so
+//! plugin crates need no abi_stable dependency), and `extern "C"` entries that call the typed
+//! [`Plugin`] methods behind panic guards.
+
+use abi_stable::prefix_type::PrefixTypeTrait;
+use abi_stable::std_types::{RResult, RString};
+use async_ffi::FfiFuture;
+
+use super::context::Context;
+use super::error::Error;
+use super::ffi::{guard, guard_future};
+use super::plugin::Plugin;
+use crate::abi::{ABI_MAJOR, AbiResult, HostCtx, PluginRoot, PluginRoot_Ref};
+
+/// The symbol abi_stable 0.11 looks up for the root module (checked by a unit test).
+pub const ROOT_MODULE_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
+
+/// Builds the root module from the macro's entry points.
+pub fn root(
+    manifest: extern "C" fn() -> AbiResult<RString>,
+    activate: extern "C" fn(HostCtx) -> FfiFuture<AbiResult<()>>,
+    shutdown: extern "C" fn(),
+) -> PluginRoot_Ref {
+    PluginRoot {
+        abi_major: ABI_MAJOR,
+        manifest,
+        activate,
+        shutdown,
+    }
+    .leak_into_prefix()
+}
+
+/// `manifest` entry: serialises the plugin's manifest with the ABI filled in.
+pub fn manifest_entry<P: Plugin>(instance: fn() -> &'static P) -> AbiResult<RString> {
+    guard(|| {
+        let mut manifest = instance().manifest();
+        manifest.abi = ABI_MAJOR;
+        Ok(RString::from(serde_json::to_string(&manifest)?))
+    })
+}
+
+/// `activate` entry: links the host table (checking its layout), then runs `Plugin::activate`.
+pub fn activate_entry<P: Plugin>(
+    instance: fn() -> &'static P,
+    ctx: HostCtx,
+) -> FfiFuture<AbiResult<()>> {
+    let linked = guard(|| super::link::link(&ctx));
+    match linked {
+        RResult::ROk(api) => {
+            let context = Context::new(ctx.fiber, api);
+            match std::panic::catch_unwind(|| instance().activate(context)) {
+                Ok(fut) => guard_future(fut),
+                Err(p) => {
+                    let e = Error::new(
+                        "PANIC",
+                        format!("plugin panicked: {}", super::ffi::panic_message(&*p)),
+                    );
+                    guard_future(async move { Err(e) })
+                }
+            }
+        }
+        RResult::RErr(e) => guard_future(async move { Err(e.into()) }),
+    }
+}
+
+/// `shutdown` entry.
+pub fn shutdown_entry<P: Plugin>(instance: fn() -> &'static P) {
+    let _ = std::panic::catch_unwind(|| {
+        instance().shutdown();
+        #[cfg(feature = "plugin-runtime")]
+        super::runtime::shutdown_runtime();
+    });
+}
+
+/// Exports a plugin type (which must implement [`Plugin`] and `Default`) from a `cdylib`.
+///
+/// ```ignore
+/// #[derive(Default)]
+/// struct MyPlugin;
+/// impl keel_plugin_api::prelude::Plugin for MyPlugin { /* manifest, activate */ }
+/// keel_plugin_api::export_plugin!(MyPlugin);
+/// ```
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        #[doc(hidden)]
+        #[allow(unsafe_code, non_upper_case_globals)]
+        pub mod __keel_plugin_export {
+            use super::*;
+
+            static INSTANCE: ::std::sync::OnceLock<$plugin> = ::std::sync::OnceLock::new();
+
+            fn instance() -> &'static $plugin {
+                INSTANCE.get_or_init(<$plugin as ::std::default::Default>::default)
+            }
+
+            extern "C" fn manifest() -> $crate::abi::AbiResult<$crate::abi::RString> {
+                $crate::sdk::export::manifest_entry::<$plugin>(instance)
+            }
+
+            extern "C" fn activate(
+                ctx: $crate::abi::HostCtx,
+            ) -> $crate::abi::FfiFuture<$crate::abi::AbiResult<()>> {
+                $crate::sdk::export::activate_entry::<$plugin>(instance, ctx)
+            }
+
+            extern "C" fn shutdown() {
+                $crate::sdk::export::shutdown_entry::<$plugin>(instance)
+            }
+
+            fn root() -> $crate::abi::PluginRoot_Ref {
+                $crate::sdk::export::root(manifest, activate, shutdown)
+            }
+
+            /// The ABI major, read by the kernel with libloading before anything else.
+            #[unsafe(no_mangle)]
+            pub static KEEL_PLUGIN_ABI: u32 = $crate::abi::ABI_MAJOR;
+
+            /// abi_stable's library header (layout-checked root module).
+            #[unsafe(export_name = "_1as_0lib_1header_0root_bmodule_bloader")]
+            pub static LIB_HEADER: $crate::__private::LibHeader = {
+                extern "C" fn erased_root() -> $crate::__private::RootModuleResult {
+                    $crate::__private::__call_root_module_loader(root)
+                }
+                // SAFETY: `erased_root` returns the root module of type `PluginRoot_Ref`.
+                unsafe {
+                    $crate::__private::LibHeader::from_constructor::<$crate::abi::PluginRoot_Ref>(
+                        erased_root,
+                        $crate::__private::CheckTypeLayout::Yes,
+                    )
+                }
+            };
+        }
+    };
+}

@@ -1,0 +1,42 @@
+//! The safe SDK plugin authors use: the [`Plugin`] trait, [`Context`] for registration and
+//! dispatch, typed events and services, effects, config, and the export macro.
+//!
+//! No signature here names abi_stable except the R-types payloads are built from; every call
+//! into plugin code that the kernel makes goes through a shim in [`ffi`] that catches panics.
+
+mod call;
+mod context;
+mod error;
+pub mod event;
+#[doc(hidden)]
+pub mod export;
+pub(crate) mod ffi;
+mod link;
+mod manifest;
+mod plugin;
+#[cfg(feature = "plugin-runtime")]
+mod runtime;
+mod service;
+mod tracing_forward;
+
+pub use call::CallHandle;
+pub use context::{Context, Registration, sleep};
+pub use error::{Error, Result};
+pub use ffi::{AsyncNext, Next};
+pub use manifest::{EventDecl, Manifest, Provision, Requirement};
+pub use plugin::Plugin;
+#[cfg(feature = "plugin-runtime")]
+pub use runtime::{plugin_runtime, spawn_bridged};
+pub use service::{Service, ServiceRef};
+
+/// What most plugins import.
+pub mod prelude {
+    pub use super::event::{
+        AsyncWaterfallEvent, EmitEvent, Event, ParallelEvent, SerialEvent, WaterfallEvent,
+    };
+    pub use super::{
+        AsyncNext, CallHandle, Context, Error, Manifest, Next, Plugin, Registration, Result,
+        Service, ServiceRef,
+    };
+    pub use crate::abi::{ListenerOptions, RString, RVec, StableAbi};
+}

@@ -1,0 +1,2 @@
+//! Kernel benchmarks.
+fn main() {}
