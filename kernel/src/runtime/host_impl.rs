@@ -125,6 +125,13 @@ impl Host for HostImpl {
         }
     }
 
+    fn row(&self, fiber: FiberId) -> AbiResult<RString> {
+        match self.fiber(fiber) {
+            Ok(f) => RResult::ROk(RString::from(f.row.as_str())),
+            Err(e) => err(e),
+        }
+    }
+
     fn config(&self, fiber: FiberId) -> AbiResult<RString> {
         match self.fiber(fiber) {
             Ok(f) => RResult::ROk(RString::from(f.config.to_string())),

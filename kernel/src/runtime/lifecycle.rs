@@ -24,7 +24,19 @@ use crate::fiber::{Effect, EffectKind, Fiber, FiberState};
 /// Whether a pending fiber's requirements allow it to activate now.
 fn ready(inner: &Inner, fiber: &Fiber) -> bool {
     let rows = inner.rows();
+    let provides_itself = |name: &str| {
+        fiber
+            .plugin
+            .manifest
+            .provides
+            .iter()
+            .any(|p| p.name == name)
+    };
     fiber.plugin.manifest.requires.iter().all(|req| {
+        // A row never waits for itself (a plugin may provide what it requires).
+        if provides_itself(&req.name) {
+            return true;
+        }
         if !req.optional {
             return inner.services.is_available(&req.name);
         }

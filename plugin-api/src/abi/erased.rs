@@ -188,14 +188,30 @@ impl ErasedShared {
     }
 }
 
-/// Per-listener options chosen at registration.
+/// Per-listener options chosen at registration. `Default` is order 0, the kernel's deadline.
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ListenerOptions {
     /// Lower runs first; ties run in registration order.
     pub order: i32,
     /// Deadline for one call of an async listener, in ms; 0 = the kernel's default.
     pub deadline_ms: u64,
+}
+
+impl ListenerOptions {
+    /// Options with an explicit order (lower runs first).
+    pub fn order(order: i32) -> Self {
+        ListenerOptions {
+            order,
+            deadline_ms: 0,
+        }
+    }
+
+    /// Sets a per-call deadline in milliseconds (async listeners).
+    pub fn deadline_ms(mut self, ms: u64) -> Self {
+        self.deadline_ms = ms;
+        self
+    }
 }
 
 /// The mode-specific entry point of a listener. The variant is checked against the event's mode.

@@ -67,6 +67,8 @@ unsafe impl Sync for HostCtx {}
 pub struct HostApi {
     /// Forwards a log line (the SDK's tracing layer and panic hook use it).
     pub log: extern "C" fn(fiber: FiberId, level: LogLevel, target: RStr<'_>, message: RStr<'_>),
+    /// The fiber's row id.
+    pub row: extern "C" fn(fiber: FiberId) -> AbiResult<RString>,
     /// The fiber's row config as JSON, validated against the manifest's schema.
     pub config: extern "C" fn(fiber: FiberId) -> AbiResult<RString>,
     /// A per-row data directory under `$KEEL_HOME/data/<row>` (created on demand).

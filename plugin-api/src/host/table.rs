@@ -27,6 +27,8 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 pub trait Host: Send + Sync + 'static {
     /// A forwarded log line.
     fn log(&self, fiber: FiberId, level: LogLevel, target: &str, message: &str);
+    /// Row id.
+    fn row(&self, fiber: FiberId) -> AbiResult<RString>;
     /// Row config JSON.
     fn config(&self, fiber: FiberId) -> AbiResult<RString>;
     /// Per-row data dir.
@@ -153,6 +155,9 @@ extern "C" fn log(fiber: FiberId, level: LogLevel, target: RStr<'_>, message: RS
         h.log(fiber, level, target.as_str(), message.as_str());
         RResult::ROk(())
     });
+}
+extern "C" fn row(fiber: FiberId) -> AbiResult<RString> {
+    with_host(|h| h.row(fiber))
 }
 extern "C" fn config(fiber: FiberId) -> AbiResult<RString> {
     with_host(|h| h.config(fiber))
@@ -281,6 +286,7 @@ pub fn install_host(host: Arc<dyn Host>) -> HostApi_Ref {
     *TABLE.get_or_init(|| {
         HostApi {
             log,
+            row,
             config,
             data_dir,
             register,

@@ -65,6 +65,14 @@ impl Context {
 
     // ---- config and environment ----------------------------------------------------------
 
+    /// The id of the profile row this fiber runs.
+    ///
+    /// # Errors
+    /// When the fiber is gone.
+    pub fn row(&self) -> Result<String> {
+        Ok(from_abi((self.api.row())(self.fiber))?.into_string())
+    }
+
     /// The row config, deserialised. The kernel already validated it against the manifest's
     /// JSON Schema, so an error here means the schema is looser than the type.
     ///

@@ -1,0 +1,171 @@
+//! Proof plugin: a driver (provides `keel.driver`) that runs a script of steps given as the
+//! prompt — `emit:TAG,waterfall,async-waterfall,parallel,serial,disable:ROW,enable:ROW,…` — and
+//! prints one JSON line per step on stdout. It lets integration tests drive every dispatch mode
+//! and every lifecycle operation through the real `keel` binary and real cdylibs.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use keel_plugin_api::abi::{RString, RVec};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::sleep;
+use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome};
+use keel_proof_api::{
+    Chain, Counter, LyingLayout, LyingMode, Probe, ProofAsyncWaterfall, ProofEmit, ProofParallel,
+    ProofSerial, ProofWaterfall, Undeclared, trace,
+};
+use serde_json::{Value, json};
+
+#[derive(Default)]
+struct ProofDriver;
+
+fn print(line: Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn outcome<T>(step: &str, r: Result<T>, value: impl FnOnce(T) -> Value) -> Value {
+    match r {
+        Ok(v) => json!({"step": step, "ok": true, "value": value(v)}),
+        Err(e) => json!({"step": step, "ok": false, "code": e.code, "message": e.message}),
+    }
+}
+
+fn chain_json(c: &Chain) -> Value {
+    json!({"value": c.value, "log": c.log.iter().map(|s| s.to_string()).collect::<Vec<_>>()})
+}
+
+fn empty_chain() -> Chain {
+    Chain {
+        value: 0,
+        log: RVec::new(),
+    }
+}
+
+async fn step(ctx: Context, step: &str) -> Value {
+    let (name, arg) = step.split_once(':').unwrap_or((step, ""));
+    let tag = if arg.is_empty() { name } else { arg };
+    match name {
+        "emit" => outcome(
+            step,
+            ctx.emit::<ProofEmit>(&Probe { tag: tag.into() }),
+            |()| json!(null),
+        ),
+        "waterfall" => {
+            let mut chain = empty_chain();
+            let r = ctx.run_waterfall::<ProofWaterfall>(&mut chain, |c| {
+                c.value += 100;
+                c.log.push(RString::from("terminal"));
+                trace("terminal waterfall");
+                Ok(())
+            });
+            outcome(step, r, |()| chain_json(&chain))
+        }
+        "async-waterfall" => {
+            let r = ctx
+                .run_async_waterfall::<ProofAsyncWaterfall, _, _>(
+                    empty_chain(),
+                    |mut c: Chain| async move {
+                        c.value += 100;
+                        c.log.push(RString::from("terminal"));
+                        trace("terminal async-waterfall");
+                        Ok(c)
+                    },
+                )
+                .await;
+            outcome(step, r, |c| chain_json(&c))
+        }
+        "parallel" => outcome(
+            step,
+            ctx.parallel::<ProofParallel>(Probe { tag: tag.into() })
+                .await,
+            |()| json!(null),
+        ),
+        "serial" => outcome(
+            step,
+            ctx.serial::<ProofSerial>(Probe { tag: tag.into() }).await,
+            |d| d.map(|d| json!(d.by.to_string())).unwrap_or(Value::Null),
+        ),
+        "lying-mode" => outcome(step, ctx.emit::<LyingMode>(&empty_chain()), |()| {
+            json!(null)
+        }),
+        "lying-layout" => outcome(step, ctx.emit::<LyingLayout>(&empty_chain()), |()| {
+            json!(null)
+        }),
+        "undeclared" => outcome(
+            step,
+            ctx.emit::<Undeclared>(&Probe { tag: tag.into() }),
+            |()| json!(null),
+        ),
+        "counter" => {
+            let r = match ctx.get_service::<Counter>() {
+                Ok(Some(c)) => c.call("get", json!({})).await,
+                Ok(None) => Ok(Value::Null),
+                Err(e) => Err(e),
+            };
+            outcome(step, r, |v| v)
+        }
+        "status" => outcome(step, ctx.plugin_status(), |v| v),
+        "disable" | "enable" => outcome(
+            step,
+            ctx.control(json!({"op": name, "row": arg})).await,
+            |v| v,
+        ),
+        "reload" => {
+            let (row, config) = arg.split_once(':').unwrap_or((arg, "{}"));
+            let config: Value = serde_json::from_str(config).unwrap_or(Value::Null);
+            outcome(
+                step,
+                ctx.control(json!({"op": "reload", "row": row, "config": config}))
+                    .await,
+                |v| v,
+            )
+        }
+        "sleep" => {
+            sleep(Duration::from_millis(arg.parse().unwrap_or(0))).await;
+            json!({"step": step, "ok": true})
+        }
+        "panic" => panic!("driver step panics on purpose"),
+        other => json!({"step": other, "ok": false, "code": "PROOF", "message": "unknown step"}),
+    }
+}
+
+impl Plugin for ProofDriver {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("proof-driver", env!("CARGO_PKG_VERSION"))
+            .description("runs a script of dispatch and lifecycle steps, one JSON line each")
+            .provides::<Driver>()
+            .optional::<Counter>()
+            .declares::<ProofEmit>()
+            .declares::<ProofWaterfall>()
+            .declares::<ProofAsyncWaterfall>()
+            .declares::<ProofParallel>()
+            .declares::<ProofSerial>()
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        ctx.provide::<Driver>(CallHandle::new(move |method, args| async move {
+            if method != "run" {
+                return Err(Error::new(
+                    "PROOF",
+                    format!("unknown driver method {method}"),
+                ));
+            }
+            let invocation: DriverInvocation = serde_json::from_value(args)?;
+            let script = invocation.prompt.unwrap_or_default();
+            let mut exit_code = 0;
+            for s in script.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                if let Some(code) = s.strip_prefix("exit:") {
+                    exit_code = code.parse().unwrap_or(1);
+                    continue;
+                }
+                print(step(ctx, s).await);
+            }
+            Ok(serde_json::to_value(DriverOutcome { exit_code })?)
+        }))?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(ProofDriver);

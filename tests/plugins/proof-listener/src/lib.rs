@@ -1,0 +1,272 @@
+//! Proof plugin: listeners whose behaviour comes from the row config, so one library can play
+//! every role the conformance suite needs (order, short-circuit, re-run `next`, errors, panics
+//! in sync and async listeners, hangs past a deadline, removal and addition mid-dispatch,
+//! effect LIFO, activation failure and rollback, registration refused while unloading).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use keel_plugin_api::abi::RString;
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::sleep;
+use keel_proof_api::{
+    Chain, Decision, ProofAsyncWaterfall, ProofEmit, ProofParallel, ProofSerial, ProofWaterfall,
+    trace,
+};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Spec {
+    event: String,
+    tag: String,
+    #[serde(default)]
+    order: i32,
+    #[serde(default = "default_action")]
+    action: String,
+    #[serde(default)]
+    deadline_ms: u64,
+    #[serde(default)]
+    sleep_ms: u64,
+}
+
+fn default_action() -> String {
+    "next".to_owned()
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default)]
+    listeners: Vec<Spec>,
+    #[serde(default)]
+    effects: Vec<String>,
+    #[serde(default)]
+    fail_activation: bool,
+    #[serde(default)]
+    panic_activation: bool,
+    #[serde(default)]
+    register_in_disposer: bool,
+}
+
+#[derive(Default)]
+struct ProofListener;
+
+fn boom(tag: &str) -> Error {
+    Error::new("PROOF", format!("listener {tag} failed on purpose"))
+}
+
+impl Plugin for ProofListener {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("proof-listener", env!("CARGO_PKG_VERSION"))
+            .description("configurable listeners for the event-bus conformance suite")
+            .declares::<ProofEmit>()
+            .declares::<ProofWaterfall>()
+            .declares::<ProofAsyncWaterfall>()
+            .declares::<ProofParallel>()
+            .declares::<ProofSerial>()
+            .config_schema(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "listeners": {"type": "array"},
+                    "effects": {"type": "array", "items": {"type": "string"}},
+                    "fail_activation": {"type": "boolean"},
+                    "panic_activation": {"type": "boolean"},
+                    "register_in_disposer": {"type": "boolean"}
+                },
+                "additionalProperties": false
+            }))
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: Config = ctx.config()?;
+        let row = ctx.row()?;
+        trace(format!("activate {row}"));
+        for name in &config.effects {
+            let name = name.clone();
+            let register = config.register_in_disposer;
+            ctx.effect(&name.clone(), move || async move {
+                trace(format!("dispose {name}"));
+                if register {
+                    let refused = ctx
+                        .on::<ProofEmit>(ListenerOptions::default(), |_| Ok(()))
+                        .err();
+                    trace(format!(
+                        "register-in-disposer {}",
+                        refused
+                            .map(|e| e.code)
+                            .unwrap_or_else(|| "ACCEPTED".to_owned())
+                    ));
+                }
+                Ok(())
+            })?;
+        }
+        // Registrations made by listeners themselves (removal/addition during dispatch).
+        let registrations: Arc<Mutex<Vec<(String, Registration)>>> = Arc::default();
+        for spec in config.listeners.clone() {
+            let reg = register(&ctx, spec.clone(), Arc::clone(&registrations))?;
+            if let Ok(mut r) = registrations.lock() {
+                r.push((spec.tag.clone(), reg));
+            }
+        }
+        if config.panic_activation {
+            panic!("activation panics on purpose");
+        }
+        if config.fail_activation {
+            return Err(Error::new("PROOF", "activation fails on purpose"));
+        }
+        Ok(())
+    }
+}
+
+type Regs = Arc<Mutex<Vec<(String, Registration)>>>;
+
+fn options(spec: &Spec) -> ListenerOptions {
+    ListenerOptions {
+        order: spec.order,
+        deadline_ms: spec.deadline_ms,
+    }
+}
+
+fn register(ctx: &Context, spec: Spec, regs: Regs) -> Result<Registration> {
+    let opts = options(&spec);
+    let ctx2 = *ctx;
+    match spec.event.as_str() {
+        "proof/emit" => ctx.on::<ProofEmit>(opts, move |p| {
+            trace(format!("emit {} {}", spec.tag, p.tag));
+            match spec.action.as_str() {
+                "panic" => panic!("emit listener {} panics", spec.tag),
+                "error" => Err(boom(&spec.tag)),
+                "remove-next" => {
+                    // Removes every other listener of this row registered after it (case 18).
+                    let victims: Vec<Registration> = regs
+                        .lock()
+                        .map(|r| {
+                            r.iter()
+                                .filter(|(t, _)| *t != spec.tag)
+                                .map(|(_, reg)| *reg)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    for v in victims {
+                        let ctx3 = ctx2;
+                        let _ = ctx2.spawn(async move {
+                            let _ = ctx3.unregister(v).await;
+                        });
+                    }
+                    Ok(())
+                }
+                "add" => {
+                    let tag = format!("{}-added", spec.tag);
+                    ctx2.on::<ProofEmit>(ListenerOptions::default(), move |p| {
+                        trace(format!("emit {tag} {}", p.tag));
+                        Ok(())
+                    })?;
+                    Ok(())
+                }
+                "nested" => {
+                    // Re-entrant dispatch runs immediately, depth-first (case 20).
+                    if p.tag.as_str() == "outer" {
+                        ctx2.emit::<ProofEmit>(&keel_proof_api::Probe {
+                            tag: "inner".into(),
+                        })?;
+                    }
+                    Ok(())
+                }
+                _ => Ok(()),
+            }
+        }),
+        "proof/waterfall" => ctx.waterfall::<ProofWaterfall>(opts, move |p, next| {
+            trace(format!("waterfall {}", spec.tag));
+            p.value += 1;
+            p.log.push(RString::from(spec.tag.as_str()));
+            match spec.action.as_str() {
+                "short" => Ok(()),
+                "panic" => panic!("waterfall listener {} panics", spec.tag),
+                "error" => Err(boom(&spec.tag)),
+                "next-twice" => {
+                    next.run(p)?;
+                    next.run(p)
+                }
+                _ => next.run(p),
+            }
+        }),
+        "proof/async-waterfall" => {
+            ctx.async_waterfall::<ProofAsyncWaterfall, _, _>(opts, move |mut p: Chain, next| {
+                let spec = spec.clone();
+                async move {
+                    trace(format!("async-waterfall {}", spec.tag));
+                    p.value += 1;
+                    p.log.push(RString::from(spec.tag.as_str()));
+                    match spec.action.as_str() {
+                        "short" => Ok(p),
+                        "panic" => panic!("async waterfall listener {} panics", spec.tag),
+                        "error" => Err(boom(&spec.tag)),
+                        "hang" => {
+                            sleep(Duration::from_secs(3600)).await;
+                            Ok(p)
+                        }
+                        "next-twice" => {
+                            let first = next.run(p.clone()).await?;
+                            trace(format!(
+                                "async-waterfall {} first {}",
+                                spec.tag, first.value
+                            ));
+                            next.run(p).await
+                        }
+                        _ => {
+                            let mut out = next.run(p).await?;
+                            out.value *= 10;
+                            Ok(out)
+                        }
+                    }
+                }
+            })
+        }
+        "proof/parallel" => ctx.on_parallel::<ProofParallel, _, _>(opts, move |p| {
+            let spec = spec.clone();
+            let tag = p.tag.to_string();
+            trace(format!("parallel-start {} {tag}", spec.tag));
+            async move {
+                if spec.sleep_ms > 0 {
+                    sleep(Duration::from_millis(spec.sleep_ms)).await;
+                }
+                match spec.action.as_str() {
+                    "panic" => panic!("parallel listener {} panics", spec.tag),
+                    "error" => return Err(boom(&spec.tag)),
+                    "hang" => sleep(Duration::from_secs(3600)).await,
+                    _ => {}
+                }
+                trace(format!("parallel-end {}", spec.tag));
+                Ok(())
+            }
+        }),
+        "proof/serial" => ctx.on_serial::<ProofSerial, _, _>(opts, move |_p| {
+            let spec = spec.clone();
+            async move {
+                trace(format!("serial {}", spec.tag));
+                if spec.sleep_ms > 0 {
+                    sleep(Duration::from_millis(spec.sleep_ms)).await;
+                }
+                match spec.action.as_str() {
+                    "decide" => Ok(Some(Decision {
+                        by: RString::from(spec.tag.as_str()),
+                    })),
+                    "panic" => panic!("serial listener {} panics", spec.tag),
+                    "error" => Err(boom(&spec.tag)),
+                    "hang" => {
+                        sleep(Duration::from_secs(3600)).await;
+                        Ok(None)
+                    }
+                    _ => Ok(None),
+                }
+            }
+        }),
+        other => Err(Error::new(
+            "PROOF",
+            format!("unknown proof event '{other}'"),
+        )),
+    }
+}
+
+keel_plugin_api::export_plugin!(ProofListener);

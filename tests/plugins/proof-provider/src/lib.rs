@@ -1,0 +1,45 @@
+//! Proof plugin: provides the `proof.counter` service (exclusive) and traces its lifecycle, for
+//! the inject tests: pending → active → provider gone → dependents unload first → back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use keel_plugin_api::prelude::*;
+use keel_proof_api::{Counter, trace};
+
+#[derive(Default)]
+struct ProofProvider;
+
+impl Plugin for ProofProvider {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("proof-provider", env!("CARGO_PKG_VERSION"))
+            .description("provides proof.counter")
+            .provides::<Counter>()
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let row = ctx.row()?;
+        trace(format!("activate {row}"));
+        let calls = Arc::new(AtomicU64::new(0));
+        let fiber = ctx.fiber().0;
+        let who = row.clone();
+        ctx.provide::<Counter>(CallHandle::new(move |method, _args| {
+            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            let who = who.clone();
+            async move {
+                match method.as_str() {
+                    "get" => Ok(serde_json::json!({"row": who, "fiber": fiber, "calls": n})),
+                    other => Err(Error::new("PROOF", format!("unknown method {other}"))),
+                }
+            }
+        }))?;
+        let dispose_row = row.clone();
+        ctx.effect("provider-dispose", move || async move {
+            trace(format!("dispose {dispose_row}"));
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(ProofProvider);
