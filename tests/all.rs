@@ -1,1 +1,4 @@
-//! Integration suite root.
+//! keel's workspace test binary: every suite drives the built `keel` binary with the built
+//! plugins (`cargo xtask test` builds them first). One binary, one module per behaviour.
+
+mod suite;

@@ -1,1 +1,260 @@
-//! Test support (filled in below).
+//! Test support for keel's workspace tests: find the built `keel` binary and plugins, build an
+//! isolated environment (KEEL_HOME, config roots, trace file, working dir) per test, run the
+//! binary, and read back what happened on disk.
+//!
+//! Tests drive the real binary with the real cdylibs that `cargo xtask test` builds first; they
+//! never link the kernel in-process for behaviour they claim about plugins.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic, reason = "test support")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// The cargo target directory.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// The debug build directory holding `keel` and the plugin libraries.
+pub fn build_dir() -> PathBuf {
+    target_dir().join("debug")
+}
+
+/// The built `keel` binary. Panics with a hint when it is missing.
+pub fn keel_bin() -> PathBuf {
+    let bin = build_dir().join("keel");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo xtask test` (it builds the binary and every plugin first)",
+        bin.display()
+    );
+    bin
+}
+
+/// File name of a plugin library.
+pub fn plugin_file(plugin: &str) -> String {
+    format!("libkeel_plugin_{}.so", plugin.replace('-', "_"))
+}
+
+/// A built plugin library in the debug dir.
+pub fn plugin_lib(plugin: &str) -> PathBuf {
+    let p = build_dir().join(plugin_file(plugin));
+    assert!(p.is_file(), "{} is missing: run `cargo xtask test`", p.display());
+    p
+}
+
+/// Outcome of one `keel` invocation.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Stdout.
+    pub stdout: String,
+    /// Stderr.
+    pub stderr: String,
+}
+
+impl Run {
+    /// Parses stdout as JSON lines (the proof driver prints one object per step).
+    pub fn steps(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+            .collect()
+    }
+
+    /// The step whose `step` field equals `name` (first match).
+    pub fn step(&self, name: &str) -> Value {
+        self.steps()
+            .into_iter()
+            .find(|s| s["step"] == name)
+            .unwrap_or_else(|| panic!("no step {name:?} in output:\n{}\nstderr:\n{}", self.stdout, self.stderr))
+    }
+
+    /// Asserts the exit code, printing both streams on failure.
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code, code,
+            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// The non-empty stderr lines that are not tracing output.
+    pub fn error_lines(&self) -> Vec<&str> {
+        self.stderr
+            .lines()
+            .filter(|l| l.starts_with("keel: "))
+            .collect()
+    }
+}
+
+/// An isolated environment: its own KEEL_HOME, config root, trace file and working dir.
+pub struct Env {
+    /// Owns the temp dir.
+    pub dir: TempDir,
+    /// The `keel` binary to run (the build's, or a relocated copy).
+    pub bin: PathBuf,
+    /// Extra environment for every run.
+    pub vars: Vec<(String, String)>,
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Env::new()
+    }
+}
+
+impl Env {
+    /// A fresh environment using the built binary.
+    pub fn new() -> Env {
+        let dir = tempfile::Builder::new().prefix("keel-test-").tempdir().expect("tempdir");
+        for sub in ["home", "config/profiles", "config/bundles", "work"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+        }
+        Env {
+            dir,
+            bin: keel_bin(),
+            vars: Vec::new(),
+        }
+    }
+
+    /// Root of the temp dir.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `$KEEL_HOME`.
+    pub fn home(&self) -> PathBuf {
+        self.path().join("home")
+    }
+
+    /// The working directory keel runs in.
+    pub fn work(&self) -> PathBuf {
+        self.path().join("work")
+    }
+
+    /// The trace file proof plugins append to.
+    pub fn trace_file(&self) -> PathBuf {
+        self.path().join("trace")
+    }
+
+    /// Writes `config/profiles/<name>.toml`; returns its path.
+    pub fn profile(&self, name: &str, toml: &str) -> PathBuf {
+        let p = self.path().join("config/profiles").join(format!("{name}.toml"));
+        std::fs::write(&p, toml).expect("write profile");
+        p
+    }
+
+    /// Writes `config/bundles/<name>.toml`; returns its path.
+    pub fn bundle(&self, name: &str, toml: &str) -> PathBuf {
+        let p = self.path().join("config/bundles").join(format!("{name}.toml"));
+        std::fs::write(&p, toml).expect("write bundle");
+        p
+    }
+
+    /// Writes an arbitrary file under the temp dir; returns its path.
+    pub fn file(&self, rel: &str, contents: &str) -> PathBuf {
+        let p = self.path().join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&p, contents).expect("write file");
+        p
+    }
+
+    /// Adds an environment variable to every run.
+    pub fn var(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Env {
+        self.vars.push((key.to_owned(), value.as_ref().to_string_lossy().into_owned()));
+        self
+    }
+
+    /// A `Command` for the binary with this environment (not yet run).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args)
+            .current_dir(self.work())
+            .env_remove("KEEL_PLUGIN_PATH")
+            .env_remove("KEEL_LOG")
+            .env("KEEL_HOME", self.home())
+            .env("KEEL_CONFIG_PATH", self.path().join("config"))
+            .env("KEEL_PROOF_TRACE", self.trace_file())
+            .stdin(Stdio::null());
+        for (k, v) in &self.vars {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs `keel ARGS` to completion.
+    pub fn keel(&self, args: &[&str]) -> Run {
+        let out = self.command(args).output().expect("spawn keel");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs the proof driver script `script` with profile `profile`.
+    pub fn drive(&self, profile: &str, script: &str) -> Run {
+        self.keel(&["run", "--profile", profile, script])
+    }
+
+    /// Lines of the trace file (empty when nothing traced).
+    pub fn trace(&self) -> Vec<String> {
+        std::fs::read_to_string(self.trace_file())
+            .map(|s| s.lines().map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+
+    /// Clears the trace file.
+    pub fn clear_trace(&self) {
+        let _ = std::fs::remove_file(self.trace_file());
+    }
+
+    /// Lays out a relocatable dist tree (`bin/keel`, `lib/<plugins>`) inside this environment
+    /// and switches the environment to its binary. Used by lock tests: the lock lives beside
+    /// the binary, so each test needs its own binary location.
+    pub fn relocate(mut self, plugins: &[&str]) -> Env {
+        let bin_dir = self.path().join("dist/bin");
+        let lib_dir = self.path().join("dist/lib");
+        std::fs::create_dir_all(&bin_dir).expect("mkdir bin");
+        std::fs::create_dir_all(&lib_dir).expect("mkdir lib");
+        let bin = bin_dir.join("keel");
+        std::fs::copy(keel_bin(), &bin).expect("copy keel");
+        for p in plugins {
+            std::fs::copy(plugin_lib(p), lib_dir.join(plugin_file(p))).expect("copy plugin");
+        }
+        self.bin = bin;
+        self
+    }
+
+    /// The `lib/` dir of a relocated tree.
+    pub fn dist_lib(&self) -> PathBuf {
+        self.path().join("dist/lib")
+    }
+}
+
+/// Index of the first trace line equal to `line`; panics with the whole trace when absent.
+pub fn position(trace: &[String], line: &str) -> usize {
+    trace
+        .iter()
+        .position(|l| l == line)
+        .unwrap_or_else(|| panic!("trace has no line {line:?}:\n{}", trace.join("\n")))
+}

@@ -14,6 +14,7 @@ pub(super) fn run(
     session_id: Option<String>,
     args: RunArgs,
 ) -> Result<i32> {
+    let started = std::time::Instant::now();
     let profile = args.profile.resolve(paths)?;
     let settings = profile.kernel;
     let name = profile.name.clone();
@@ -56,6 +57,13 @@ pub(super) fn run(
             kernel.shutdown().await;
             return Err(e);
         }
+        // Boot-to-ready: profile resolution, digests, loading, checks and activation.
+        tracing::info!(
+            target: "keel::kernel",
+            rows = kernel.status().len(),
+            boot_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            "kernel ready"
+        );
         let code = tokio::select! {
             r = kernel.run_driver(&name, &invocation) => r,
             _ = tokio::signal::ctrl_c() => {

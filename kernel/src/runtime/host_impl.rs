@@ -100,12 +100,9 @@ fn refused(fiber: &Fiber) -> PluginError {
 
 impl Host for HostImpl {
     fn log(&self, fiber: FiberId, level: LogLevel, target: &str, message: &str) {
-        let row = self
-            .0
-            .fibers
-            .get(&fiber)
-            .map(|f| f.row.clone())
-            .unwrap_or_default();
+        // Lines from a plugin's tracing layer carry no fiber (0); their own fields name the row.
+        let row = self.0.fibers.get(&fiber).map(|f| f.row.clone());
+        let row = row.as_deref();
         match level {
             LogLevel::Error => {
                 tracing::error!(target: "keel::plugin", source = target, row, "{message}")

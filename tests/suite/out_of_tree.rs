@@ -1,0 +1,87 @@
+//! Plugins built outside keel's workspace: the greeter example (its own Cargo workspace,
+//! depending on `keel-plugin-api` by path, exactly as an outside author would) loads and runs,
+//! and a plugin built against another ABI major is refused with one line naming both majors.
+//!
+//! Both fixtures are built by the test with `cargo build --manifest-path …` into
+//! `target/out-of-tree` (a separate target dir, so the fixture's feature set never leaks into
+//! the workspace build).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use keel_tests::{Env, position, target_dir, workspace_root};
+
+/// Builds a fixture workspace and returns the directory holding its library.
+fn build(manifest: &str) -> PathBuf {
+    let out = target_dir().join("out-of-tree");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--manifest-path"])
+        .arg(workspace_root().join(manifest))
+        .arg("--target-dir")
+        .arg(&out)
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "building {manifest} failed");
+    out.join("debug")
+}
+
+const DRIVER: &str = r#"
+[[insert]]
+id = "driver"
+plugin = "proof-driver"
+"#;
+
+#[test]
+fn out_of_tree_plugin_loads_runs_logs_and_disposes() {
+    let lib = build("tests/out-of-tree/Cargo.toml");
+    let env = Env::new().var("KEEL_PLUGIN_PATH", &lib).var("KEEL_LOG", "keel::plugin=info");
+    env.profile(
+        "oot",
+        &format!("{DRIVER}\n[[insert]]\nid = \"hello\"\nplugin = \"greeter\"\nconfig = {{ greeting = \"ahoy\" }}\n"),
+    );
+    let run = env.drive("oot", "emit:x,enable:driver");
+    run.expect_code(0);
+    let trace = env.trace();
+    let up = position(&trace, "greeter hello activated");
+    let gone = position(&trace, "greeter hello disposed");
+    assert!(up < gone, "activation before disposal:\n{}", trace.join("\n"));
+    // The plugin's own `tracing::info!` reached the kernel's subscriber (stderr).
+    assert!(
+        run.stderr.contains("greeter is up: ahoy"),
+        "forwarded tracing line missing from stderr:\n{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn out_of_tree_plugin_config_is_validated_against_its_schema() {
+    let lib = build("tests/out-of-tree/Cargo.toml");
+    let env = Env::new().var("KEEL_PLUGIN_PATH", &lib);
+    env.profile("oot", &format!("{DRIVER}\n[[insert]]\nid = \"hello\"\nplugin = \"greeter\"\n"));
+    let run = env.drive("oot", "emit:x");
+    run.expect_code(2);
+    let lines = run.error_lines();
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    assert!(lines[0].contains("row 'hello'") && lines[0].contains("greeting"), "{}", lines[0]);
+    assert!(env.trace().is_empty(), "nothing may activate when a row config is invalid");
+}
+
+#[test]
+fn abi_major_mismatch_is_refused_with_one_line_naming_both_majors() {
+    let lib = build("tests/fixtures/abi-mismatch/Cargo.toml");
+    let env = Env::new().var("KEEL_PLUGIN_PATH", &lib);
+    env.profile("mismatch", &format!("{DRIVER}\n[[insert]]\nid = \"old\"\nplugin = \"abi-mismatch\"\n"));
+    let run = env.drive("mismatch", "emit:x");
+    run.expect_code(2);
+    let lines = run.error_lines();
+    assert_eq!(lines.len(), 1, "exactly one line:\n{}", run.stderr);
+    let kernel = keel_plugin_api::abi::ABI_MAJOR;
+    assert!(
+        lines[0].contains(&format!("plugin ABI 1001, kernel ABI {kernel}"))
+            && lines[0].contains("libkeel_plugin_abi_mismatch.so")
+            && lines[0].contains("row 'old'"),
+        "{}",
+        lines[0]
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+}
