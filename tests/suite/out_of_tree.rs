@@ -15,7 +15,7 @@ use keel_tests::{Env, position, target_dir, workspace_root};
 fn build(manifest: &str) -> PathBuf {
     let out = target_dir().join("out-of-tree");
     let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--manifest-path"])
+        .args(["build", "--quiet", "--workspace", "--manifest-path"])
         .arg(workspace_root().join(manifest))
         .arg("--target-dir")
         .arg(&out)
@@ -34,7 +34,9 @@ plugin = "proof-driver"
 #[test]
 fn out_of_tree_plugin_loads_runs_logs_and_disposes() {
     let lib = build("tests/out-of-tree/Cargo.toml");
-    let env = Env::new().var("KEEL_PLUGIN_PATH", &lib).var("KEEL_LOG", "keel::plugin=info");
+    let env = Env::new()
+        .var("KEEL_PLUGIN_PATH", &lib)
+        .var("KEEL_LOG", "keel::plugin=info");
     env.profile(
         "oot",
         &format!("{DRIVER}\n[[insert]]\nid = \"hello\"\nplugin = \"greeter\"\nconfig = {{ greeting = \"ahoy\" }}\n"),
@@ -44,7 +46,11 @@ fn out_of_tree_plugin_loads_runs_logs_and_disposes() {
     let trace = env.trace();
     let up = position(&trace, "greeter hello activated");
     let gone = position(&trace, "greeter hello disposed");
-    assert!(up < gone, "activation before disposal:\n{}", trace.join("\n"));
+    assert!(
+        up < gone,
+        "activation before disposal:\n{}",
+        trace.join("\n")
+    );
     // The plugin's own `tracing::info!` reached the kernel's subscriber (stderr).
     assert!(
         run.stderr.contains("greeter is up: ahoy"),
@@ -57,20 +63,33 @@ fn out_of_tree_plugin_loads_runs_logs_and_disposes() {
 fn out_of_tree_plugin_config_is_validated_against_its_schema() {
     let lib = build("tests/out-of-tree/Cargo.toml");
     let env = Env::new().var("KEEL_PLUGIN_PATH", &lib);
-    env.profile("oot", &format!("{DRIVER}\n[[insert]]\nid = \"hello\"\nplugin = \"greeter\"\n"));
+    env.profile(
+        "oot",
+        &format!("{DRIVER}\n[[insert]]\nid = \"hello\"\nplugin = \"greeter\"\n"),
+    );
     let run = env.drive("oot", "emit:x");
     run.expect_code(2);
     let lines = run.error_lines();
     assert_eq!(lines.len(), 1, "{}", run.stderr);
-    assert!(lines[0].contains("row 'hello'") && lines[0].contains("greeting"), "{}", lines[0]);
-    assert!(env.trace().is_empty(), "nothing may activate when a row config is invalid");
+    assert!(
+        lines[0].contains("row 'hello'") && lines[0].contains("greeting"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        env.trace().is_empty(),
+        "nothing may activate when a row config is invalid"
+    );
 }
 
 #[test]
 fn abi_major_mismatch_is_refused_with_one_line_naming_both_majors() {
     let lib = build("tests/fixtures/abi-mismatch/Cargo.toml");
     let env = Env::new().var("KEEL_PLUGIN_PATH", &lib);
-    env.profile("mismatch", &format!("{DRIVER}\n[[insert]]\nid = \"old\"\nplugin = \"abi-mismatch\"\n"));
+    env.profile(
+        "mismatch",
+        &format!("{DRIVER}\n[[insert]]\nid = \"old\"\nplugin = \"abi-mismatch\"\n"),
+    );
     let run = env.drive("mismatch", "emit:x");
     run.expect_code(2);
     let lines = run.error_lines();
@@ -84,4 +103,24 @@ fn abi_major_mismatch_is_refused_with_one_line_naming_both_majors() {
         lines[0]
     );
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+}
+
+#[test]
+fn plugin_owned_tokio_runtime_runs_timers_and_spawns_inside_a_plugin() {
+    // Without the plugin runtime, tokio timers in a cdylib panic with "no reactor running"
+    // (abi-research.md §3); `ticker` uses `spawn_bridged` and must finish its ticks.
+    let lib = build("tests/out-of-tree/Cargo.toml");
+    let env = Env::new().var("KEEL_PLUGIN_PATH", &lib);
+    env.profile(
+        "ticker",
+        &format!("{DRIVER}\n[[insert]]\nid = \"tick\"\nplugin = \"ticker\"\n"),
+    );
+    let run = env.drive("ticker", "emit:x");
+    run.expect_code(0);
+    assert!(
+        env.trace().contains(&"ticker ticks=10".to_owned()),
+        "{:?}\n{}",
+        env.trace(),
+        run.stderr
+    );
 }
