@@ -124,3 +124,70 @@ fn plugin_owned_tokio_runtime_runs_timers_and_spawns_inside_a_plugin() {
         run.stderr
     );
 }
+
+/// Builds the kernel with one more `HostApi` function (as a newer kernel of the same ABI major
+/// would have) into the out-of-tree target dir and returns its `keel` binary.
+fn newer_kernel() -> PathBuf {
+    let out = target_dir().join("out-of-tree");
+    let status = Command::new(env!("CARGO"))
+        .current_dir(workspace_root())
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "keel-kernel",
+            "--features",
+            "keel-plugin-api/host-api-extension-fixture",
+            "--target-dir",
+        ])
+        .arg(&out)
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "building the extended kernel failed");
+    out.join("debug").join("keel")
+}
+
+#[test]
+fn asymmetry_rule_a_kernel_that_appended_host_functions_still_loads_older_plugins() {
+    // The plugins in target/debug were built against the kernel's HostApi without the extra
+    // function; the plugin-side layout check accepts a host table with more fields.
+    let mut env = Env::new().var("KEEL_PLUGIN_PATH", keel_tests::build_dir());
+    env.bin = newer_kernel();
+    env.profile(
+        "older-plugins",
+        &format!(
+            "{DRIVER}\n[[insert]]\nid = \"prov\"\nplugin = \"proof-provider\"\n\
+             [[insert]]\nid = \"cons\"\nplugin = \"proof-consumer\"\n"
+        ),
+    );
+    let run = env.drive("older-plugins", "counter");
+    run.expect_code(0);
+    assert_eq!(
+        run.step("counter")["value"]["row"],
+        "prov",
+        "{}",
+        run.stdout
+    );
+    position(&env.trace(), "activate cons provider=prov");
+}
+
+#[test]
+fn asymmetry_rule_a_plugin_built_for_a_newer_kernel_is_refused_in_one_line() {
+    let lib = build("tests/fixtures/host-api-next/Cargo.toml");
+    let env = Env::new().var("KEEL_PLUGIN_PATH", &lib);
+    env.profile(
+        "newer-plugin",
+        &format!("{DRIVER}\n[[insert]]\nid = \"newer\"\nplugin = \"host-api-next\"\n"),
+    );
+    let run = env.drive("newer-plugin", "emit:x");
+    run.expect_code(2);
+    assert_eq!(run.error_lines().len(), 1, "{}", run.stderr);
+    let line = run.error_lines()[0];
+    assert!(
+        line.contains("row 'newer'")
+            && line.contains("ABI_MISMATCH")
+            && line.contains("newer kernel"),
+        "{line}"
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+}

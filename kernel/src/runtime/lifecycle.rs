@@ -113,7 +113,7 @@ async fn activate(inner: &Arc<Inner>, fiber: Arc<Fiber>) {
         }
         RResult::RErr(e) => {
             let reason = format!("{}: {}", e.code, e.message);
-            tracing::error!(target: "keel::kernel", row = %fiber.row, "activation failed, rolling back: {reason}");
+            tracing::debug!(target: "keel::kernel", row = %fiber.row, "activation failed, rolling back: {reason}");
             fiber.set_state(FiberState::Unloading);
             teardown(inner, &fiber).await;
             fiber.set_state(FiberState::Failed);

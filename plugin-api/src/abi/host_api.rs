@@ -143,4 +143,7 @@ pub struct HostApi {
     /// Row control for drivers and tools: `{"op":"disable"|"enable"|"reload","row":…,"config":…}`.
     #[sabi(last_prefix_field)]
     pub control: extern "C" fn(fiber: FiberId, request: RString) -> FfiFuture<AbiResult<RString>>,
+    /// Test fixture: a function a newer kernel appended (feature `host-api-extension-fixture`).
+    #[cfg(feature = "host-api-extension-fixture")]
+    pub fixture_extension: extern "C" fn() -> u32,
 }

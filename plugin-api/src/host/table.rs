@@ -279,6 +279,11 @@ extern "C" fn control(fiber: FiberId, request: RString) -> FfiFuture<AbiResult<R
     with_host_async(move |h| h.control(fiber, request.into_string()))
 }
 
+#[cfg(feature = "host-api-extension-fixture")]
+extern "C" fn fixture_extension() -> u32 {
+    42
+}
+
 /// Installs the process's kernel and returns the table handed to plugins. A second call
 /// returns the first table (one kernel per process) and ignores `host`.
 pub fn install_host(host: Arc<dyn Host>) -> HostApi_Ref {
@@ -303,6 +308,8 @@ pub fn install_host(host: Arc<dyn Host>) -> HostApi_Ref {
             sleep,
             plugin_status,
             control,
+            #[cfg(feature = "host-api-extension-fixture")]
+            fixture_extension,
         }
         .leak_into_prefix()
     })

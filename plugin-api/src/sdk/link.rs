@@ -31,16 +31,17 @@ pub(crate) fn link(ctx: &HostCtx) -> Result<HostApi_Ref> {
     if let Err(errors) =
         check_layout_compatibility(<HostApi_Ref as StableAbi>::LAYOUT, ctx.api_layout)
     {
-        let first = errors
-            .to_string()
-            .lines()
-            .find(|l| l.contains("Error"))
-            .unwrap_or("incompatible layout")
-            .trim()
-            .to_owned();
+        let report = errors.to_string();
+        let reason = if report.contains("too many fields") {
+            "this plugin was built for a newer kernel (it expects host functions this kernel lacks); \
+             upgrade keel or rebuild the plugin against this kernel's keel-plugin-api"
+                .to_owned()
+        } else {
+            crate::host::first_error_line(&report)
+        };
         return Err(Error::new(
             "ABI_MISMATCH",
-            format!("the kernel's host API is incompatible with this plugin: {first}"),
+            format!("the kernel's host API is incompatible with this plugin: {reason}"),
         ));
     }
     // SAFETY: the kernel created `api` with `HostApi_Ref::to_raw_ptr` from a leaked table, and the

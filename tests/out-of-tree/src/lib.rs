@@ -24,7 +24,11 @@ struct Greeter;
 
 fn note(line: &str) {
     if let Some(path) = std::env::var_os("KEEL_PROOF_TRACE") {
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
             let _ = writeln!(f, "{line}");
         }
     }

@@ -15,7 +15,11 @@ struct Ticker;
 
 fn note(line: &str) {
     if let Some(path) = std::env::var_os("KEEL_PROOF_TRACE") {
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
             let _ = writeln!(f, "{line}");
         }
     }
@@ -23,7 +27,8 @@ fn note(line: &str) {
 
 impl Plugin for Ticker {
     fn manifest(&self) -> Manifest {
-        Manifest::new("ticker", env!("CARGO_PKG_VERSION")).description("counts tokio interval ticks")
+        Manifest::new("ticker", env!("CARGO_PKG_VERSION"))
+            .description("counts tokio interval ticks")
     }
 
     async fn activate(&self, _ctx: Context) -> Result<()> {
@@ -35,7 +40,10 @@ impl Plugin for Ticker {
                 interval.tick().await;
                 n += 1;
             }
-            let spawned = tokio::spawn(async { tokio::time::sleep(Duration::from_millis(1)).await; 7u32 });
+            let spawned = tokio::spawn(async {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                7u32
+            });
             n + spawned.await.unwrap_or(0)
         })
         .await?;
