@@ -352,3 +352,7 @@ impl Drop for DisposerFfi {
         unsafe { (self.drop_unrun)(self.data) }
     }
 }
+
+#[cfg(test)]
+#[path = "erased_tests.rs"]
+mod tests;

@@ -460,3 +460,12 @@ where
         DisposerFfi::from_raw(data, call::<F, Fut>, drop_unrun::<F>)
     }
 }
+
+/// Builds a disposer from a plain closure (unit tests of the ABI types).
+#[cfg(test)]
+pub(crate) fn test_disposer(f: impl FnOnce() + Send + 'static) -> DisposerFfi {
+    disposer_ffi(move || async move {
+        f();
+        Ok(())
+    })
+}

@@ -136,3 +136,26 @@ macro_rules! export_plugin {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn root_module_symbol_matches_abi_stable() {
+        assert_eq!(
+            super::ROOT_MODULE_SYMBOL,
+            abi_stable::library::ROOT_MODULE_LOADER_NAME
+        );
+    }
+
+    #[test]
+    fn panics_become_panic_errors_not_unwinds() {
+        let r = super::guard::<()>(|| panic!("boom"));
+        match r {
+            abi_stable::std_types::RResult::RErr(e) => {
+                assert_eq!(e.code.as_str(), "PANIC");
+                assert!(e.message.as_str().contains("boom"));
+            }
+            abi_stable::std_types::RResult::ROk(()) => panic!("expected an error"),
+        }
+    }
+}

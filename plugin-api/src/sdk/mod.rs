@@ -20,6 +20,8 @@ mod service;
 mod tracing_forward;
 
 pub use call::CallHandle;
+#[cfg(test)]
+pub(crate) use context::test_disposer;
 pub use context::{Context, Registration, sleep};
 pub use error::{Error, Result};
 pub use ffi::{AsyncNext, Next};
