@@ -71,9 +71,27 @@ pub fn read(path: &Path) -> Result<Option<LockFile>> {
             });
         }
     };
-    let lock: LockFile = toml::from_str(&text).map_err(|e| KernelError::LockFile {
-        path: path.to_owned(),
-        reason: e.message().to_owned(),
+    let lock: LockFile = toml::from_str(&text).map_err(|e| {
+        // One line (toml's messages may span several), with the line it points at.
+        let message = e
+            .message()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let reason = match e.span() {
+            Some(span) => {
+                let before = text.as_bytes().get(..span.start).unwrap_or_default();
+                let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+                format!("line {line}: {message}")
+            }
+            None => message,
+        };
+        KernelError::LockFile {
+            path: path.to_owned(),
+            reason,
+        }
     })?;
     if lock.version != LOCK_VERSION {
         return Err(KernelError::LockFile {

@@ -20,12 +20,19 @@ pub fn validate(
         )
     })?;
     if let Some(error) = validator.iter_errors(instance).next() {
-        let pointer = error.instance_path.to_string();
-        let pointer = if pointer.is_empty() {
-            "/".to_owned()
-        } else {
-            pointer
-        };
+        let mut pointer = error.instance_path.to_string();
+        // An unexpected key is reported at its parent object; point at the key itself so the
+        // message names it and the caller can tell which layer set it.
+        if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } =
+            &error.kind
+            && let Some(key) = unexpected.first()
+        {
+            pointer.push('/');
+            pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+        }
+        if pointer.is_empty() {
+            pointer.push('/');
+        }
         return Err((pointer, error.to_string()));
     }
     Ok(())

@@ -1,13 +1,9 @@
 //! Suites, one per behaviour.
 
-/// The five dispatch modes, through real cdylibs (EVT-01/02/05/10, Cordis cases A–B).
-mod bus_modes;
 /// Bad input to the binary: one line, exit 2, naming the culprit.
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
-/// Fibers, effects, inject, reload (PLG-01..05, Cordis cases C–D).
-mod lifecycle;
 /// `keel.lock` beside the binary (KRN-04, KRN-05).
 mod lock;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.

@@ -5,7 +5,12 @@
 //! Tests drive the real binary with the real cdylibs that `cargo xtask test` builds first; they
 //! never link the kernel in-process for behaviour they claim about plugins.
 
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic, reason = "test support")]
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test support"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -52,7 +57,11 @@ pub fn plugin_file(plugin: &str) -> String {
 /// A built plugin library in the debug dir.
 pub fn plugin_lib(plugin: &str) -> PathBuf {
     let p = build_dir().join(plugin_file(plugin));
-    assert!(p.is_file(), "{} is missing: run `cargo xtask test`", p.display());
+    assert!(
+        p.is_file(),
+        "{} is missing: run `cargo xtask test`",
+        p.display()
+    );
     p
 }
 
@@ -82,7 +91,12 @@ impl Run {
         self.steps()
             .into_iter()
             .find(|s| s["step"] == name)
-            .unwrap_or_else(|| panic!("no step {name:?} in output:\n{}\nstderr:\n{}", self.stdout, self.stderr))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no step {name:?} in output:\n{}\nstderr:\n{}",
+                    self.stdout, self.stderr
+                )
+            })
     }
 
     /// Asserts the exit code, printing both streams on failure.
@@ -93,6 +107,43 @@ impl Run {
             self.stdout, self.stderr
         );
         self
+    }
+
+    /// The `keel: error[CODE]: …` lines on stderr.
+    pub fn errors(&self) -> Vec<&str> {
+        self.stderr
+            .lines()
+            .filter(|l| l.starts_with("keel: error["))
+            .collect()
+    }
+
+    /// Asserts a refusal before anything ran: exit 2, nothing on stdout, exactly one
+    /// `keel: error[CODE]: …` line with the given code, and no panic anywhere. Returns that line.
+    pub fn one_error(&self, code: &str) -> &str {
+        assert!(
+            !self.stderr.contains("panicked"),
+            "keel panicked:\n{}",
+            self.stderr
+        );
+        self.expect_code(2);
+        assert_eq!(
+            self.stdout, "",
+            "an error run printed on stdout; stderr:\n{}",
+            self.stderr
+        );
+        let errors = self.errors();
+        assert_eq!(
+            errors.len(),
+            1,
+            "expected exactly one error line, got:\n{}",
+            self.stderr
+        );
+        let line = errors[0];
+        assert!(
+            line.starts_with(&format!("keel: error[{code}]: ")),
+            "expected error code {code}, got: {line}"
+        );
+        line
     }
 
     /// The non-empty stderr lines that are not tracing output.
@@ -123,7 +174,10 @@ impl Default for Env {
 impl Env {
     /// A fresh environment using the built binary.
     pub fn new() -> Env {
-        let dir = tempfile::Builder::new().prefix("keel-test-").tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("keel-test-")
+            .tempdir()
+            .expect("tempdir");
         for sub in ["home", "config/profiles", "config/bundles", "work"] {
             std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
         }
@@ -156,14 +210,20 @@ impl Env {
 
     /// Writes `config/profiles/<name>.toml`; returns its path.
     pub fn profile(&self, name: &str, toml: &str) -> PathBuf {
-        let p = self.path().join("config/profiles").join(format!("{name}.toml"));
+        let p = self
+            .path()
+            .join("config/profiles")
+            .join(format!("{name}.toml"));
         std::fs::write(&p, toml).expect("write profile");
         p
     }
 
     /// Writes `config/bundles/<name>.toml`; returns its path.
     pub fn bundle(&self, name: &str, toml: &str) -> PathBuf {
-        let p = self.path().join("config/bundles").join(format!("{name}.toml"));
+        let p = self
+            .path()
+            .join("config/bundles")
+            .join(format!("{name}.toml"));
         std::fs::write(&p, toml).expect("write bundle");
         p
     }
@@ -180,7 +240,10 @@ impl Env {
 
     /// Adds an environment variable to every run.
     pub fn var(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Env {
-        self.vars.push((key.to_owned(), value.as_ref().to_string_lossy().into_owned()));
+        self.vars.push((
+            key.to_owned(),
+            value.as_ref().to_string_lossy().into_owned(),
+        ));
         self
     }
 
@@ -204,6 +267,20 @@ impl Env {
     /// Runs `keel ARGS` to completion.
     pub fn keel(&self, args: &[&str]) -> Run {
         let out = self.command(args).output().expect("spawn keel");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs `keel ARGS` with extra environment variables for this run only.
+    pub fn keel_with(&self, args: &[&str], vars: &[(&str, &std::ffi::OsStr)]) -> Run {
+        let mut cmd = self.command(args);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("spawn keel");
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -257,4 +334,54 @@ pub fn position(trace: &[String], line: &str) -> usize {
         .iter()
         .position(|l| l == line)
         .unwrap_or_else(|| panic!("trace has no line {line:?}:\n{}", trace.join("\n")))
+}
+
+impl Env {
+    /// Runs the proof driver script like [`Env::drive`], but kills `keel` and fails the test
+    /// if it has not exited within `limit` (for tests whose failure mode is a hang). The limit
+    /// is a generous safety net, never a timing assertion.
+    pub fn drive_within(&self, profile: &str, script: &str, limit: std::time::Duration) -> Run {
+        let mut child = self
+            .command(&["run", "--profile", profile, script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn keel");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut err = child.stderr.take().expect("stderr");
+        let read_out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut out, &mut s);
+            s
+        });
+        let read_err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut s);
+            s
+        });
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait keel") {
+                break Some(status);
+            }
+            if started.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let run = Run {
+            code: status.and_then(|s| s.code()).unwrap_or(-1),
+            stdout: read_out.join().unwrap_or_default(),
+            stderr: read_err.join().unwrap_or_default(),
+        };
+        assert!(
+            status.is_some(),
+            "keel did not exit within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+            run.stdout,
+            run.stderr
+        );
+        run
+    }
 }

@@ -27,7 +27,7 @@ const EARLIER_NAMES: &[(&str, &str)] = &[
 ];
 
 /// One catalog entry, reduced to the strings the document shows.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Row<'a> {
     /// Wire name, `domain/name`.
     pub name: &'a str,
@@ -39,6 +39,8 @@ pub struct Row<'a> {
     pub output: &'a str,
     /// Raw doc text (one `///` line per line, leading space included).
     pub doc: &'a str,
+    /// Payload fields as `(name, type)`, read from the payload's `TypeLayout`.
+    pub fields: Vec<(String, String)>,
 }
 
 /// Entry point for `cargo xtask docs`.
@@ -91,6 +93,7 @@ fn catalog_rows() -> Vec<Row<'static>> {
             payload: info.payload,
             output: info.output,
             doc: info.doc,
+            fields: keel_plugin_api::host::describe_fields(info.payload_layout),
         })
         .collect()
 }
@@ -193,6 +196,13 @@ fn render_sections(out: &mut String, rows: &[Row<'_>]) {
         if !doc.is_empty() {
             out.push_str(&doc);
             out.push_str("\n\n");
+        }
+        if !row.fields.is_empty() {
+            let _ = write!(out, "| `{}` field | type |\n|---|---|\n", row.payload);
+            for (name, ty) in &row.fields {
+                let _ = writeln!(out, "| `{name}` | `{}` |", cell(ty));
+            }
+            out.push('\n');
         }
     }
     // Exactly one trailing newline.

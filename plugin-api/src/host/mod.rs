@@ -60,3 +60,16 @@ pub fn service_ref<S: crate::sdk::Service>(
     )?;
     Ok(crate::sdk::ServiceRef::from_shared(shared))
 }
+
+/// The fields of a `repr(C)` struct layout as `(name, type)`, for generated docs.
+pub fn describe_fields(layout: &'static crate::abi::TypeLayout) -> Vec<(String, String)> {
+    layout
+        .get_fields()
+        .map(|fields| {
+            fields
+                .iter()
+                .map(|f| (f.name().to_owned(), f.full_type().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
