@@ -1,12 +1,20 @@
 //! Suites, one per behaviour.
 
+/// Listener errors, panics, faults, deadlines and ABI misuse (EVT-01/05/10, Cordis cases 4–13).
+mod bus_faults;
+/// The five dispatch modes, through real cdylibs (EVT-01/02/05, Cordis cases A–B).
+mod bus_modes;
 /// Bad input to the binary: one line, exit 2, naming the culprit.
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
+/// Fibers, effects, inject, reload (PLG-02..06, KRN-03, Cordis cases C–D).
+mod lifecycle;
 /// `keel.lock` beside the binary (KRN-04, KRN-05).
 mod lock;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.
 mod out_of_tree;
+/// Helpers for the suites that run `proof-driver` scripts.
+mod proof;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;

@@ -1,7 +1,10 @@
 //! Proof plugin: a driver (provides `keel.driver`) that runs a script of steps given as the
 //! prompt — `emit:TAG,waterfall,async-waterfall,parallel,serial,disable:ROW,enable:ROW,…` — and
 //! prints one JSON line per step on stdout. It lets integration tests drive every dispatch mode
-//! and every lifecycle operation through the real `keel` binary and real cdylibs.
+//! and every lifecycle operation through the real `keel` binary and real cdylibs. Commas inside
+//! `{…}`, `[…]` or a JSON string do not split steps, so `reload:ROW:{json}` takes any config.
+
+#![allow(clippy::panic, reason = "the `panic` step panics on purpose")]
 
 use std::io::Write as _;
 use std::time::Duration;
@@ -41,6 +44,39 @@ fn empty_chain() -> Chain {
         value: 0,
         log: RVec::new(),
     }
+}
+
+/// Splits a script at top-level commas (not inside brackets, braces or JSON strings).
+fn split_steps(script: &str) -> Vec<&str> {
+    let (mut steps, mut depth, mut in_string, mut escaped, mut start) =
+        (Vec::new(), 0i32, false, false, 0);
+    for (i, c) in script.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth -= 1,
+            ',' if depth <= 0 => {
+                steps.push(&script[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    steps.push(&script[start..]);
+    steps
+        .into_iter()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 async fn step(ctx: Context, step: &str) -> Value {
@@ -155,7 +191,7 @@ impl Plugin for ProofDriver {
             let invocation: DriverInvocation = serde_json::from_value(args)?;
             let script = invocation.prompt.unwrap_or_default();
             let mut exit_code = 0;
-            for s in script.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            for s in split_steps(&script) {
                 if let Some(code) = s.strip_prefix("exit:") {
                     exit_code = code.parse().unwrap_or(1);
                     continue;

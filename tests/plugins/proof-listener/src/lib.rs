@@ -2,11 +2,19 @@
 //! every role the conformance suite needs (order, short-circuit, re-run `next`, errors, panics
 //! in sync and async listeners, hangs past a deadline, removal and addition mid-dispatch,
 //! effect LIFO, activation failure and rollback, registration refused while unloading).
+//! With `watch = true` the row also traces what the kernel reports about everyone else
+//! (`kernel/listener-error`, `kernel/plugin-status`, `kernel/config-update-failed`).
+
+#![allow(
+    clippy::panic,
+    reason = "panicking on purpose is what this proof plugin is for"
+)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keel_plugin_api::abi::RString;
+use keel_plugin_api::events::kernel::{ConfigUpdateFailed, ListenerError, PluginStatus};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_proof_api::{
@@ -15,6 +23,12 @@ use keel_proof_api::{
 };
 use serde::Deserialize;
 
+/// One listener. `action` by mode — emit: `next` (trace only), `error`, `panic`,
+/// `remove-next` (unregisters the row's next listener mid-dispatch), `add` (registers
+/// `TAG-added`), `nested` (re-emits `inner` when the payload tag is `outer`); waterfalls:
+/// `next`, `short`, `next-twice`, `error`, `panic`, and `hang` (async); parallel: `next`,
+/// `error`, `panic`, `panic-start` (panics before returning its future), `hang`; serial:
+/// `pass`, `decide`, `error`, `panic`, `hang`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Spec {
@@ -34,19 +48,49 @@ fn default_action() -> String {
     "next".to_owned()
 }
 
+/// A disposer: a bare name, or `{name, sleep_ms, fail}` (an async disposer that traces
+/// `dispose NAME`, sleeps, then traces `disposed NAME`; `fail` makes it return an error).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum EffectSpec {
+    Name(String),
+    Full {
+        name: String,
+        #[serde(default)]
+        sleep_ms: u64,
+        #[serde(default)]
+        fail: bool,
+    },
+}
+
+impl EffectSpec {
+    fn parts(&self) -> (String, u64, bool) {
+        match self {
+            EffectSpec::Name(n) => (n.clone(), 0, false),
+            EffectSpec::Full {
+                name,
+                sleep_ms,
+                fail,
+            } => (name.clone(), *sleep_ms, *fail),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Config {
     #[serde(default)]
     listeners: Vec<Spec>,
     #[serde(default)]
-    effects: Vec<String>,
+    effects: Vec<EffectSpec>,
     #[serde(default)]
     fail_activation: bool,
     #[serde(default)]
     panic_activation: bool,
     #[serde(default)]
     register_in_disposer: bool,
+    #[serde(default)]
+    watch: bool,
 }
 
 #[derive(Default)]
@@ -69,10 +113,14 @@ impl Plugin for ProofListener {
                 "type": "object",
                 "properties": {
                     "listeners": {"type": "array"},
-                    "effects": {"type": "array", "items": {"type": "string"}},
+                    "effects": {"type": "array", "items": {"anyOf": [
+                        {"type": "string"},
+                        {"type": "object", "required": ["name"]}
+                    ]}},
                     "fail_activation": {"type": "boolean"},
                     "panic_activation": {"type": "boolean"},
-                    "register_in_disposer": {"type": "boolean"}
+                    "register_in_disposer": {"type": "boolean"},
+                    "watch": {"type": "boolean"}
                 },
                 "additionalProperties": false
             }))
@@ -82,11 +130,24 @@ impl Plugin for ProofListener {
         let config: Config = ctx.config()?;
         let row = ctx.row()?;
         trace(format!("activate {row}"));
-        for name in &config.effects {
-            let name = name.clone();
+        if config.watch {
+            watch(&ctx)?;
+        }
+        for effect in &config.effects {
+            let (name, sleep_ms, fail) = effect.parts();
             let register = config.register_in_disposer;
             ctx.effect(&name.clone(), move || async move {
                 trace(format!("dispose {name}"));
+                if sleep_ms > 0 {
+                    sleep(Duration::from_millis(sleep_ms)).await;
+                    trace(format!("disposed {name}"));
+                }
+                if fail {
+                    return Err(Error::new(
+                        "PROOF",
+                        format!("disposer {name} fails on purpose"),
+                    ));
+                }
                 if register {
                     let refused = ctx
                         .on::<ProofEmit>(ListenerOptions::default(), |_| Ok(()))
@@ -102,11 +163,11 @@ impl Plugin for ProofListener {
             })?;
         }
         // Registrations made by listeners themselves (removal/addition during dispatch).
-        let registrations: Arc<Mutex<Vec<(String, Registration)>>> = Arc::default();
+        let registrations: Regs = Arc::default();
         for spec in config.listeners.clone() {
             let reg = register(&ctx, spec.clone(), Arc::clone(&registrations))?;
             if let Ok(mut r) = registrations.lock() {
-                r.push((spec.tag.clone(), reg));
+                r.push((spec.tag.clone(), Some(reg)));
             }
         }
         if config.panic_activation {
@@ -119,7 +180,49 @@ impl Plugin for ProofListener {
     }
 }
 
-type Regs = Arc<Mutex<Vec<(String, Registration)>>>;
+/// This row's listeners in registration order; `None` once removed by `remove-next`.
+type Regs = Arc<Mutex<Vec<(String, Option<Registration>)>>>;
+
+/// Traces the kernel's own reports (the `watch` option).
+fn watch(ctx: &Context) -> Result<()> {
+    ctx.on::<ListenerError>(ListenerOptions::default(), |e| {
+        trace(format!("listener-error {} {} {}", e.event, e.row, e.code));
+        Ok(())
+    })?;
+    ctx.on::<PluginStatus>(ListenerOptions::default(), |e| {
+        trace(format!(
+            "plugin-status {} {} faulted={}",
+            e.row, e.state, e.faulted
+        ));
+        Ok(())
+    })?;
+    ctx.on::<ConfigUpdateFailed>(ListenerOptions::default(), |e| {
+        trace(format!("config-update-failed {}", e.row));
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// Removes the listener registered right after `tag` in this row, *now* (once: later calls
+/// find nothing to remove). Unregistering a listener completes synchronously, so polling the
+/// kernel's future once finishes it while the dispatch that called us is still running (case 18).
+fn remove_next(ctx: Context, regs: &Regs, tag: &str) {
+    let victim = regs.lock().ok().and_then(|mut r| {
+        let me = r.iter().position(|(t, _)| t == tag)?;
+        let (name, reg) = r.get_mut(me + 1)?;
+        Some((name.clone(), reg.take()?))
+    });
+    let Some((victim, reg)) = victim else {
+        return;
+    };
+    let mut fut = std::pin::pin!(ctx.unregister(reg));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match fut.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Ok(())) => trace(format!("removed {victim}")),
+        std::task::Poll::Ready(Err(e)) => trace(format!("remove {victim} failed {}", e.code)),
+        std::task::Poll::Pending => trace(format!("remove {victim} pending")),
+    }
+}
 
 fn options(spec: &Spec) -> ListenerOptions {
     ListenerOptions {
@@ -138,22 +241,7 @@ fn register(ctx: &Context, spec: Spec, regs: Regs) -> Result<Registration> {
                 "panic" => panic!("emit listener {} panics", spec.tag),
                 "error" => Err(boom(&spec.tag)),
                 "remove-next" => {
-                    // Removes every other listener of this row registered after it (case 18).
-                    let victims: Vec<Registration> = regs
-                        .lock()
-                        .map(|r| {
-                            r.iter()
-                                .filter(|(t, _)| *t != spec.tag)
-                                .map(|(_, reg)| *reg)
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    for v in victims {
-                        let ctx3 = ctx2;
-                        let _ = ctx2.spawn(async move {
-                            let _ = ctx3.unregister(v).await;
-                        });
-                    }
+                    remove_next(ctx2, &regs, &spec.tag);
                     Ok(())
                 }
                 "add" => {
@@ -217,6 +305,7 @@ fn register(ctx: &Context, spec: Spec, regs: Regs) -> Result<Registration> {
                         _ => {
                             let mut out = next.run(p).await?;
                             out.value *= 10;
+                            trace(format!("async-waterfall {} back {}", spec.tag, out.value));
                             Ok(out)
                         }
                     }
@@ -227,6 +316,12 @@ fn register(ctx: &Context, spec: Spec, regs: Regs) -> Result<Registration> {
             let spec = spec.clone();
             let tag = p.tag.to_string();
             trace(format!("parallel-start {} {tag}", spec.tag));
+            if spec.action == "panic-start" {
+                panic!(
+                    "parallel listener {} panics before its future exists",
+                    spec.tag
+                );
+            }
             async move {
                 if spec.sleep_ms > 0 {
                     sleep(Duration::from_millis(spec.sleep_ms)).await;

@@ -1,10 +1,13 @@
 //! Proof plugin: provides the `proof.counter` service (exclusive) and traces its lifecycle, for
 //! the inject tests: pending → active → provider gone → dependents unload first → back.
+//! Row config `{"activate_delay_ms": N}` makes activation linger N ms after the service is
+//! registered and then trace `activated ROW`, so a test can tell "registered" from "ACTIVE".
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::sleep;
 use keel_proof_api::{Counter, trace};
 
 #[derive(Default)]
@@ -38,6 +41,11 @@ impl Plugin for ProofProvider {
             trace(format!("dispose {dispose_row}"));
             Ok(())
         })?;
+        let config = ctx.config_json()?;
+        if let Some(ms) = config.get("activate_delay_ms").and_then(|v| v.as_u64()) {
+            sleep(std::time::Duration::from_millis(ms)).await;
+            trace(format!("activated {row}"));
+        }
         Ok(())
     }
 }
