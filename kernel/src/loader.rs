@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use keel_plugin_api::abi::TypeLayout;
 use keel_plugin_api::host::{LoadedLibrary, load_library};
 use keel_plugin_api::sdk::Manifest;
 
@@ -42,6 +43,8 @@ pub struct PluginLibrary {
     pub manifest_json: String,
     /// Entry points.
     pub library: LoadedLibrary,
+    /// Layouts of the events the manifest declares: `(name, payload, output)`.
+    pub event_layouts: Vec<(String, &'static TypeLayout, &'static TypeLayout)>,
 }
 
 /// blake3 digest of a file, `blake3:<hex>`.
@@ -137,6 +140,7 @@ pub fn load(located: &[Located], rows: &[Row]) -> Result<BTreeMap<String, Arc<Pl
                 digest: item.digest.clone(),
                 manifest,
                 manifest_json,
+                event_layouts: library.event_layouts(),
                 library,
             }),
         );

@@ -319,3 +319,21 @@ fn abi_misuse_is_refused_with_a_code() {
     assert_eq!(only(&env.trace(), "emit "), ["emit e after"]);
     assert_eq!(only(&env.trace(), "waterfall "), Vec::<String>::new());
 }
+
+// EVT-01: the declaring plugin's manifest fixes a custom event's payload layout. A plugin that
+// dispatches first with another payload type cannot make the event its own: it is refused and
+// the genuine dispatch still works (no listeners are needed for the check to hold).
+#[test]
+fn a_lying_first_dispatcher_cannot_poison_a_declared_event() {
+    let env = Env::new();
+    profile(&env, "", &[]);
+    let run = env.drive("p", "lying-layout,emit:genuine,lying-mode,waterfall");
+    run.expect_code(0);
+    assert_eq!(failed(&run, "lying-layout").0, "EVENT_LAYOUT");
+    assert_eq!(ok(&run, "emit:genuine"), Value::Null);
+    assert_eq!(failed(&run, "lying-mode").0, "EVENT_MODE");
+    assert_eq!(
+        ok(&run, "waterfall")["log"],
+        serde_json::json!(["terminal"])
+    );
+}

@@ -156,12 +156,20 @@ impl Bus {
         bus
     }
 
-    /// Declares a plugin-defined event (from a manifest).
+    /// Declares a plugin-defined event (from a manifest) with the declaring plugin's layouts,
+    /// which become canonical: a later dispatcher or listener with another payload type is
+    /// refused, whoever comes first at run time.
     ///
     /// # Errors
-    /// When the name is already declared with another mode.
-    pub fn declare(&self, name: &str, mode: EventMode, by: &str) -> Result<(), String> {
-        if let Some(existing) = self.declared.get(name) {
+    /// When the name is already declared with another mode or incompatible layouts.
+    pub fn declare(
+        &self,
+        name: &str,
+        mode: EventMode,
+        layouts: Option<(&'static TypeLayout, &'static TypeLayout)>,
+        by: &str,
+    ) -> Result<(), String> {
+        if let Some(mut existing) = self.declared.get_mut(name) {
             if existing.mode != mode {
                 return Err(format!(
                     "event '{name}' is declared {} by {} and {} by {by}",
@@ -170,14 +178,32 @@ impl Bus {
                     mode.as_str()
                 ));
             }
+            if let Some((payload, output)) = layouts {
+                match (existing.payload, existing.output) {
+                    (Some(p), Some(o)) => {
+                        layouts_compatible(p, payload)
+                            .and_then(|()| layouts_compatible(o, output))
+                            .map_err(|r| {
+                                format!(
+                                    "event '{name}' is declared with different payload types by {} and {by}: {r}",
+                                    existing.by
+                                )
+                            })?;
+                    }
+                    _ => {
+                        existing.payload = Some(payload);
+                        existing.output = Some(output);
+                    }
+                }
+            }
             return Ok(());
         }
         self.declared.insert(
             name.to_owned(),
             Declared {
                 mode,
-                payload: None,
-                output: None,
+                payload: layouts.map(|l| l.0),
+                output: layouts.map(|l| l.1),
                 by: by.to_owned(),
             },
         );

@@ -151,8 +151,19 @@ impl Kernel {
                         row.id, row.plugin.name, decl.name, decl.mode
                     ))
                 })?;
-                bus.declare(&decl.name, mode, &format!("plugin {}", row.plugin.name))
-                    .map_err(|e| KernelError::Activation(format!("row '{}': {e}", row.id)))?;
+                let layouts = row
+                    .plugin
+                    .event_layouts
+                    .iter()
+                    .find(|(name, _, _)| *name == decl.name)
+                    .map(|(_, payload, output)| (*payload, *output));
+                bus.declare(
+                    &decl.name,
+                    mode,
+                    layouts,
+                    &format!("plugin {}", row.plugin.name),
+                )
+                .map_err(|e| KernelError::Activation(format!("row '{}': {e}", row.id)))?;
             }
         }
         let slots = rows

@@ -29,7 +29,7 @@ pub use erased::{
     ListenerFfi, ListenerOptions, SharedPtr, SyncNextFfi, SyncTerminalFfi,
 };
 pub use host_api::{FiberId, HostApi, HostApi_Prefix, HostApi_Ref, HostCtx, LogLevel};
-pub use root::{PluginRoot, PluginRoot_Ref};
+pub use root::{EventLayout, PluginRoot, PluginRoot_Ref};
 
 /// The ABI major this build of `keel-plugin-api` speaks. Plugins and kernel must agree exactly.
 ///

@@ -8,7 +8,8 @@
 use abi_stable::StableAbi;
 use abi_stable::library::RootModule;
 use abi_stable::sabi_types::VersionStrings;
-use abi_stable::std_types::RString;
+use abi_stable::std_types::{RString, RVec};
+use abi_stable::type_layout::TypeLayout;
 use async_ffi::FfiFuture;
 
 use super::AbiResult;
@@ -26,9 +27,24 @@ pub struct PluginRoot {
     pub manifest: extern "C" fn() -> AbiResult<RString>,
     /// Activates one fiber (row) of this plugin.
     pub activate: extern "C" fn(ctx: HostCtx) -> FfiFuture<AbiResult<()>>,
+    /// Payload and output layouts of the events the manifest declares: the declaring plugin,
+    /// not the first dispatcher, fixes what an event's payload is.
+    pub event_layouts: extern "C" fn() -> RVec<EventLayout>,
     /// Called once at kernel exit: stop plugin-owned threads and runtimes.
     #[sabi(last_prefix_field)]
     pub shutdown: extern "C" fn(),
+}
+
+/// One declared event's layouts.
+#[repr(C)]
+#[derive(StableAbi, Clone)]
+pub struct EventLayout {
+    /// Event name.
+    pub name: RString,
+    /// Payload layout as compiled into the declaring plugin.
+    pub payload: &'static TypeLayout,
+    /// Output layout.
+    pub output: &'static TypeLayout,
 }
 
 impl RootModule for PluginRoot_Ref {

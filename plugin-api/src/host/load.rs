@@ -131,6 +131,20 @@ impl LoadedLibrary {
         }
     }
 
+    /// Layouts of the events the plugin declares: `(name, payload, output)`.
+    pub fn event_layouts(
+        &self,
+    ) -> Vec<(
+        String,
+        &'static crate::abi::TypeLayout,
+        &'static crate::abi::TypeLayout,
+    )> {
+        (self.root.event_layouts())()
+            .into_iter()
+            .map(|e| (e.name.into_string(), e.payload, e.output))
+            .collect()
+    }
+
     /// Activates one fiber.
     pub fn activate(&self, fiber: FiberId, api: HostApi_Ref) -> FfiFuture<AbiResult<()>> {
         let ctx = HostCtx {

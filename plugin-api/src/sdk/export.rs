@@ -13,7 +13,8 @@ use super::context::Context;
 use super::error::Error;
 use super::ffi::{guard, guard_future};
 use super::plugin::Plugin;
-use crate::abi::{ABI_MAJOR, AbiResult, HostCtx, PluginRoot, PluginRoot_Ref};
+use crate::abi::{ABI_MAJOR, AbiResult, EventLayout, HostCtx, PluginRoot, PluginRoot_Ref};
+use abi_stable::std_types::RVec;
 
 /// The symbol abi_stable 0.11 looks up for the root module (checked by a unit test).
 pub const ROOT_MODULE_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
@@ -22,15 +23,34 @@ pub const ROOT_MODULE_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
 pub fn root(
     manifest: extern "C" fn() -> AbiResult<RString>,
     activate: extern "C" fn(HostCtx) -> FfiFuture<AbiResult<()>>,
+    event_layouts: extern "C" fn() -> RVec<EventLayout>,
     shutdown: extern "C" fn(),
 ) -> PluginRoot_Ref {
     PluginRoot {
         abi_major: ABI_MAJOR,
         manifest,
         activate,
+        event_layouts,
         shutdown,
     }
     .leak_into_prefix()
+}
+
+/// `event_layouts` entry: the layouts behind the manifest's `declares::<E>()` calls.
+pub fn event_layouts_entry<P: Plugin>(instance: fn() -> &'static P) -> RVec<EventLayout> {
+    std::panic::catch_unwind(|| {
+        instance()
+            .manifest()
+            .event_layouts
+            .iter()
+            .map(|d| EventLayout {
+                name: d.name.into(),
+                payload: d.payload,
+                output: d.output,
+            })
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// `manifest` entry: serialises the plugin's manifest with the ABI filled in.
@@ -107,12 +127,16 @@ macro_rules! export_plugin {
                 $crate::sdk::export::activate_entry::<$plugin>(instance, ctx)
             }
 
+            extern "C" fn event_layouts() -> $crate::abi::RVec<$crate::abi::EventLayout> {
+                $crate::sdk::export::event_layouts_entry::<$plugin>(instance)
+            }
+
             extern "C" fn shutdown() {
                 $crate::sdk::export::shutdown_entry::<$plugin>(instance)
             }
 
             fn root() -> $crate::abi::PluginRoot_Ref {
-                $crate::sdk::export::root(manifest, activate, shutdown)
+                $crate::sdk::export::root(manifest, activate, event_layouts, shutdown)
             }
 
             /// The ABI major, read by the kernel with libloading before anything else.

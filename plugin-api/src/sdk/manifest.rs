@@ -10,7 +10,7 @@ use super::event::Event;
 use super::service::Service;
 
 /// What a plugin library says about itself.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
     /// Plugin name (`[a-z0-9-]+`); the library is `libkeel_plugin_<name with _>.so`.
@@ -35,6 +35,23 @@ pub struct Manifest {
     /// JSON Schema for the row config; `{"type":"object"}` when absent.
     #[serde(default = "default_schema")]
     pub config_schema: serde_json::Value,
+    /// Layouts of the declared events; handed to the kernel through the root module, not JSON.
+    #[serde(skip)]
+    pub(crate) event_layouts: Vec<DeclaredLayout>,
+}
+
+/// Payload and output layouts of one declared event.
+#[derive(Clone, Copy)]
+pub(crate) struct DeclaredLayout {
+    pub(crate) name: &'static str,
+    pub(crate) payload: &'static crate::abi::TypeLayout,
+    pub(crate) output: &'static crate::abi::TypeLayout,
+}
+
+impl std::fmt::Debug for DeclaredLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
 }
 
 fn default_schema() -> serde_json::Value {
@@ -89,6 +106,7 @@ impl Manifest {
             requires: Vec::new(),
             events: Vec::new(),
             config_schema: default_schema(),
+            event_layouts: Vec::new(),
         }
     }
 
@@ -140,6 +158,11 @@ impl Manifest {
         self.events.push(EventDecl {
             name: E::NAME.to_owned(),
             mode: E::MODE.as_str().to_owned(),
+        });
+        self.event_layouts.push(DeclaredLayout {
+            name: E::NAME,
+            payload: <E::Payload as abi_stable::StableAbi>::LAYOUT,
+            output: <E::Output as abi_stable::StableAbi>::LAYOUT,
         });
         self
     }
