@@ -337,3 +337,48 @@ fn a_lying_first_dispatcher_cannot_poison_a_declared_event() {
         serde_json::json!(["terminal"])
     );
 }
+
+// An async-waterfall listener's deadline covers its `next`, i.e. everything downstream. When it
+// expires, the fault goes to the listener that was actually running (here the hanging inner
+// one), not to the outer listener whose clock ran out.
+#[test]
+fn an_expired_waterfall_deadline_blames_the_listener_that_was_running() {
+    let env = Env::new();
+    profile(
+        &env,
+        "fault_threshold = 1",
+        &[
+            (
+                "outer",
+                LISTENER,
+                r#"listeners = [
+  { event = "proof/async-waterfall", tag = "outer", order = 0, deadline_ms = 300 },
+  { event = "proof/emit", tag = "outer-alive" },
+]"#,
+            ),
+            (
+                "inner",
+                LISTENER,
+                r#"listeners = [{ event = "proof/async-waterfall", tag = "inner", order = 1, action = "hang" }]"#,
+            ),
+        ],
+    );
+    let run = env.drive_within(
+        "p",
+        "async-waterfall,emit:after,status",
+        Duration::from_secs(120),
+    );
+    run.expect_code(0);
+    let (code, message) = failed(&run, "async-waterfall");
+    assert_eq!(code, "TIMEOUT", "{message}");
+    assert!(
+        message.contains("row 'inner'") && message.contains("row 'outer'"),
+        "{message}"
+    );
+    assert_eq!(row_status(&run, 2, "inner")["faulted"], true);
+    assert_eq!(row_status(&run, 2, "outer")["faulted"], false);
+    assert!(
+        env.trace().iter().any(|l| l == "emit outer-alive after"),
+        "outer keeps serving"
+    );
+}

@@ -14,7 +14,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -129,6 +129,7 @@ impl Bus {
                 slot,
                 terminal,
                 contained: AtomicBool::new(false),
+                running: AtomicUsize::new(TERMINAL),
             });
             frame.run_from(0, payload).await
         }
@@ -281,7 +282,14 @@ impl SyncChain for SyncFrame<'_> {
             }
             return r;
         }
-        self.terminal.run(payload)
+        let out = self.terminal.run(payload);
+        if let RResult::RErr(e) = &out
+            && e.code.as_str() == "PANIC"
+        {
+            // The dispatcher's own default panicked: no listener is at fault.
+            self.contained.set(true);
+        }
+        out
     }
 }
 
@@ -291,6 +299,48 @@ struct AsyncFrame {
     snapshot: Arc<[Arc<Listener>]>,
     terminal: AsyncTerminalFfi,
     contained: AtomicBool,
+    /// Index of the innermost listener currently running (or `TERMINAL`).
+    running: AtomicUsize,
+}
+
+/// `AsyncFrame::running` while the dispatcher's default runs.
+const TERMINAL: usize = usize::MAX;
+
+impl AsyncFrame {
+    /// Listener `owner`'s deadline `d` expired. Its time includes everything downstream of its
+    /// `next`, so the fault goes to whoever was running when the clock ran out: the innermost
+    /// listener still in progress, or nobody when it was the dispatcher's own default.
+    fn deadline_expired(&self, owner: usize, d: Duration) -> AbiResult<ErasedBox> {
+        let owner_row = &self.snapshot[owner].fiber.row;
+        let culprit = self.running.load(Ordering::Acquire);
+        let message = match self.snapshot.get(culprit) {
+            Some(l) if culprit == owner => {
+                format!(
+                    "{} exceeded its deadline of {} ms",
+                    listener_label(&self.slot.name, l),
+                    d.as_millis()
+                )
+            }
+            Some(l) => format!(
+                "{} did not finish within the {} ms deadline of row '{owner_row}'",
+                listener_label(&self.slot.name, l),
+                d.as_millis()
+            ),
+            None => format!(
+                "the dispatcher's default for '{}' did not finish within the {} ms deadline of row '{owner_row}'",
+                self.slot.name,
+                d.as_millis()
+            ),
+        };
+        let e = PluginError::new("TIMEOUT", message);
+        if let Some(l) = self.snapshot.get(culprit)
+            && !self.contained.swap(true, Ordering::AcqRel)
+        {
+            self.bus.contain(&self.slot.name, l, &e);
+        }
+        self.contained.store(true, Ordering::Release);
+        RResult::RErr(e)
+    }
 }
 
 impl AsyncChain for AsyncFrame {
@@ -305,17 +355,33 @@ impl AsyncChain for AsyncFrame {
                 .position(|l| l.fiber.runnable())
                 .map(|p| p + index);
             let Some(i) = position else {
+                let outer = self.running.swap(TERMINAL, Ordering::AcqRel);
                 let out = self.terminal.run(payload).await;
+                self.running.store(outer, Ordering::Release);
+                if let RResult::RErr(e) = &out
+                    && e.code.as_str() == "PANIC"
+                {
+                    // The dispatcher's own default panicked: no listener is at fault.
+                    self.contained.store(true, Ordering::Release);
+                }
                 return check_output(&self.slot, out, "the dispatcher's default");
             };
             let l = Arc::clone(&self.snapshot[i]);
             let chain: Arc<dyn AsyncChain> = self.clone();
+            let outer = self.running.swap(i, Ordering::AcqRel);
             let fut = l
                 .ffi
                 .call_async_waterfall(payload, async_next(chain, i + 1));
-            let r = with_deadline(l.deadline, || listener_label(&self.slot.name, &l), fut).await;
+            let r = match l.deadline {
+                None => fut.await,
+                Some(d) => match tokio::time::timeout(d, fut).await {
+                    Ok(r) => r,
+                    Err(_) => self.deadline_expired(i, d),
+                },
+            };
+            self.running.store(outer, Ordering::Release);
             if let RResult::RErr(e) = &r
-                && matches!(e.code.as_str(), "PANIC" | "TIMEOUT")
+                && e.code.as_str() == "PANIC"
                 && !self.contained.swap(true, Ordering::AcqRel)
             {
                 self.bus.contain(&self.slot.name, &l, e);
