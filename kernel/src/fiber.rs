@@ -92,8 +92,6 @@ pub struct Fiber {
     faulted: AtomicBool,
     effects: Mutex<Vec<Effect>>,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
-    /// Provider identities (service name → provide registration id) this fiber activated with.
-    pub bound: Mutex<Vec<(String, u64)>>,
 }
 
 impl std::fmt::Debug for Fiber {
@@ -124,7 +122,6 @@ impl Fiber {
             faulted: AtomicBool::new(false),
             effects: Mutex::new(Vec::new()),
             tasks: Mutex::new(Vec::new()),
-            bound: Mutex::new(Vec::new()),
         }
     }
 

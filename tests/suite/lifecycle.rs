@@ -442,3 +442,24 @@ listeners = [{ event = "proof/emit", tag = "last" }]"#,
     );
     assert!(position(&trace, "dispose l2") < position(&trace, "dispose l1"));
 }
+
+// KRN-03: rows in one layer activate concurrently. Each of the two rows waits in its activation
+// until the other has arrived; if the kernel activated them one after the other, the first
+// would wait for ever (10 s), fail, and boot would exit 2.
+#[test]
+fn rows_of_one_layer_activate_concurrently() {
+    let env = Env::new();
+    profile(
+        &env,
+        "",
+        &[
+            ("a", LISTENER, r#"barrier = { me = "a", peer = "b" }"#),
+            ("b", LISTENER, r#"barrier = { me = "b", peer = "a" }"#),
+        ],
+    );
+    let run = env.drive("p", "emit:x");
+    run.expect_code(0);
+    let trace = env.trace();
+    assert!(trace.iter().any(|l| l == "barrier-pass a"), "{trace:?}");
+    assert!(trace.iter().any(|l| l == "barrier-pass b"), "{trace:?}");
+}

@@ -92,6 +92,10 @@ impl ResolvedProfile {
             self.kernel.listener_deadline_ms = v;
             set_key(&mut self.kernel_provenance, "listener_deadline_ms", layer);
         }
+        if let Some(v) = patch.activation_deadline_ms {
+            self.kernel.activation_deadline_ms = v;
+            set_key(&mut self.kernel_provenance, "activation_deadline_ms", layer);
+        }
     }
 
     fn apply_op(&mut self, layer: &LayerRef, op: &RowOp) -> Result<(), ConfigError> {

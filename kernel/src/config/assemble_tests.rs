@@ -205,13 +205,15 @@ fn kernel_settings_later_layer_wins_per_key() {
         t.kernel,
         KernelSettings {
             fault_threshold: 3,
-            listener_deadline_ms: 60_000
+            listener_deadline_ms: 60_000,
+            activation_deadline_ms: 60_000
         }
     );
     let first = LayerOps {
         kernel: KernelPatch {
             fault_threshold: Some(5),
             listener_deadline_ms: Some(1_000),
+            activation_deadline_ms: Some(9_000),
         },
         ..LayerOps::default()
     };
@@ -223,7 +225,8 @@ fn kernel_settings_later_layer_wins_per_key() {
         t.kernel,
         KernelSettings {
             fault_threshold: 7,
-            listener_deadline_ms: 1_000
+            listener_deadline_ms: 1_000,
+            activation_deadline_ms: 9_000
         }
     );
     assert_eq!(
@@ -236,6 +239,11 @@ fn kernel_settings_later_layer_wins_per_key() {
             },
             KeyProvenance {
                 key: "listener_deadline_ms".into(),
+                set_by: bundle(),
+                overrode: vec![]
+            },
+            KeyProvenance {
+                key: "activation_deadline_ms".into(),
                 set_by: bundle(),
                 overrode: vec![]
             },

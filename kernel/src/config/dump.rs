@@ -35,7 +35,11 @@ pub fn render_dump(profile: &ResolvedProfile, explain: bool) -> String {
     out.push('\n');
 
     if explain {
-        for key in ["fault_threshold", "listener_deadline_ms"] {
+        for key in [
+            "fault_threshold",
+            "listener_deadline_ms",
+            "activation_deadline_ms",
+        ] {
             let text = match view.kernel_provenance.iter().find(|k| k.key == key) {
                 Some(prov) => key_line(prov),
                 None => "default".to_owned(),
@@ -51,6 +55,10 @@ pub fn render_dump(profile: &ResolvedProfile, explain: bool) -> String {
     kernel.insert(
         "listener_deadline_ms".to_owned(),
         toml::Value::Integer(i64::try_from(view.kernel.listener_deadline_ms).unwrap_or(i64::MAX)),
+    );
+    kernel.insert(
+        "activation_deadline_ms".to_owned(),
+        toml::Value::Integer(i64::try_from(view.kernel.activation_deadline_ms).unwrap_or(i64::MAX)),
     );
     push_toml(&mut out, "kernel", toml::Value::Table(kernel), "[kernel]");
 
@@ -120,6 +128,7 @@ pub fn render_dump_json(profile: &ResolvedProfile, explain: bool) -> Value {
         "kernel": {
             "fault_threshold": view.kernel.fault_threshold,
             "listener_deadline_ms": view.kernel.listener_deadline_ms,
+            "activation_deadline_ms": view.kernel.activation_deadline_ms,
         },
         "rows": rows,
     });

@@ -215,7 +215,7 @@ fn json_dump_has_rows_and_explain_fields() {
     assert_eq!(plain["bundles"], json!(["base"]));
     assert_eq!(
         plain["kernel"],
-        json!({ "fault_threshold": 9, "listener_deadline_ms": 60000 })
+        json!({ "fault_threshold": 9, "listener_deadline_ms": 60000, "activation_deadline_ms": 60000 })
     );
     assert_eq!(
         plain["rows"][0],

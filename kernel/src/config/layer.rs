@@ -29,6 +29,7 @@ pub struct LayerOps {
 pub struct KernelPatch {
     pub fault_threshold: Option<u32>,
     pub listener_deadline_ms: Option<u64>,
+    pub activation_deadline_ms: Option<u64>,
 }
 
 /// One row operation and the line it came from (for messages; `None` for in-memory layers).
@@ -155,6 +156,7 @@ struct RawLayer {
 struct RawKernel {
     fault_threshold: Option<u32>,
     listener_deadline_ms: Option<u64>,
+    activation_deadline_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -268,6 +270,7 @@ pub(crate) fn parse_layer(
         .map_or_else(KernelPatch::default, |k| KernelPatch {
             fault_threshold: k.fault_threshold,
             listener_deadline_ms: k.listener_deadline_ms,
+            activation_deadline_ms: k.activation_deadline_ms,
         });
     Ok(ParsedLayer {
         description: raw.description.map(Spanned::into_inner),

@@ -62,7 +62,8 @@ plugin = "tools-shell"
         parsed.ops.kernel,
         KernelPatch {
             fault_threshold: Some(5),
-            listener_deadline_ms: None
+            listener_deadline_ms: None,
+            activation_deadline_ms: None
         }
     );
     let expected = vec![

@@ -11,6 +11,8 @@ use std::path::PathBuf;
 pub const DEFAULT_FAULT_THRESHOLD: u32 = 3;
 /// Default for [`KernelSettings::listener_deadline_ms`].
 pub const DEFAULT_LISTENER_DEADLINE_MS: u64 = 60_000;
+/// Default for [`KernelSettings::activation_deadline_ms`].
+pub const DEFAULT_ACTIVATION_DEADLINE_MS: u64 = 60_000;
 
 /// What kind of layer an operation came from, in application order (CFG-02).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -158,8 +160,11 @@ pub struct DisabledRow {
 pub struct KernelSettings {
     /// Faults before a plugin is quarantined.
     pub fault_threshold: u32,
-    /// How long a listener may run before the bus reports it.
+    /// Default deadline of one parallel or serial listener call (0 = none). Waterfall
+    /// listeners wrap long operations and only get the deadline they register with.
     pub listener_deadline_ms: u64,
+    /// Deadline of one activation and of one effect disposer (0 = none).
+    pub activation_deadline_ms: u64,
 }
 
 impl Default for KernelSettings {
@@ -167,6 +172,7 @@ impl Default for KernelSettings {
         KernelSettings {
             fault_threshold: DEFAULT_FAULT_THRESHOLD,
             listener_deadline_ms: DEFAULT_LISTENER_DEADLINE_MS,
+            activation_deadline_ms: DEFAULT_ACTIVATION_DEADLINE_MS,
         }
     }
 }

@@ -21,6 +21,9 @@ use super::{Inner, RowStatus};
 use crate::bus::with_deadline;
 use crate::fiber::{Effect, EffectKind, Fiber, FiberState};
 
+/// How long a control request waits for a lifecycle change in progress.
+const CONTROL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Whether a pending fiber's requirements allow it to activate now.
 fn ready(inner: &Inner, fiber: &Fiber) -> bool {
     let rows = inner.rows();
@@ -337,10 +340,15 @@ pub(super) async fn control(
             )
         })?
         .to_owned();
-    let Ok(_guard) = inner.lifecycle.try_lock() else {
+    // Wait for a lifecycle change in progress (e.g. a settle after a late provide), but not
+    // forever: a control request made from inside an activation would otherwise deadlock.
+    let Ok(_guard) = tokio::time::timeout(CONTROL_WAIT, inner.lifecycle.lock()).await else {
         return Err((
             "BUSY".to_owned(),
-            "another lifecycle change is in progress".to_owned(),
+            format!(
+                "another lifecycle change did not finish within {} s (a control request from inside an activation?)",
+                CONTROL_WAIT.as_secs()
+            ),
         ));
     };
     let (fiber, plugin, current) = {

@@ -85,9 +85,10 @@ impl Inner {
         ))
     }
 
+    /// Deadline of one activation or one disposer.
     fn deadline(&self) -> Option<Duration> {
-        (self.settings.listener_deadline_ms > 0)
-            .then(|| Duration::from_millis(self.settings.listener_deadline_ms))
+        let ms = self.settings.activation_deadline_ms;
+        (ms > 0).then(|| Duration::from_millis(ms))
     }
 }
 

@@ -91,6 +91,40 @@ struct Config {
     register_in_disposer: bool,
     #[serde(default)]
     watch: bool,
+    /// Rendezvous with another row's activation: proves rows of one layer activate
+    /// concurrently (a sequential kernel would make the first one wait for ever).
+    #[serde(default)]
+    barrier: Option<Barrier>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Barrier {
+    me: String,
+    peer: String,
+}
+
+/// Traces arrival, then waits (up to 10 s) until the peer's arrival is in the trace file.
+async fn rendezvous(b: &Barrier) -> Result<()> {
+    trace(format!("barrier-arrive {}", b.me));
+    let arrived = format!("barrier-arrive {}", b.peer);
+    for _ in 0..1000 {
+        let seen = std::env::var_os("KEEL_PROOF_TRACE")
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .is_some_and(|t| t.lines().any(|l| l == arrived));
+        if seen {
+            trace(format!("barrier-pass {}", b.me));
+            return Ok(());
+        }
+        sleep(Duration::from_millis(10)).await;
+    }
+    Err(Error::new(
+        "PROOF",
+        format!(
+            "{} never reached the barrier: activations are not concurrent",
+            b.peer
+        ),
+    ))
 }
 
 #[derive(Default)]
@@ -120,7 +154,8 @@ impl Plugin for ProofListener {
                     "fail_activation": {"type": "boolean"},
                     "panic_activation": {"type": "boolean"},
                     "register_in_disposer": {"type": "boolean"},
-                    "watch": {"type": "boolean"}
+                    "watch": {"type": "boolean"},
+                    "barrier": {"type": "object"}
                 },
                 "additionalProperties": false
             }))
@@ -132,6 +167,9 @@ impl Plugin for ProofListener {
         trace(format!("activate {row}"));
         if config.watch {
             watch(&ctx)?;
+        }
+        if let Some(b) = &config.barrier {
+            rendezvous(b).await?;
         }
         for effect in &config.effects {
             let (name, sleep_ms, fail) = effect.parts();
