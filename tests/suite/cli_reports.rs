@@ -152,7 +152,7 @@ fn cfg08_config_dump_round_trips_as_a_profile() {
     assert_eq!(after["kernel"], before["kernel"]);
     assert_eq!(
         before["kernel"],
-        json!({"fault_threshold": 5, "listener_deadline_ms": 1234})
+        json!({"fault_threshold": 5, "listener_deadline_ms": 1234, "activation_deadline_ms": 60000})
     );
 }
 

@@ -39,7 +39,20 @@ pub fn build_dir() -> PathBuf {
 }
 
 /// The built `keel` binary. Panics with a hint when it is missing.
+///
+/// `cargo xtask test` builds the binary and every plugin before the tests and sets
+/// `KEEL_TEST_BUILT=1`; under a bare `cargo test` the cdylibs may be stale, which is said once.
 pub fn keel_bin() -> PathBuf {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if std::env::var_os("KEEL_TEST_BUILT").is_none() {
+        WARNED.call_once(|| {
+            eprintln!(
+                "note: not run by `cargo xtask test`: plugins in {} may be stale \
+                 (cargo test does not rebuild cdylibs)",
+                build_dir().display()
+            );
+        });
+    }
     let bin = build_dir().join("keel");
     assert!(
         bin.is_file(),

@@ -4,7 +4,7 @@
 //! and no network. The session's working directory is a scratch folder under the target dir
 //! (`-C`), so whatever the scripted agent writes never lands in the repository. Until
 //! `profiles/demo.toml` exists (the agent plugins arrive in a later issue) the command runs the
-//! *kernel tour* instead: `keel plugins list` and `keel run` of `tests/tour/profile.toml`, whose
+//! *kernel tour* instead: `keel plugins list` and `keel run` of `tests/tour/tour.toml`, whose
 //! driver dispatches every event mode and takes a provider away and back, printing one JSON line
 //! per step, then the trace the plugins wrote. Everything runs with `KEEL_HOME` under the target
 //! dir. The exit code is `keel`'s own (ARCHITECTURE §11).

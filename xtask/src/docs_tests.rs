@@ -39,6 +39,7 @@ fn render_has_table_and_one_section_per_event() {
             payload: "PluginStatusEvent",
             output: "()",
             doc: DOC,
+            fields: vec![("row".to_owned(), "RString".to_owned())],
         },
         Row {
             name: "agent/pre-step",
@@ -46,6 +47,7 @@ fn render_has_table_and_one_section_per_event() {
             payload: "PreStepRequest",
             output: "PreStepOutcome",
             doc: " Admit or reject | the batch.\n",
+            fields: Vec::new(),
         },
     ];
     let md = render(&rows);

@@ -32,7 +32,7 @@ commands:
   docs [--check]         generate docs/events.md from the event catalog; --check fails on drift
   tidy                   repository rules: `//!` headers, kernel/plugin separation, file budgets
   ci                     fmt --check, clippy -D warnings, tidy, docs --check, then `test`
-  demo [TASK]            build, then run the offline `demo` profile (or `keel doctor` without it)
+  demo [TASK]            build, then run the offline `demo` profile (the kernel tour until it ships)
   help                   this message
 ";
 

@@ -214,6 +214,16 @@ impl Host for HostImpl {
         layout: &'static TypeLayout,
         payload: PayloadRef<'_>,
     ) -> AbiResult<()> {
+        // `kernel/*` events report what the kernel observed; a plugin may listen, never forge.
+        if event.starts_with("kernel/") {
+            return err(PluginError::new(
+                "EVENT_RESERVED",
+                format!(
+                    "{} may not dispatch '{event}': kernel/* events are the kernel's own",
+                    self.who(fiber)
+                ),
+            ));
+        }
         self.0.bus.emit(event, layout, payload, &self.who(fiber))
     }
 

@@ -21,6 +21,19 @@ use super::{Inner, RowStatus};
 use crate::bus::with_deadline;
 use crate::fiber::{Effect, EffectKind, Fiber, FiberState};
 
+/// The most verbose level the kernel's subscriber keeps, for the plugins' own filters.
+fn max_log_level() -> u8 {
+    use tracing::level_filters::LevelFilter;
+    match LevelFilter::current() {
+        LevelFilter::OFF => 0,
+        LevelFilter::ERROR => 1,
+        LevelFilter::WARN => 2,
+        LevelFilter::INFO => 3,
+        LevelFilter::DEBUG => 4,
+        _ => 5,
+    }
+}
+
 /// How long a control request waits for a lifecycle change in progress.
 const CONTROL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -99,7 +112,10 @@ async fn activate(inner: &Arc<Inner>, fiber: Arc<Fiber>) {
     let Some(api) = inner.api.get().copied() else {
         return;
     };
-    let fut = fiber.plugin.library.activate(fiber.id, api);
+    let fut = fiber
+        .plugin
+        .library
+        .activate(fiber.id, api, max_log_level());
     let row = fiber.row.clone();
     let result = with_deadline(
         inner.deadline(),

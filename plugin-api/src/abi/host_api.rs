@@ -50,6 +50,9 @@ pub struct HostCtx {
     pub api: *const (),
     /// The kernel's layout of `HostApi`, checked on the plugin side.
     pub api_layout: &'static TypeLayout,
+    /// The most verbose level the kernel's subscriber keeps (0 off, 1 error … 5 trace), so a
+    /// plugin's tracing layer drops what would be filtered anyway before it crosses the ABI.
+    pub max_log_level: u8,
 }
 
 // SAFETY: `api` points to a leaked, immutable table of `extern "C"` fns.

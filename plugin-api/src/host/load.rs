@@ -145,13 +145,20 @@ impl LoadedLibrary {
             .collect()
     }
 
-    /// Activates one fiber.
-    pub fn activate(&self, fiber: FiberId, api: HostApi_Ref) -> FfiFuture<AbiResult<()>> {
+    /// Activates one fiber. `max_log_level` is the kernel's most verbose kept level
+    /// (0 off, 1 error … 5 trace).
+    pub fn activate(
+        &self,
+        fiber: FiberId,
+        api: HostApi_Ref,
+        max_log_level: u8,
+    ) -> FfiFuture<AbiResult<()>> {
         let ctx = HostCtx {
             abi: ABI_MAJOR,
             fiber,
             api: api.0.to_raw_ptr().cast::<()>(),
             api_layout: <HostApi_Ref as abi_stable::StableAbi>::LAYOUT,
+            max_log_level,
         };
         (self.root.activate())(ctx)
     }

@@ -407,14 +407,33 @@ impl Context {
     /// # Errors
     /// `INACTIVE_FIBER`.
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+        let (fiber, api) = (self.fiber, self.api);
         let guarded = async move {
-            let _ = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(task)).await;
+            if let Err(p) =
+                futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(task)).await
+            {
+                // Contained, but never silent.
+                let message = format!(
+                    "a task spawned by this row panicked: {}",
+                    ffi::panic_message(&*p)
+                );
+                (api.log())(
+                    fiber,
+                    crate::abi::LogLevel::Error,
+                    RStr::from_str("keel::plugin::task"),
+                    RStr::from_str(&message),
+                );
+            }
         };
         from_abi((self.api.spawn())(self.fiber, guarded.into_ffi()))
     }
 }
 
 /// Sleeps on the kernel's timer (plugins have no tokio reactor of their own).
+///
+/// Before the kernel first activated a row of this plugin there is no timer to use, and the
+/// call returns at once; plugins only run code after activation, so this is not reachable
+/// through the SDK's normal paths.
 pub async fn sleep(duration: Duration) {
     if let Ok(api) = host() {
         let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);

@@ -53,7 +53,7 @@ pub(crate) fn link(ctx: &HostCtx) -> Result<HostApi_Ref> {
         )
     });
     let _ = HOST.set(api);
-    super::tracing_forward::install(api);
+    super::tracing_forward::install(api, ctx.max_log_level);
     Ok(api)
 }
 

@@ -11,7 +11,6 @@ use super::service::Service;
 
 /// What a plugin library says about itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Manifest {
     /// Plugin name (`[a-z0-9-]+`); the library is `libkeel_plugin_<name with _>.so`.
     pub id: String,
@@ -60,7 +59,6 @@ fn default_schema() -> serde_json::Value {
 
 /// A provided facility.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Provision {
     /// Facility / service name.
     pub name: String,
@@ -75,7 +73,6 @@ fn yes() -> bool {
 
 /// A required facility.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Requirement {
     /// Facility / service name.
     pub name: String,
@@ -86,7 +83,6 @@ pub struct Requirement {
 
 /// A declared event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct EventDecl {
     /// Wire name.
     pub name: String,

@@ -12,6 +12,7 @@ use abi_stable::std_types::RStr;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Registry;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
 
 use crate::abi::{FiberId, HostApi_Ref, LogLevel};
@@ -63,9 +64,18 @@ impl<S: Subscriber> Layer<S> for Forward {
     }
 }
 
-/// Installs the forwarder and panic hook in this image (first call wins).
-pub(crate) fn install(api: HostApi_Ref) {
-    let subscriber = Registry::default().with(Forward { api });
+/// Installs the forwarder and panic hook in this image (first call wins). Events more verbose
+/// than the kernel keeps are dropped here, before any formatting or ABI crossing.
+pub(crate) fn install(api: HostApi_Ref, max_log_level: u8) {
+    let max = match max_log_level {
+        0 => LevelFilter::OFF,
+        1 => LevelFilter::ERROR,
+        2 => LevelFilter::WARN,
+        3 => LevelFilter::INFO,
+        4 => LevelFilter::DEBUG,
+        _ => LevelFilter::TRACE,
+    };
+    let subscriber = Registry::default().with(Forward { api }.with_filter(max));
     let _ = tracing::subscriber::set_global_default(subscriber);
     std::panic::set_hook(Box::new(move |info| {
         let location = info
