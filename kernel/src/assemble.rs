@@ -151,11 +151,15 @@ impl Assembly {
 
     /// Whether some row provides the driver seam.
     pub fn has_driver(&self) -> bool {
-        self.libraries.values().any(|l| {
-            l.manifest
-                .provides
-                .iter()
-                .any(|p| p.name == <keel_plugin_api::services::driver::Driver as keel_plugin_api::sdk::Service>::NAME)
-        })
+        self.provides(
+            <keel_plugin_api::services::driver::Driver as keel_plugin_api::sdk::Service>::NAME,
+        )
+    }
+
+    /// Whether some row's plugin provides `service`.
+    pub fn provides(&self, service: &str) -> bool {
+        self.libraries
+            .values()
+            .any(|l| l.manifest.provides.iter().any(|p| p.name == service))
     }
 }

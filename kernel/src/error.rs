@@ -73,6 +73,13 @@ pub enum KernelError {
     /// A dependency cycle.
     #[error("dependency cycle: {path}")]
     Cycle { path: String },
+    /// A plugin command (`keel sessions`, `keel fork`) on a profile without its provider.
+    #[error("profile '{profile}' has no row providing '{service}' (needed by `keel {command}`)")]
+    NoCommand {
+        profile: String,
+        command: String,
+        service: String,
+    },
     /// `keel run` on a profile without a driver.
     #[error("profile '{profile}' has no driver: no row provides 'keel.driver'")]
     NoDriver { profile: String },
@@ -128,6 +135,7 @@ impl KernelError {
             KernelError::DuplicateProvider { .. } => "DUPLICATE_PROVIDER",
             KernelError::Cycle { .. } => "DEPENDENCY_CYCLE",
             KernelError::NoDriver { .. } => "NO_DRIVER",
+            KernelError::NoCommand { .. } => "NO_COMMAND",
             KernelError::LockDigest { .. } => "LOCK_DIGEST",
             KernelError::LockGraph { .. } => "LOCK_GRAPH",
             KernelError::LockFile { .. } => "LOCK_FILE",

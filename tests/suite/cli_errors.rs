@@ -375,6 +375,23 @@ fn run_without_a_driver_is_refused_with_no_driver() {
     assert!(env.trace().is_empty(), "a row activated: {:?}", env.trace());
 }
 
+// The command seam: `keel sessions` and `keel fork` need a row providing `keel.command.*`;
+// without one they are refused before any row activates.
+#[test]
+fn plugin_commands_without_a_provider_are_refused_with_no_command() {
+    let env = Env::new();
+    env.profile("bare", &inserts(&[("quiet", "proof-listener")]));
+    for (args, service) in [
+        (&["sessions", "list", "--profile", "bare"][..], "keel.command.sessions"),
+        (&["sessions", "show", "abc", "--profile", "bare"][..], "keel.command.sessions"),
+        (&["fork", "abc", "--at", "3", "--profile", "bare"][..], "keel.command.fork"),
+    ] {
+        let run = env.keel(args);
+        names(run.one_error("NO_COMMAND"), &["'bare'", service]);
+    }
+    assert!(env.trace().is_empty(), "a row activated: {:?}", env.trace());
+}
+
 #[test]
 fn malformed_c_overrides_are_named() {
     let env = Env::new();

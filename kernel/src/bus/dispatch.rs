@@ -364,7 +364,7 @@ impl AsyncChain for AsyncFrame {
                     // The dispatcher's own default panicked: no listener is at fault.
                     self.contained.store(true, Ordering::Release);
                 }
-                return check_output(&self.slot, out, "the dispatcher's default");
+                return check_output(&self.slot, out, || "the dispatcher's default".to_owned());
             };
             let l = Arc::clone(&self.snapshot[i]);
             let chain: Arc<dyn AsyncChain> = self.clone();
@@ -386,20 +386,26 @@ impl AsyncChain for AsyncFrame {
             {
                 self.bus.contain(&self.slot.name, &l, e);
             }
-            check_output(&self.slot, r, &format!("row '{}'", l.fiber.row))
+            // `who` is only formatted on failure: this runs once per hop of every dispatch.
+            check_output(&self.slot, r, || format!("row '{}'", l.fiber.row))
         })
     }
 }
 
-fn check_output(slot: &Slot, out: AbiResult<ErasedBox>, who: &str) -> AbiResult<ErasedBox> {
+fn check_output(
+    slot: &Slot,
+    out: AbiResult<ErasedBox>,
+    who: impl FnOnce() -> String,
+) -> AbiResult<ErasedBox> {
     match out {
         RResult::ROk(b) => match slot.output.check(b.layout()) {
             Ok(()) => RResult::ROk(b),
             Err(r) => RResult::RErr(PluginError::new(
                 "EVENT_LAYOUT",
                 format!(
-                    "event '{}': output of {who} has the wrong type: {r}",
-                    slot.name
+                    "event '{}': output of {} has the wrong type: {r}",
+                    slot.name,
+                    who()
                 ),
             )),
         },

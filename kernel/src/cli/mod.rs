@@ -45,6 +45,21 @@ enum Command {
         #[command(subcommand)]
         command: PluginsCommand,
     },
+    /// Inspect stored sessions (handled by the profile's session plugin).
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Fork a session at a closed prefix (handled by the profile's session plugin).
+    Fork {
+        /// Session to fork.
+        session_id: String,
+        /// Inclusive seq boundary (default: the last event).
+        #[arg(long, value_name = "SEQ")]
+        at: Option<u64>,
+        #[command(flatten)]
+        profile: ProfileArgs,
+    },
     /// Record plugin digests and the assembly graph in keel.lock beside the binary.
     Lock(ProfileArgs),
     /// Check the ABI, the lock, the search path and the sandbox.
@@ -61,6 +76,28 @@ enum ConfigCommand {
         #[arg(long)]
         explain: bool,
         /// JSON instead of TOML.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionsCommand {
+    /// Sessions under $KEEL_HOME, newest first.
+    List {
+        #[command(flatten)]
+        profile: ProfileArgs,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One session's events (a crashed session is recovered on read, and says so).
+    Show {
+        /// Session id.
+        session_id: String,
+        #[command(flatten)]
+        profile: ProfileArgs,
+        /// JSON output.
         #[arg(long)]
         json: bool,
     },
@@ -183,6 +220,37 @@ pub fn execute(cli: Cli) -> i32 {
         Command::Plugins {
             command: PluginsCommand::List { profile, json },
         } => inspect::plugins_list(&paths, &profile, json),
+        Command::Sessions {
+            command: SessionsCommand::List { profile, json },
+        } => run::command(
+            &paths,
+            "sessions",
+            serde_json::json!({"action": "list", "json": json}),
+            &profile,
+        ),
+        Command::Sessions {
+            command:
+                SessionsCommand::Show {
+                    session_id,
+                    profile,
+                    json,
+                },
+        } => run::command(
+            &paths,
+            "sessions",
+            serde_json::json!({"action": "show", "session_id": session_id, "json": json}),
+            &profile,
+        ),
+        Command::Fork {
+            session_id,
+            at,
+            profile,
+        } => run::command(
+            &paths,
+            "fork",
+            serde_json::json!({"session_id": session_id, "at": at}),
+            &profile,
+        ),
         Command::Lock(profile) => inspect::lock(&paths, &profile),
         Command::Doctor(profile) => doctor::doctor(&paths, &profile),
     };

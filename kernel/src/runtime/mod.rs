@@ -19,7 +19,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 use keel_plugin_api::abi::{FiberId, HostApi_Ref};
 use keel_plugin_api::host::install_host;
-use keel_plugin_api::sdk::ServiceRef;
+use keel_plugin_api::sdk::{CallHandle, Service, ServiceRef};
 use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome};
 
 use crate::bus::Bus;
@@ -28,6 +28,14 @@ use crate::error::{KernelError, Result};
 use crate::fiber::{Fiber, FiberState};
 use crate::loader::PluginLibrary;
 use crate::services::Services;
+
+/// Any seam the kernel hands control to (driver, commands): a `run` method on a [`CallHandle`].
+struct Seam;
+
+impl Service for Seam {
+    const NAME: &'static str = "keel.seam";
+    type Handle = CallHandle;
+}
 
 /// A row as the running kernel tracks it.
 pub struct RowSlot {
@@ -235,15 +243,29 @@ impl Kernel {
     /// # Errors
     /// [`KernelError::NoDriver`], [`KernelError::Driver`].
     pub async fn run_driver(&self, profile: &str, invocation: &DriverInvocation) -> Result<i32> {
-        let entry = self
-            .0
-            .services
-            .find(<Driver as keel_plugin_api::sdk::Service>::NAME, false)
+        let args = serde_json::to_value(invocation).map_err(|e| KernelError::Driver {
+            row: String::new(),
+            code: "INVALID_JSON".to_owned(),
+            message: e.to_string(),
+        })?;
+        self.hand_off(<Driver as Service>::NAME, args)
+            .await?
             .ok_or_else(|| KernelError::NoDriver {
                 profile: profile.to_owned(),
-            })?;
+            })
+    }
+
+    /// Calls method `run` of the row providing `service` (a driver or a `keel.command.*`
+    /// seam) and returns the exit code it reports; `None` when no active row provides it.
+    ///
+    /// # Errors
+    /// [`KernelError::Driver`] when the call fails or answers nonsense.
+    pub async fn hand_off(&self, service: &str, args: serde_json::Value) -> Result<Option<i32>> {
+        let Some(entry) = self.0.services.find(service, false) else {
+            return Ok(None);
+        };
         let row = entry.provider.row.clone();
-        let driver_err = |code: &str, message: String| KernelError::Driver {
+        let failed = |code: &str, message: String| KernelError::Driver {
             row: row.clone(),
             code: code.to_owned(),
             message,
@@ -251,19 +273,21 @@ impl Kernel {
         let shared = self
             .0
             .services
-            .handle_for(&entry, "keel", <<Driver as keel_plugin_api::sdk::Service>::Handle as keel_plugin_api::abi::StableAbi>::LAYOUT)
-            .map_err(|e| driver_err(e.code.as_str(), e.message.into_string()))?;
-        let driver: ServiceRef<Driver> = keel_plugin_api::host::service_ref::<Driver>(shared)
-            .map_err(|e| driver_err("SERVICE_LAYOUT", e))?;
-        let args = serde_json::to_value(invocation)
-            .map_err(|e| driver_err("INVALID_JSON", e.to_string()))?;
-        let out = driver
+            .handle_for(
+                &entry,
+                "keel",
+                <CallHandle as keel_plugin_api::abi::StableAbi>::LAYOUT,
+            )
+            .map_err(|e| failed(e.code.as_str(), e.message.into_string()))?;
+        let seam: ServiceRef<Seam> = keel_plugin_api::host::service_ref::<Seam>(shared)
+            .map_err(|e| failed("SERVICE_LAYOUT", e))?;
+        let out = seam
             .call("run", args)
             .await
-            .map_err(|e| driver_err(&e.code, e.message))?;
+            .map_err(|e| failed(&e.code, e.message))?;
         let outcome: DriverOutcome =
-            serde_json::from_value(out).map_err(|e| driver_err("INVALID_JSON", e.to_string()))?;
-        Ok(outcome.exit_code)
+            serde_json::from_value(out).map_err(|e| failed("INVALID_JSON", e.to_string()))?;
+        Ok(Some(outcome.exit_code))
     }
 
     /// Unloads every row (dependents first, effects LIFO) and calls each library's shutdown.

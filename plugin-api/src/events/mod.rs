@@ -7,6 +7,7 @@
 //! issue that builds them, never as placeholders: a payload type is an ABI promise.
 
 pub mod kernel;
+pub mod session;
 
 use crate::sdk::event::{Event as _, EventInfo};
 
@@ -15,4 +16,8 @@ pub const CATALOG: &[EventInfo] = &[
     kernel::PluginStatus::INFO,
     kernel::ListenerError::INFO,
     kernel::ConfigUpdateFailed::INFO,
+    session::SessionEvent::INFO,
+    session::SessionFlush::INFO,
+    session::SessionCreated::INFO,
+    session::SessionDisposed::INFO,
 ];

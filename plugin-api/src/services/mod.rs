@@ -1,6 +1,8 @@
-//! Service interfaces the kernel itself hands control to.
+//! Service interfaces shared between plugins (and the two seams the kernel hands control to:
+//! `driver` and `command`).
 //!
-//! Feature services (session, llm, tools, …) are declared by the issue that builds them; the
-//! kernel only knows the driver seam (ARCHITECTURE §4.6).
+//! Feature services are declared by the issue that builds them, never as placeholders.
 
+pub mod command;
 pub mod driver;
+pub mod session;

@@ -1,0 +1,57 @@
+//! `session/*` events: the post-commit feed of the log and the durability barrier.
+
+use abi_stable::StableAbi;
+use abi_stable::std_types::RString;
+
+use crate::declare_event;
+
+/// One committed event, as the `session/event` feed delivers it.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct SessionEventNotice {
+    /// Session id.
+    pub session_id: RString,
+    /// The event's seq.
+    pub seq: u64,
+    /// The event's type.
+    pub kind: RString,
+    /// The whole envelope as JSON (`EventRecord`).
+    pub record: RString,
+}
+
+/// A request to make a session durable up to everything appended so far.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct FlushRequest {
+    /// Session id.
+    pub session_id: RString,
+}
+
+/// A session was created, opened or disposed.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct SessionLifecycle {
+    /// Session id.
+    pub session_id: RString,
+    /// The header as JSON.
+    pub header: RString,
+}
+
+declare_event! {
+    /// Post-commit feed of every appended session event, in seq order. Observers cannot revert
+    /// an append: a failing observer is contained (SES-01).
+    pub struct SessionEvent: emit("session/event") -> SessionEventNotice;
+}
+declare_event! {
+    /// The durability barrier: every listener runs and is awaited; the session store drains its
+    /// write-behind queue here (EVT-05, SES-04).
+    pub struct SessionFlush: parallel("session/flush") -> FlushRequest;
+}
+declare_event! {
+    /// A session became live (created or opened).
+    pub struct SessionCreated: emit("session/created") -> SessionLifecycle;
+}
+declare_event! {
+    /// A live session was closed and drained.
+    pub struct SessionDisposed: emit("session/disposed") -> SessionLifecycle;
+}

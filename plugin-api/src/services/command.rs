@@ -1,0 +1,50 @@
+//! The command seam: CLI subcommands whose work belongs to a plugin (`keel sessions …`,
+//! `keel fork …`, later `keel secrets …`). The kernel parses the command line of ARCHITECTURE
+//! §11, assembles the profile, and hands the parsed arguments to the row providing
+//! `keel.command.<name>`; the plugin prints its own output and returns the exit code.
+
+use serde::{Deserialize, Serialize};
+
+/// Service name of the provider of command `name` (e.g. `keel.command.sessions`).
+pub fn service_name(name: &str) -> String {
+    format!("keel.command.{name}")
+}
+
+/// The `keel.command.sessions` service.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionsCommand;
+
+impl crate::sdk::Service for SessionsCommand {
+    const NAME: &'static str = "keel.command.sessions";
+    type Handle = crate::sdk::CallHandle;
+}
+
+/// The `keel.command.fork` service.
+#[derive(Debug, Clone, Copy)]
+pub struct ForkCommand;
+
+impl crate::sdk::Service for ForkCommand {
+    const NAME: &'static str = "keel.command.fork";
+    type Handle = crate::sdk::CallHandle;
+}
+
+/// What the kernel passes to method `"run"` of a command service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandInvocation {
+    /// Command name (`sessions`, `fork`).
+    pub command: String,
+    /// Parsed arguments, e.g. `{"action":"list","json":true}` or
+    /// `{"session_id":"…","at":12}`.
+    pub args: serde_json::Value,
+    /// Working directory (absolute).
+    pub cwd: String,
+    /// Profile name.
+    pub profile: String,
+}
+
+/// What the command returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandOutcome {
+    /// Process exit code.
+    pub exit_code: i32,
+}
