@@ -136,6 +136,13 @@ impl Host for HostImpl {
         }
     }
 
+    fn keel_home(&self, fiber: FiberId) -> AbiResult<RString> {
+        match self.fiber(fiber) {
+            Ok(_) => RResult::ROk(RString::from(self.0.keel_home.display().to_string())),
+            Err(e) => err(e),
+        }
+    }
+
     fn data_dir(&self, fiber: FiberId) -> AbiResult<RString> {
         let f = match self.fiber(fiber) {
             Ok(f) => f,

@@ -74,6 +74,8 @@ pub struct HostApi {
     pub row: extern "C" fn(fiber: FiberId) -> AbiResult<RString>,
     /// The fiber's row config as JSON, validated against the manifest's schema.
     pub config: extern "C" fn(fiber: FiberId) -> AbiResult<RString>,
+    /// `$KEEL_HOME`: where sessions, secrets, credentials and the user layer live.
+    pub keel_home: extern "C" fn(fiber: FiberId) -> AbiResult<RString>,
     /// A per-row data directory under `$KEEL_HOME/data/<row>` (created on demand).
     pub data_dir: extern "C" fn(fiber: FiberId) -> AbiResult<RString>,
     /// Registers a listener; returns its registration id. Refused on an unloading fiber.

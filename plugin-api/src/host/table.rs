@@ -31,6 +31,8 @@ pub trait Host: Send + Sync + 'static {
     fn row(&self, fiber: FiberId) -> AbiResult<RString>;
     /// Row config JSON.
     fn config(&self, fiber: FiberId) -> AbiResult<RString>;
+    /// `$KEEL_HOME`.
+    fn keel_home(&self, fiber: FiberId) -> AbiResult<RString>;
     /// Per-row data dir.
     fn data_dir(&self, fiber: FiberId) -> AbiResult<RString>;
     /// Registers a listener.
@@ -161,6 +163,9 @@ extern "C" fn row(fiber: FiberId) -> AbiResult<RString> {
 }
 extern "C" fn config(fiber: FiberId) -> AbiResult<RString> {
     with_host(|h| h.config(fiber))
+}
+extern "C" fn keel_home(fiber: FiberId) -> AbiResult<RString> {
+    with_host(|h| h.keel_home(fiber))
 }
 extern "C" fn data_dir(fiber: FiberId) -> AbiResult<RString> {
     with_host(|h| h.data_dir(fiber))
@@ -293,6 +298,7 @@ pub fn install_host(host: Arc<dyn Host>) -> HostApi_Ref {
             log,
             row,
             config,
+            keel_home,
             data_dir,
             register,
             unregister,

@@ -92,6 +92,17 @@ impl Context {
         Ok(serde_json::from_str(raw.as_str())?)
     }
 
+    /// `$KEEL_HOME` (default `~/.keel`): where sessions, secrets and credentials live. Not
+    /// created by the kernel; create what you need with private modes.
+    ///
+    /// # Errors
+    /// When the fiber is gone.
+    pub fn keel_home(&self) -> Result<PathBuf> {
+        Ok(PathBuf::from(
+            from_abi((self.api.keel_home())(self.fiber))?.into_string(),
+        ))
+    }
+
     /// A data directory private to this row, created on demand.
     ///
     /// # Errors
