@@ -1,0 +1,73 @@
+//! Benchmark plugin: the listener side of keel's dispatch benchmark.
+//!
+//! Row config `{ "count": N }` registers N listeners on each benchmark event (sync waterfall,
+//! async waterfall, emit, parallel). Each does the minimal work from `keel-bench-api` — a
+//! waterfall listener bumps `max_tokens` and calls `next`, a notification listener reads one
+//! field — so the benchmark measures the dispatch path, not the listeners.
+
+use keel_bench_api::{
+    BenchAsyncWaterfall, BenchEmit, BenchParallel, BenchWaterfall, ChatRequest, bump, observe,
+};
+use keel_plugin_api::prelude::*;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default = "one")]
+    count: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Default)]
+struct BenchListener;
+
+impl Plugin for BenchListener {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("bench-listener", env!("CARGO_PKG_VERSION"))
+            .description("N minimal listeners per dispatch mode, for the dispatch benchmark")
+            .declares::<BenchWaterfall>()
+            .declares::<BenchAsyncWaterfall>()
+            .declares::<BenchEmit>()
+            .declares::<BenchParallel>()
+            .config_schema(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "count": {"type": "integer", "minimum": 0, "maximum": 10000}
+                },
+                "additionalProperties": false
+            }))
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: Config = ctx.config()?;
+        let options = ListenerOptions::default();
+        for _ in 0..config.count {
+            ctx.waterfall::<BenchWaterfall>(options, |request, next| {
+                bump(request);
+                next.run(request)
+            })?;
+            ctx.async_waterfall::<BenchAsyncWaterfall, _, _>(
+                options,
+                |mut request: ChatRequest, next| async move {
+                    bump(&mut request);
+                    next.run(request).await
+                },
+            )?;
+            ctx.on::<BenchEmit>(options, |request| {
+                observe(request);
+                Ok(())
+            })?;
+            ctx.on_parallel::<BenchParallel, _, _>(options, |request| {
+                observe(request);
+                async { Ok(()) }
+            })?;
+        }
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(BenchListener);
