@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use keel_plugin_api::abi::{
-    AbiResult, AsyncTerminalFfi, ErasedBox, EventMode, PluginError, ROption, RResult,
+    AbiResult, AsyncTerminalFfi, ErasedBox, EventMode, PluginError, ROption, RResult, SyncStatus,
     SyncTerminalFfi, TypeLayout,
 };
 use keel_plugin_api::host::{AsyncChain, PayloadMut, PayloadRef, SyncChain, async_next, sync_next};
@@ -58,7 +58,7 @@ impl Bus {
         event: &str,
         layout: &'static TypeLayout,
         payload: PayloadRef<'_>,
-        who: &str,
+        who: &dyn Fn() -> String,
     ) -> AbiResult<()> {
         let slot = match self.checked_slot(event, EventMode::Emit, Some(layout), None, who) {
             Ok(s) => s,
@@ -85,7 +85,7 @@ impl Bus {
         layout: &'static TypeLayout,
         payload: PayloadMut<'_>,
         terminal: SyncTerminalFfi,
-        who: &str,
+        who: &dyn Fn() -> String,
     ) -> AbiResult<()> {
         let slot = match self.checked_slot(event, EventMode::Waterfall, Some(layout), None, who) {
             Ok(s) => s,
@@ -98,7 +98,7 @@ impl Bus {
             terminal,
             contained: Cell::new(false),
         };
-        frame.run_from(0, payload)
+        frame.run_from(0, payload).into_abi()
     }
 
     /// Async waterfall.
@@ -108,7 +108,7 @@ impl Bus {
         output: &'static TypeLayout,
         payload: ErasedBox,
         terminal: AsyncTerminalFfi,
-        who: &str,
+        who: &dyn Fn() -> String,
     ) -> impl Future<Output = AbiResult<ErasedBox>> + Send + 'static {
         let slot = self.checked_slot(
             event,
@@ -140,7 +140,7 @@ impl Bus {
         self: &Arc<Self>,
         event: &str,
         payload: ErasedBox,
-        who: &str,
+        who: &dyn Fn() -> String,
     ) -> impl Future<Output = AbiResult<()>> + Send + 'static {
         let slot = self.checked_slot(
             event,
@@ -207,7 +207,7 @@ impl Bus {
         event: &str,
         output: &'static TypeLayout,
         payload: ErasedBox,
-        who: &str,
+        who: &dyn Fn() -> String,
     ) -> impl Future<Output = AbiResult<ROption<ErasedBox>>> + Send + 'static {
         let slot = self.checked_slot(
             event,
@@ -262,34 +262,32 @@ struct SyncFrame<'a> {
 }
 
 impl SyncChain for SyncFrame<'_> {
-    fn run_from(&self, index: usize, mut payload: PayloadMut<'_>) -> AbiResult<()> {
+    fn run_from(&self, index: usize, mut payload: PayloadMut<'_>) -> SyncStatus {
         let mut i = index;
         while let Some(l) = self.snapshot.get(i) {
             if !l.fiber.runnable() {
                 i += 1;
                 continue;
             }
-            let chain: &dyn SyncChain = self;
-            let r = l
-                .ffi
-                .call_waterfall(payload.reborrow(), sync_next(&chain, i + 1));
+            let next = sync_next(self, i + 1);
+            let status = l.ffi.call_waterfall(payload.reborrow(), &next);
             // A panic passing back up through `next` is counted once, where it started.
-            if let RResult::RErr(e) = &r
+            if let Some(e) = status.error()
                 && e.code.as_str() == "PANIC"
                 && !self.contained.replace(true)
             {
                 self.bus.contain(&self.slot.name, l, e);
             }
-            return r;
+            return status;
         }
-        let out = self.terminal.run(payload);
-        if let RResult::RErr(e) = &out
+        let status = self.terminal.run(payload);
+        if let Some(e) = status.error()
             && e.code.as_str() == "PANIC"
         {
             // The dispatcher's own default panicked: no listener is at fault.
             self.contained.set(true);
         }
-        out
+        status
     }
 }
 

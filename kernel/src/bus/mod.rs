@@ -13,7 +13,7 @@
 
 mod dispatch;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -53,39 +53,54 @@ struct Declared {
 #[derive(Default)]
 struct LayoutSet {
     canonical: Mutex<Option<&'static TypeLayout>>,
-    accepted: RwLock<Vec<usize>>,
+    /// Lock-free cache of layout addresses already proven compatible (the hot path is one
+    /// pointer comparison per slot); 0 = empty. Layouts beyond the cache are re-checked.
+    fast: [AtomicUsize; FAST_LAYOUTS],
 }
+
+/// Distinct layout addresses cached per slot (one per dispatching or listening image, roughly).
+const FAST_LAYOUTS: usize = 8;
 
 impl LayoutSet {
     fn new(canonical: Option<&'static TypeLayout>) -> LayoutSet {
-        let accepted = canonical
-            .map(|l| vec![l as *const TypeLayout as usize])
-            .unwrap_or_default();
-        LayoutSet {
+        let set = LayoutSet {
             canonical: Mutex::new(canonical),
-            accepted: RwLock::new(accepted),
+            fast: Default::default(),
+        };
+        if let Some(l) = canonical {
+            set.remember(l as *const TypeLayout as usize);
+        }
+        set
+    }
+
+    fn remember(&self, key: usize) {
+        for slot in &self.fast {
+            match slot.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(existing) if existing == key => return,
+                Err(_) => {}
+            }
         }
     }
 
+    #[inline]
     fn check(&self, found: &'static TypeLayout) -> Result<(), String> {
         let key = found as *const TypeLayout as usize;
-        if self
-            .accepted
-            .read()
-            .map(|a| a.contains(&key))
-            .unwrap_or(false)
-        {
+        if self.fast.iter().any(|s| s.load(Ordering::Acquire) == key) {
             return Ok(());
         }
+        self.check_slow(found, key)
+    }
+
+    #[cold]
+    fn check_slow(&self, found: &'static TypeLayout, key: usize) -> Result<(), String> {
         let mut canonical = self
             .canonical
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let expected = *canonical.get_or_insert(found);
         layouts_compatible(expected, found)?;
-        if let Ok(mut a) = self.accepted.write() {
-            a.push(key);
-        }
+        self.remember(key);
         Ok(())
     }
 }
@@ -120,8 +135,8 @@ impl Slot {
 
 /// The bus.
 pub struct Bus {
-    slots: DashMap<String, Arc<Slot>>,
-    declared: DashMap<String, Declared>,
+    slots: DashMap<String, Arc<Slot>, foldhash::fast::RandomState>,
+    declared: DashMap<String, Declared, foldhash::fast::RandomState>,
     seq: AtomicU64,
     fault_threshold: u32,
     default_deadline: Option<Duration>,
@@ -136,8 +151,8 @@ impl Bus {
     /// listeners without their own deadline.
     pub fn new(fault_threshold: u32, default_deadline: Option<Duration>) -> Bus {
         let bus = Bus {
-            slots: DashMap::new(),
-            declared: DashMap::new(),
+            slots: DashMap::default(),
+            declared: DashMap::default(),
             seq: AtomicU64::new(0),
             fault_threshold,
             default_deadline,
@@ -242,15 +257,16 @@ impl Bus {
         mode: EventMode,
         payload: Option<&'static TypeLayout>,
         output: Option<&'static TypeLayout>,
-        who: &str,
+        who: &dyn Fn() -> String,
     ) -> Result<Arc<Slot>, PluginError> {
         let slot = self.slot(event)?;
         if slot.mode != mode {
             return Err(err(
                 "EVENT_MODE",
                 format!(
-                    "event '{event}' is {} but {who} used it as {}",
+                    "event '{event}' is {} but {} used it as {}",
                     slot.mode.as_str(),
+                    who(),
                     mode.as_str()
                 ),
             ));
@@ -259,7 +275,10 @@ impl Bus {
             slot.payload.check(l).map_err(|r| {
                 err(
                     "EVENT_LAYOUT",
-                    format!("event '{event}': payload type of {who} does not match: {r}"),
+                    format!(
+                        "event '{event}': payload type of {} does not match: {r}",
+                        who()
+                    ),
                 )
             })?;
         }
@@ -267,7 +286,10 @@ impl Bus {
             slot.output.check(l).map_err(|r| {
                 err(
                     "EVENT_LAYOUT",
-                    format!("event '{event}': output type of {who} does not match: {r}"),
+                    format!(
+                        "event '{event}': output type of {} does not match: {r}",
+                        who()
+                    ),
                 )
             })?;
         }
@@ -301,7 +323,7 @@ impl Bus {
                 ),
             ));
         }
-        let slot = self.checked_slot(event, mode, Some(payload), Some(output), &who)?;
+        let slot = self.checked_slot(event, mode, Some(payload), Some(output), &|| who.clone())?;
         let listener = Arc::new(Listener {
             id,
             fiber: Arc::clone(fiber),
@@ -341,7 +363,7 @@ impl Bus {
             E::NAME,
             <E::Payload as keel_plugin_api::abi::StableAbi>::LAYOUT,
             PayloadRef::of(payload),
-            "the kernel",
+            &|| "the kernel".to_owned(),
         );
     }
 

@@ -231,7 +231,7 @@ impl Host for HostImpl {
                 ),
             ));
         }
-        self.0.bus.emit(event, layout, payload, &self.who(fiber))
+        self.0.bus.emit(event, layout, payload, &|| self.who(fiber))
     }
 
     fn waterfall(
@@ -244,7 +244,7 @@ impl Host for HostImpl {
     ) -> AbiResult<()> {
         self.0
             .bus
-            .waterfall(event, layout, payload, terminal, &self.who(fiber))
+            .waterfall(event, layout, payload, terminal, &|| self.who(fiber))
     }
 
     fn async_waterfall(
@@ -258,7 +258,7 @@ impl Host for HostImpl {
         let fut = self
             .0
             .bus
-            .async_waterfall(event, output, payload, terminal, &self.who(fiber));
+            .async_waterfall(event, output, payload, terminal, &|| self.who(fiber));
         self.boxed(fut)
     }
 
@@ -268,7 +268,7 @@ impl Host for HostImpl {
         event: &str,
         payload: ErasedBox,
     ) -> BoxFuture<AbiResult<()>> {
-        let fut = self.0.bus.parallel(event, payload, &self.who(fiber));
+        let fut = self.0.bus.parallel(event, payload, &|| self.who(fiber));
         self.boxed(fut)
     }
 
@@ -279,7 +279,10 @@ impl Host for HostImpl {
         output: &'static TypeLayout,
         payload: ErasedBox,
     ) -> BoxFuture<AbiResult<ROption<ErasedBox>>> {
-        let fut = self.0.bus.serial(event, output, payload, &self.who(fiber));
+        let fut = self
+            .0
+            .bus
+            .serial(event, output, payload, &|| self.who(fiber));
         self.boxed(fut)
     }
 

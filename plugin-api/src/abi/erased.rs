@@ -18,6 +18,7 @@ use abi_stable::type_layout::TypeLayout;
 use async_ffi::FfiFuture;
 
 use super::AbiResult;
+use super::status::SyncStatus;
 
 /// Runs `f`, swallowing a panic: used where unwinding out of an `extern "C"` fn would abort.
 fn no_unwind(f: impl FnOnce()) {
@@ -222,7 +223,11 @@ pub enum ListenerCall {
     Emit(unsafe extern "C" fn(data: *const (), payload: *const ()) -> AbiResult<()>),
     /// `fn(data, &mut Payload, next)`
     Waterfall(
-        unsafe extern "C" fn(data: *const (), payload: *mut (), next: SyncNextFfi) -> AbiResult<()>,
+        unsafe extern "C" fn(
+            data: *const (),
+            payload: *mut (),
+            next: *const SyncNextFfi,
+        ) -> SyncStatus,
     ),
     /// `fn(data, Payload, next) -> Output`
     AsyncWaterfall(
@@ -262,8 +267,7 @@ pub struct SyncNextFfi {
     /// Index of the next listener in the frame's snapshot.
     pub index: usize,
     /// Runs listeners `index..` and then the terminal.
-    pub call:
-        unsafe extern "C" fn(frame: *const (), index: usize, payload: *mut ()) -> AbiResult<()>,
+    pub call: unsafe extern "C" fn(frame: *const (), index: usize, payload: *mut ()) -> SyncStatus,
 }
 
 /// `next` of an async waterfall: owned and `'static`, may be called more than once.
@@ -289,7 +293,7 @@ pub struct SyncTerminalFfi {
     /// The dispatcher's closure (borrowed for the dispatch).
     pub data: *const (),
     /// Entry point.
-    pub call: unsafe extern "C" fn(data: *const (), payload: *mut ()) -> AbiResult<()>,
+    pub call: unsafe extern "C" fn(data: *const (), payload: *mut ()) -> SyncStatus,
 }
 
 /// The dispatcher's default for an async waterfall; may run several times (re-run `next`).

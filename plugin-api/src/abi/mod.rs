@@ -19,6 +19,7 @@
 mod erased;
 mod host_api;
 mod root;
+mod status;
 
 pub use abi_stable::StableAbi;
 pub use abi_stable::std_types::{RBox, ROption, RResult, RSlice, RStr, RString, RVec};
@@ -30,6 +31,7 @@ pub use erased::{
 };
 pub use host_api::{FiberId, HostApi, HostApi_Prefix, HostApi_Ref, HostCtx, LogLevel};
 pub use root::{EventLayout, PluginRoot, PluginRoot_Ref};
+pub use status::{BoxedError, SyncStatus};
 
 /// The ABI major this build of `keel-plugin-api` speaks. Plugins and kernel must agree exactly.
 ///

@@ -18,7 +18,7 @@ use async_ffi::{FfiFuture, FutureExt as _};
 
 use crate::abi::{
     AbiResult, AsyncNextFfi, AsyncTerminalFfi, ErasedBox, ListenerCall, ListenerFfi, PluginError,
-    SharedPtr, SyncNextFfi, SyncTerminalFfi,
+    SharedPtr, SyncNextFfi, SyncStatus, SyncTerminalFfi,
 };
 
 /// A borrowed payload of a known layout.
@@ -109,12 +109,13 @@ impl ListenerFfi {
         }
     }
 
-    /// Sync waterfall listener.
-    pub fn call_waterfall(&self, payload: PayloadMut<'_>, next: SyncNextFfi) -> AbiResult<()> {
+    /// Sync waterfall listener (the hot path: pointer-sized status, `next` by reference).
+    #[inline]
+    pub fn call_waterfall(&self, payload: PayloadMut<'_>, next: &SyncNextFfi) -> SyncStatus {
         match self.call {
-            // SAFETY: as above.
+            // SAFETY: as above; `next` outlives the call.
             ListenerCall::Waterfall(f) => unsafe { f(self.data.as_ptr(), payload.ptr, next) },
-            _ => RResult::RErr(mode_error("waterfall")),
+            _ => SyncStatus::err(mode_error("waterfall")),
         }
     }
 
@@ -165,7 +166,8 @@ impl ListenerFfi {
 #[allow(unsafe_code)]
 impl SyncTerminalFfi {
     /// Runs the dispatcher's default.
-    pub fn run(&self, payload: PayloadMut<'_>) -> AbiResult<()> {
+    #[inline]
+    pub fn run(&self, payload: PayloadMut<'_>) -> SyncStatus {
         // SAFETY: the terminal was built by the dispatcher for this dispatch's payload type.
         unsafe { (self.call)(self.data, payload.ptr) }
     }
@@ -185,34 +187,36 @@ impl AsyncTerminalFfi {
 /// The kernel's sync chain: runs listeners from `index` on, then the terminal.
 pub trait SyncChain {
     /// Continues the chain.
-    fn run_from(&self, index: usize, payload: PayloadMut<'_>) -> AbiResult<()>;
+    fn run_from(&self, index: usize, payload: PayloadMut<'_>) -> SyncStatus;
 }
 
 #[allow(unsafe_code)]
-unsafe extern "C" fn sync_next_trampoline(
+unsafe extern "C" fn sync_next_trampoline<C: SyncChain>(
     frame: *const (),
     index: usize,
     payload: *mut (),
-) -> AbiResult<()> {
+) -> SyncStatus {
     match catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: `frame` is the `&&dyn SyncChain` made by `sync_next`, alive during the call.
-        let chain = unsafe { &*frame.cast::<&dyn SyncChain>() };
+        // SAFETY: `frame` is the `&C` given to `sync_next`, alive during the listener call.
+        let chain = unsafe { &*frame.cast::<C>() };
         chain.run_from(index, PayloadMut::from_raw(payload))
     })) {
         Ok(r) => r,
-        Err(_) => RResult::RErr(PluginError::new(
+        Err(_) => SyncStatus::err(PluginError::new(
             "KERNEL_PANIC",
             "kernel panicked in waterfall next",
         )),
     }
 }
 
-/// Builds `next` for listener `index - 1`, borrowing `chain` (a `&&dyn SyncChain` on the stack).
-pub fn sync_next(chain: &&dyn SyncChain, index: usize) -> SyncNextFfi {
+/// Builds `next` continuing at `index`, borrowing `chain`. Monomorphised per chain type, so the
+/// trampoline calls the kernel's `run_from` directly (no virtual call on the hot path).
+#[inline]
+pub fn sync_next<C: SyncChain>(chain: &C, index: usize) -> SyncNextFfi {
     SyncNextFfi {
-        frame: (chain as *const &dyn SyncChain).cast::<()>(),
+        frame: (chain as *const C).cast::<()>(),
         index,
-        call: sync_next_trampoline,
+        call: sync_next_trampoline::<C>,
     }
 }
 

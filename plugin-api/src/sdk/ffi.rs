@@ -19,7 +19,7 @@ use super::error::{Result, to_abi};
 use super::event::Event;
 use crate::abi::{
     AbiResult, AsyncNextFfi, AsyncTerminalFfi, ErasedBox, PluginError, SharedPtr, SyncNextFfi,
-    SyncTerminalFfi,
+    SyncStatus, SyncTerminalFfi,
 };
 
 /// The text of a panic payload.
@@ -45,6 +45,16 @@ pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T>) -> AbiResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => to_abi(r),
         Err(p) => RResult::RErr(panic_error(&*p)),
+    }
+}
+
+/// Like [`guard`], for the sync hot path: success costs no copy of a large result.
+#[inline]
+pub(crate) fn guard_status(f: impl FnOnce() -> Result<()>) -> SyncStatus {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => SyncStatus::ok(),
+        Ok(Err(e)) => SyncStatus::err(e.into_abi()),
+        Err(p) => SyncStatus::err(panic_error(&*p)),
     }
 }
 
@@ -86,7 +96,7 @@ type FrameMarker<'a, P> = PhantomData<(&'a (), fn(&mut P))>;
 
 /// `next` for a sync waterfall listener: runs the rest of the chain. May be called again.
 pub struct Next<'a, P> {
-    pub(crate) ffi: SyncNextFfi,
+    pub(crate) ffi: *const SyncNextFfi,
     pub(crate) _frame: FrameMarker<'a, P>,
 }
 
@@ -96,16 +106,17 @@ impl<P> Next<'_, P> {
     /// # Errors
     /// Whatever a downstream listener or the default returns.
     #[allow(unsafe_code)]
+    #[inline]
     pub fn run(&self, payload: &mut P) -> Result<()> {
-        // SAFETY: the frame is alive for the duration of this listener call (lifetime 'a).
-        let r = unsafe {
-            (self.ffi.call)(
-                self.ffi.frame,
-                self.ffi.index,
-                (payload as *mut P).cast::<()>(),
-            )
+        // SAFETY: `ffi` and the frame it borrows are alive for this listener call (lifetime 'a).
+        let status = unsafe {
+            let ffi = &*self.ffi;
+            (ffi.call)(ffi.frame, ffi.index, (payload as *mut P).cast::<()>())
         };
-        super::error::from_abi(r)
+        if status.is_ok() {
+            return Ok(());
+        }
+        status.into_result().map_err(Into::into)
     }
 }
 
@@ -113,8 +124,8 @@ impl<P> Next<'_, P> {
 pub(crate) unsafe extern "C" fn waterfall_shim<P, F>(
     data: *const (),
     payload: *mut (),
-    next: SyncNextFfi,
-) -> AbiResult<()>
+    next: *const SyncNextFfi,
+) -> SyncStatus
 where
     F: Fn(&mut P, Next<'_, P>) -> Result<()>,
 {
@@ -123,7 +134,7 @@ where
         _frame: PhantomData,
     };
     // SAFETY: as in `emit_shim`; the payload is exclusively ours for this call.
-    guard(|| unsafe { (*data.cast::<F>())(&mut *payload.cast::<P>(), next) })
+    guard_status(|| unsafe { (*data.cast::<F>())(&mut *payload.cast::<P>(), next) })
 }
 
 /// `next` for an async waterfall listener: owned, re-runnable (retry middleware).
@@ -227,13 +238,13 @@ where
 // ---- dispatcher terminals ------------------------------------------------------------------
 
 #[allow(unsafe_code)]
-unsafe extern "C" fn sync_terminal_shim<P, F>(data: *const (), payload: *mut ()) -> AbiResult<()>
+unsafe extern "C" fn sync_terminal_shim<P, F>(data: *const (), payload: *mut ()) -> SyncStatus
 where
     F: FnMut(&mut P) -> Result<()>,
 {
     // SAFETY: `data` is the dispatcher's `&mut F`, alive and unaliased for the whole dispatch
     // (sync dispatch never runs the terminal concurrently with itself).
-    guard(|| unsafe { (*data.cast::<F>().cast_mut())(&mut *payload.cast::<P>()) })
+    guard_status(|| unsafe { (*data.cast::<F>().cast_mut())(&mut *payload.cast::<P>()) })
 }
 
 /// Borrows `f` as a sync terminal for the duration of one dispatch.
