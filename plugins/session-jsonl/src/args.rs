@@ -1,0 +1,149 @@
+//! The JSON requests of the `keel.session-store` contract (`StoreMethod`), parsed and checked
+//! before anything touches the disk: session ids, header shape and version, batch contiguity.
+
+use std::path::Path;
+
+use keel_plugin_api::services::session::{EventRecord, FORMAT_VERSION, SessionHeader};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::JsonlError;
+
+/// `append`: `{session_id, header?, events, expected_next_seq}`.
+#[derive(Debug)]
+pub struct AppendArgs {
+    /// Checked id.
+    pub session_id: String,
+    /// Present on the first append only.
+    pub header: Option<SessionHeader>,
+    /// The batch, contiguous from `expected_next_seq`.
+    pub events: Vec<EventRecord>,
+    /// The caller's idea of the stored next seq.
+    pub expected_next_seq: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAppend {
+    session_id: String,
+    #[serde(default)]
+    header: Option<Value>,
+    events: Vec<EventRecord>,
+    expected_next_seq: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLoad {
+    session_id: String,
+    #[serde(default)]
+    repair: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawId {
+    session_id: String,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(method: &str, args: Value) -> Result<T, JsonlError> {
+    serde_json::from_value(args)
+        .map_err(|e| JsonlError::Invalid(format!("{method} arguments: {e}")))
+}
+
+/// Checks a session id: `[A-Za-z0-9_-]{1,128}` (it becomes a file name).
+pub fn check_id(id: &str) -> Result<(), JsonlError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(JsonlError::Invalid(format!(
+            "session id {id:?} is not [A-Za-z0-9_-]{{1,128}}"
+        )))
+    }
+}
+
+/// Parses `append` arguments; `path` is the session file (named in errors).
+pub fn append(
+    args: Value,
+    path: impl Fn(&str) -> std::path::PathBuf,
+) -> Result<AppendArgs, JsonlError> {
+    let raw: RawAppend = parse("append", args)?;
+    check_id(&raw.session_id)?;
+    let header = match raw.header {
+        None => None,
+        Some(h) => Some(header(h, &raw.session_id, &path(&raw.session_id))?),
+    };
+    if let Some(first) = raw.events.first()
+        && first.seq != raw.expected_next_seq
+    {
+        return Err(JsonlError::Seq(format!(
+            "session '{}': batch starts at seq {} but expected_next_seq is {}",
+            raw.session_id, first.seq, raw.expected_next_seq
+        )));
+    }
+    for (i, pair) in raw.events.windows(2).enumerate() {
+        if pair[1].seq != pair[0].seq + 1 {
+            return Err(JsonlError::Seq(format!(
+                "session '{}': batch is not contiguous at index {}: seq {} follows {}",
+                raw.session_id,
+                i + 1,
+                pair[1].seq,
+                pair[0].seq
+            )));
+        }
+    }
+    Ok(AppendArgs {
+        session_id: raw.session_id,
+        header,
+        events: raw.events,
+        expected_next_seq: raw.expected_next_seq,
+    })
+}
+
+fn header(value: Value, id: &str, path: &Path) -> Result<SessionHeader, JsonlError> {
+    match value.get("version") {
+        Some(v) if v.as_u64() == Some(u64::from(FORMAT_VERSION)) => {}
+        Some(v) => {
+            return Err(JsonlError::Unsupported {
+                path: path.to_owned(),
+                found: v.to_string(),
+                expected: FORMAT_VERSION,
+            });
+        }
+        None => return Err(JsonlError::Invalid("header has no version".into())),
+    }
+    let header: SessionHeader =
+        serde_json::from_value(value).map_err(|e| JsonlError::Invalid(format!("header: {e}")))?;
+    if header.id != id {
+        return Err(JsonlError::Invalid(format!(
+            "header id '{}' differs from session_id '{id}'",
+            header.id
+        )));
+    }
+    if !header.cwd.starts_with('/') {
+        return Err(JsonlError::Invalid(format!(
+            "header cwd '{}' is not absolute",
+            header.cwd
+        )));
+    }
+    Ok(header)
+}
+
+/// Parses `load` arguments: `(session_id, repair)`.
+pub fn load(args: Value) -> Result<(String, bool), JsonlError> {
+    let raw: RawLoad = parse("load", args)?;
+    check_id(&raw.session_id)?;
+    Ok((raw.session_id, raw.repair))
+}
+
+/// Parses `claim` / `release` arguments.
+pub fn session_id(method: &str, args: Value) -> Result<String, JsonlError> {
+    let raw: RawId = parse(method, args)?;
+    check_id(&raw.session_id)?;
+    Ok(raw.session_id)
+}

@@ -1,0 +1,119 @@
+//! Typed failures of the JSONL store and their mapping to the `keel.session-store` wire codes
+//! (`StoreError` in `keel-plugin-api`). Every variant that concerns stored data names the file,
+//! and the line when there is one.
+
+use std::path::PathBuf;
+
+use keel_plugin_api::services::session::StoreError;
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonlError {
+    /// The request is malformed (bad id, missing field, header of another session).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// The method is not part of the store contract.
+    #[error("keel.session-store has no method '{0}'")]
+    UnknownMethod(String),
+    /// No stored session with this id.
+    #[error("session '{id}' not found ({})", path.display())]
+    NotFound {
+        /// The session id.
+        id: String,
+        /// Where it would be.
+        path: PathBuf,
+    },
+    /// A header was sent for a session that is already stored.
+    #[error("session '{id}' already exists ({}); only the first append carries a header", path.display())]
+    Exists {
+        /// The session id.
+        id: String,
+        /// Its file.
+        path: PathBuf,
+    },
+    /// Another format version (SES-09): not corruption.
+    #[error("{}: unsupported session format version {found} (this keel reads version {expected}); use a keel that matches the file, it is not converted", path.display())]
+    Unsupported {
+        /// The file (or request) with the foreign version.
+        path: PathBuf,
+        /// The version found, as written.
+        found: String,
+        /// [`keel_plugin_api::services::session::FORMAT_VERSION`].
+        expected: u32,
+    },
+    /// A defect at or before the last committed `turn/end`, or one followed by valid lines.
+    #[error("{}:{line}: corrupt session log: {detail}", path.display())]
+    Corrupt {
+        /// The session file.
+        path: PathBuf,
+        /// 1-based line number (the header is line 1).
+        line: usize,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Another writer holds the session.
+    #[error("session '{id}' is claimed by another live writer (lock {})", path.display())]
+    Locked {
+        /// The session id.
+        id: String,
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// The batch does not continue the stored log.
+    #[error("{0}")]
+    Seq(String),
+    /// The storage failed; nothing of the batch is stored.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done (`create`, `write`, `fsync`, …).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl JsonlError {
+    /// The wire code of this failure.
+    pub fn code(&self) -> &'static str {
+        match self {
+            JsonlError::Invalid(_) => StoreError::Invalid.code(),
+            JsonlError::UnknownMethod(_) => "UNKNOWN_METHOD",
+            JsonlError::NotFound { .. } => StoreError::NotFound.code(),
+            JsonlError::Exists { .. } => StoreError::Exists.code(),
+            JsonlError::Unsupported { .. } => StoreError::Unsupported.code(),
+            JsonlError::Corrupt { .. } => StoreError::Corrupt.code(),
+            JsonlError::Locked { .. } => StoreError::Locked.code(),
+            JsonlError::Seq(_) => StoreError::Seq.code(),
+            JsonlError::Io { .. } => StoreError::Io.code(),
+        }
+    }
+
+    /// An I/O failure while doing `action` on `path`.
+    pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        JsonlError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// A failed call as it crosses the plugin boundary: wire code and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreFailure {
+    /// `SESSION_*` or `UNKNOWN_METHOD`.
+    pub code: String,
+    /// Human text naming the file (and line) where there is one.
+    pub message: String,
+}
+
+impl From<JsonlError> for StoreFailure {
+    fn from(e: JsonlError) -> Self {
+        StoreFailure {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! `session-jsonl`: the `keel.session-store` backend that keeps one fsynced JSONL file per
+//! session (ARCHITECTURE §7, requirements B3). The store itself is plain Rust
+//! ([`JsonlStore`], no SDK types); this file only adapts it to the kernel: the manifest, the
+//! row config (`root`, `fsync`), and a [`CallHandle`] whose calls run on a thread the plugin
+//! owns, so file I/O never blocks the kernel's async workers.
+
+pub mod args;
+pub mod envelope;
+pub mod error;
+pub mod lock;
+pub mod scan;
+pub mod store;
+mod worker;
+
+use std::path::PathBuf;
+
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::session::SessionStore;
+use serde::Deserialize;
+
+pub use error::{JsonlError, StoreFailure};
+pub use store::{JsonlOptions, JsonlStore, Loaded};
+
+/// The row config.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Session directory; default `<KEEL_HOME>/sessions`.
+    #[serde(default)]
+    root: Option<PathBuf>,
+    /// fsync every durable write (default true).
+    #[serde(default = "yes")]
+    fsync: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct SessionJsonl;
+
+impl Plugin for SessionJsonl {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("session-jsonl", env!("CARGO_PKG_VERSION"))
+            .description("session storage: one fsynced JSONL file per session")
+            .provides::<SessionStore>()
+            .config_schema(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "root": { "type": "string", "minLength": 1 },
+                    "fsync": { "type": "boolean" }
+                },
+                "additionalProperties": false
+            }))
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: Config = ctx.config()?;
+        let root = match config.root {
+            Some(r) => r,
+            None => ctx.keel_home()?.join("sessions"),
+        };
+        let store = JsonlStore::new(
+            root,
+            JsonlOptions {
+                fsync: config.fsync,
+            },
+        );
+        let worker = worker::Worker::start("keel-session-jsonl", move |method, args| {
+            store.call(method, args).map_err(|f| (f.code, f.message))
+        })?;
+        ctx.provide::<SessionStore>(worker.handle())?;
+        ctx.effect("stop the session-jsonl worker", move || async move {
+            worker.stop();
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(SessionJsonl);

@@ -1,0 +1,135 @@
+//! Typed failures of the SQLite store and their mapping to the `keel.session-store` wire codes
+//! (`StoreError` in `keel-plugin-api`). Failures about stored data name the database file, the
+//! session and the seq.
+
+use std::path::PathBuf;
+
+use keel_plugin_api::services::session::StoreError;
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SqliteError {
+    /// The request is malformed (bad id, missing field, header of another session).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// The method is not part of the store contract.
+    #[error("keel.session-store has no method '{0}'")]
+    UnknownMethod(String),
+    /// No stored session with this id.
+    #[error("session '{id}' not found in {}", path.display())]
+    NotFound {
+        /// The session id.
+        id: String,
+        /// The database.
+        path: PathBuf,
+    },
+    /// A header was sent for a session that is already stored.
+    #[error("session '{id}' already exists in {}; only the first append carries a header", path.display())]
+    Exists {
+        /// The session id.
+        id: String,
+        /// The database.
+        path: PathBuf,
+    },
+    /// Another format version of a session header (SES-09): not corruption.
+    #[error("{}: unsupported session format version {found} (this keel reads version {expected}); use a keel that matches it, it is not converted", path.display())]
+    Unsupported {
+        /// The database (and session, in `found`'s context).
+        path: PathBuf,
+        /// The version found.
+        found: String,
+        /// [`keel_plugin_api::services::session::FORMAT_VERSION`].
+        expected: u32,
+    },
+    /// The database belongs to another application or schema version (SES-10).
+    #[error("{}: {detail}; refusing to open it (keel never migrates a session database)", path.display())]
+    ForeignDatabase {
+        /// The database.
+        path: PathBuf,
+        /// What was found and what was expected.
+        detail: String,
+    },
+    /// A defect at or before the last committed `turn/end`.
+    #[error("{}: session '{id}', seq {seq}: corrupt session log: {detail}", path.display())]
+    Corrupt {
+        /// The database.
+        path: PathBuf,
+        /// The session.
+        id: String,
+        /// The first defective seq.
+        seq: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Another writer holds the session.
+    #[error("session '{id}' is claimed by another live writer (lock {})", path.display())]
+    Locked {
+        /// The session id.
+        id: String,
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// The batch does not continue the stored log.
+    #[error("{0}")]
+    Seq(String),
+    /// The storage failed; nothing of the batch is stored.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl SqliteError {
+    /// The wire code of this failure.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SqliteError::Invalid(_) => StoreError::Invalid.code(),
+            SqliteError::UnknownMethod(_) => "UNKNOWN_METHOD",
+            SqliteError::NotFound { .. } => StoreError::NotFound.code(),
+            SqliteError::Exists { .. } => StoreError::Exists.code(),
+            SqliteError::Unsupported { .. } | SqliteError::ForeignDatabase { .. } => {
+                StoreError::Unsupported.code()
+            }
+            SqliteError::Corrupt { .. } => StoreError::Corrupt.code(),
+            SqliteError::Locked { .. } => StoreError::Locked.code(),
+            SqliteError::Seq(_) => StoreError::Seq.code(),
+            SqliteError::Io { .. } => StoreError::Io.code(),
+        }
+    }
+
+    /// A storage failure while doing `action` on `path`.
+    pub fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        SqliteError::Io {
+            action,
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+}
+
+/// A failed call as it crosses the plugin boundary: wire code and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreFailure {
+    /// `SESSION_*` or `UNKNOWN_METHOD`.
+    pub code: String,
+    /// Human text naming the database (and session, seq) where there is one.
+    pub message: String,
+}
+
+impl From<SqliteError> for StoreFailure {
+    fn from(e: SqliteError) -> Self {
+        StoreFailure {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+        }
+    }
+}

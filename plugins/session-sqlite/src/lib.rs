@@ -1,0 +1,69 @@
+//! `session-sqlite`: the `keel.session-store` backend that keeps every session in one WAL-mode
+//! SQLite database (ARCHITECTURE §7, requirements B4). The store is plain Rust
+//! ([`SqliteStore`], no SDK types); this file only adapts it to the kernel: the manifest, the
+//! row config (`root`), and a [`CallHandle`] whose calls run on a thread the plugin owns, so
+//! SQLite I/O never blocks the kernel's async workers.
+
+pub mod args;
+pub mod envelope;
+pub mod error;
+pub mod lock;
+pub mod rows;
+pub mod schema;
+pub mod store;
+mod worker;
+
+use std::path::PathBuf;
+
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::session::SessionStore;
+use serde::Deserialize;
+
+pub use error::{SqliteError, StoreFailure};
+pub use store::{DB_FILE, Loaded, SqliteStore};
+
+/// The row config.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Directory of `sessions.sqlite3`; default `<KEEL_HOME>/sessions`.
+    #[serde(default)]
+    root: Option<PathBuf>,
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct SessionSqlite;
+
+impl Plugin for SessionSqlite {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("session-sqlite", env!("CARGO_PKG_VERSION"))
+            .description("session storage: one WAL-mode SQLite database")
+            .provides::<SessionStore>()
+            .config_schema(serde_json::json!({
+                "type": "object",
+                "properties": { "root": { "type": "string", "minLength": 1 } },
+                "additionalProperties": false
+            }))
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: Config = ctx.config()?;
+        let root = match config.root {
+            Some(r) => r,
+            None => ctx.keel_home()?.join("sessions"),
+        };
+        let store = SqliteStore::new(root);
+        let worker = worker::Worker::start("keel-session-sqlite", move |method, args| {
+            store.call(method, args).map_err(|f| (f.code, f.message))
+        })?;
+        ctx.provide::<SessionStore>(worker.handle())?;
+        ctx.effect("stop the session-sqlite worker", move || async move {
+            worker.stop();
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(SessionSqlite);

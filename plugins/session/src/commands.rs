@@ -1,0 +1,238 @@
+//! The CLI commands this plugin provides (ARCHITECTURE §11): `keel sessions list [--json]`,
+//! `keel sessions show ID [--json]`, `keel fork ID [--at SEQ]`. Plain Rust over
+//! [`SessionManager`], writing to the given stdout/stderr, returning the exit code.
+//!
+//! `show` loads the session, so a crashed one is recovered (closers committed) and stderr says
+//! `recovered crashed session: appended N closers`; a session live in another process is shown
+//! without repair. Errors print one line `keel: error[CODE]: …` on stderr; the exit code is 2
+//! for bad input (unknown id, invalid id or boundary, boundary inside an open turn, existing
+//! child) and 1 for everything else (unsupported format, corruption, I/O, locks).
+
+use std::io::Write;
+
+use keel_plugin_api::services::session::{EventRecord, StoreError};
+use serde_json::{Value, json};
+
+use crate::api::boundary;
+use crate::error::SessionError;
+use crate::sessions::SessionManager;
+
+/// Output streams of a command.
+pub struct Io<'a> {
+    /// stdout.
+    pub out: &'a mut (dyn Write + Send),
+    /// stderr.
+    pub err: &'a mut (dyn Write + Send),
+}
+
+impl std::fmt::Debug for Io<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Io")
+    }
+}
+
+fn exit_code(e: &SessionError) -> i32 {
+    let bad_input = [
+        StoreError::Invalid,
+        StoreError::NotFound,
+        StoreError::OpenTurn,
+        StoreError::Exists,
+    ];
+    if bad_input.iter().any(|k| e.is(*k)) {
+        2
+    } else {
+        1
+    }
+}
+
+fn fail(io: &mut Io<'_>, e: &SessionError) -> i32 {
+    let _ = writeln!(io.err, "keel: error[{}]: {}", e.code(), e.message);
+    exit_code(e)
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for epoch ms (UTC; civil-from-days, no calendar crate).
+pub fn iso_time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn flag(args: &Value, key: &str) -> bool {
+    args.get(key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn session_id(args: &Value) -> Result<String, SessionError> {
+    args.get("session_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| SessionError::invalid("missing SESSION_ID"))
+}
+
+/// `keel sessions …` with `args` `{"action":"list"|"show", "session_id"?, "json"}`.
+pub async fn sessions(mgr: &SessionManager, args: &Value, io: &mut Io<'_>) -> i32 {
+    let r = match args.get("action").and_then(Value::as_str) {
+        Some("list") => list(mgr, flag(args, "json"), io).await,
+        Some("show") => match session_id(args) {
+            Ok(id) => show(mgr, &id, flag(args, "json"), io).await,
+            Err(e) => Err(e),
+        },
+        other => Err(SessionError::invalid(format!(
+            "unknown sessions action {other:?} (list, show)"
+        ))),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => fail(io, &e),
+    }
+}
+
+async fn list(mgr: &SessionManager, as_json: bool, io: &mut Io<'_>) -> Result<(), SessionError> {
+    let mut rows = mgr.list().await?;
+    let updated = |r: &Value| r.get("updated_at").and_then(Value::as_u64).unwrap_or(0);
+    rows.sort_by_key(|r| std::cmp::Reverse(updated(r)));
+    if as_json {
+        let _ = writeln!(io.out, "{}", json!({ "sessions": rows }));
+        return Ok(());
+    }
+    let _ = writeln!(
+        io.out,
+        "{:<32} {:<20} {:>8}  {:<20} {:<16} CWD",
+        "ID", "UPDATED", "EVENTS", "CREATED", "PARENT"
+    );
+    for r in &rows {
+        let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("-").to_owned();
+        let created = r.get("created_at").and_then(Value::as_u64).unwrap_or(0);
+        let _ = writeln!(
+            io.out,
+            "{:<32} {:<20} {:>8}  {:<20} {:<16} {}",
+            s("id"),
+            iso_time(updated(r)),
+            r.get("events").and_then(Value::as_u64).unwrap_or(0),
+            iso_time(created),
+            s("parent_session"),
+            s("cwd"),
+        );
+    }
+    Ok(())
+}
+
+fn summary(e: &EventRecord) -> String {
+    let mut text = e.data.to_string();
+    if text.chars().count() > 120 {
+        text = text.chars().take(117).collect::<String>() + "...";
+    }
+    text
+}
+
+async fn show(
+    mgr: &SessionManager,
+    id: &str,
+    as_json: bool,
+    io: &mut Io<'_>,
+) -> Result<(), SessionError> {
+    let snap = match mgr.load(id).await {
+        Ok(s) => s,
+        Err(e) if e.is(StoreError::OpenTurn) => {
+            let _ = writeln!(
+                io.err,
+                "keel: session '{id}' is live with an open turn; showing it without repair"
+            );
+            mgr.inspect(id).await?
+        }
+        Err(e) => return Err(e),
+    };
+    if snap.committed && !snap.recovered.is_empty() {
+        let _ = writeln!(
+            io.err,
+            "recovered crashed session: appended {} closers",
+            snap.recovered.len()
+        );
+    }
+    if as_json {
+        let _ = writeln!(
+            io.out,
+            "{}",
+            json!({ "header": snap.header, "events": snap.events, "recovered": snap.recovered })
+        );
+        return Ok(());
+    }
+    let h = &snap.header;
+    let _ = writeln!(
+        io.out,
+        "session {} (format {}, created {}, cwd {}{})",
+        h.id,
+        h.version,
+        iso_time(h.created_at),
+        h.cwd,
+        h.parent_session
+            .as_ref()
+            .map(|p| format!(
+                ", forked from {p} after {} events",
+                h.seed_length.unwrap_or(0)
+            ))
+            .unwrap_or_default()
+    );
+    for e in &snap.events {
+        let _ = writeln!(
+            io.out,
+            "{:>6}  {}  {:<18} {}",
+            e.seq,
+            iso_time(e.time),
+            e.kind,
+            summary(e)
+        );
+    }
+    Ok(())
+}
+
+/// `keel fork ID [--at SEQ]` with `args` `{"session_id", "at": seq|null}`: prints the child id.
+pub async fn fork(mgr: &SessionManager, args: &Value, io: &mut Io<'_>) -> i32 {
+    let r = async {
+        let id = session_id(args)?;
+        let at = boundary(args.get("at"))?;
+        mgr.fork(&id, at, None).await
+    }
+    .await;
+    match r {
+        Ok(child) => {
+            let _ = writeln!(io.out, "{}", child.id);
+            0
+        }
+        Err(e) => fail(io, &e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_time_is_utc_civil_time() {
+        assert_eq!(iso_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso_time(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(iso_time(1_700_000_000_123), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn exit_codes_split_bad_input_from_failures() {
+        assert_eq!(exit_code(&SessionError::not_found("x")), 2);
+        assert_eq!(exit_code(&SessionError::open_turn("x")), 2);
+        assert_eq!(exit_code(&SessionError::corrupt("x")), 1);
+        assert_eq!(exit_code(&SessionError::unsupported("x")), 1);
+    }
+}

@@ -1,0 +1,333 @@
+//! The `session` plugin: keel's append-only session log (ARCHITECTURE §7, requirements C6).
+//!
+//! This file is only the SDK adapter: it provides `keel.session` (the JSON methods of
+//! [`api`]), `keel.command.sessions` and `keel.command.fork` (the [`commands`]), talks to the
+//! profile's `keel.session-store` backend through [`store::Store`], runs the write-behind
+//! timers on the kernel's runtime, feeds `session/event` after every commit, announces
+//! `session/created` / `session/disposed`, and drains a session's writer on `session/flush`.
+//! The job itself lives in SDK-free modules, testable as plain Rust:
+//!
+//! - [`validate`]: lossless data, envelope and read-side checks (SES-01/02/09);
+//! - [`invariants`]: B15 turn/step/tool balance, staged before commit;
+//! - [`log`]: [`log::SessionLog`], the write site (seq, time, atomic batches);
+//! - [`writer`]: write-behind batching and the flush barrier (SES-04, B5);
+//! - [`recovery`]: crash closers (SES-06, B7);
+//! - [`fork`]: closed-prefix forks (SES-07/13, B8);
+//! - [`projection`], [`contract`]: incremental model history and the tool-call contract
+//!   (SES-03/12, ARCHITECTURE §7);
+//! - [`sessions`], [`api`], [`commands`]: live sessions, the JSON methods, the CLI.
+
+pub mod api;
+pub mod commands;
+pub mod contract;
+pub mod core_events;
+pub mod error;
+pub mod fork;
+pub mod invariants;
+pub mod log;
+pub mod projection;
+pub mod recovery;
+pub mod sessions;
+pub mod store;
+pub mod validate;
+pub mod writer;
+
+#[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
+mod test_support;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use keel_plugin_api::events::session::{
+    FlushRequest, SessionCreated, SessionDisposed, SessionEvent, SessionEventNotice, SessionFlush,
+    SessionLifecycle,
+};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::sleep;
+use keel_plugin_api::services::command::{
+    CommandInvocation, CommandOutcome, ForkCommand, SessionsCommand,
+};
+use keel_plugin_api::services::session::{
+    EventRecord, SessionHeader, SessionStore, Sessions, StoreError,
+};
+use serde_json::{Value, json};
+
+use crate::error::SessionError;
+use crate::sessions::{Config, SessionManager};
+use crate::store::{BoxFut, Loaded, Store, StoreAppend, Timer};
+
+fn to_sdk(e: SessionError) -> Error {
+    let code = e.code().to_owned();
+    Error::new(&code, e.message)
+}
+
+fn from_sdk(e: Error) -> SessionError {
+    let Error { code, message } = e;
+    SessionError::from_code(&code, message)
+}
+
+/// [`Store`] over the backend's `keel.session-store` JSON methods.
+struct CallStore(ServiceRef<SessionStore>);
+
+impl CallStore {
+    fn call(&self, method: &'static str, args: Value) -> BoxFut<error::Result<Value>> {
+        let h = self.0.clone();
+        Box::pin(async move { h.call(method, args).await.map_err(from_sdk) })
+    }
+}
+
+impl Store for CallStore {
+    fn append(&self, req: StoreAppend) -> BoxFut<error::Result<u64>> {
+        let events: Vec<&EventRecord> = req.events.iter().map(|e| &**e).collect();
+        let mut args = json!({
+            "session_id": req.session_id,
+            "events": events,
+            "expected_next_seq": req.expected_next_seq,
+        });
+        if let Some(h) = &req.header {
+            args["header"] = serde_json::to_value(h).unwrap_or(Value::Null);
+        }
+        let call = self.call("append", args);
+        Box::pin(async move {
+            let v = call.await?;
+            v.get("next_seq").and_then(Value::as_u64).ok_or_else(|| {
+                SessionError::new(
+                    StoreError::Io,
+                    "session store answered append without next_seq",
+                )
+            })
+        })
+    }
+
+    fn load(&self, session_id: &str, repair: bool) -> BoxFut<error::Result<Loaded>> {
+        let call = self.call(
+            "load",
+            json!({ "session_id": session_id, "repair": repair }),
+        );
+        Box::pin(async move {
+            let mut v = call.await?;
+            let header = validate::parse_header(v.get("header").unwrap_or(&Value::Null))?;
+            let events: Vec<EventRecord> = serde_json::from_value(v["events"].take())
+                .map_err(|e| SessionError::corrupt(format!("malformed stored event: {e}")))?;
+            let truncated = match v["truncated"].take() {
+                Value::Null => None,
+                t => Some(t),
+            };
+            Ok(Loaded {
+                header,
+                events,
+                truncated,
+            })
+        })
+    }
+
+    fn list(&self) -> BoxFut<error::Result<Vec<Value>>> {
+        let call = self.call("list", json!({}));
+        Box::pin(async move {
+            match call.await?["sessions"].take() {
+                Value::Array(rows) => Ok(rows),
+                _ => Ok(Vec::new()),
+            }
+        })
+    }
+
+    fn claim(&self, session_id: &str) -> BoxFut<error::Result<()>> {
+        let call = self.call("claim", json!({ "session_id": session_id }));
+        Box::pin(async move { call.await.map(drop) })
+    }
+
+    fn release(&self, session_id: &str) -> BoxFut<error::Result<()>> {
+        let call = self.call("release", json!({ "session_id": session_id }));
+        Box::pin(async move { call.await.map(drop) })
+    }
+}
+
+/// [`Timer`] on the kernel's runtime (no tokio inside plugins).
+struct KernelTimer(Context);
+
+impl Timer for KernelTimer {
+    fn spawn(&self, task: BoxFut<()>) {
+        if let Err(e) = self.0.spawn(task) {
+            tracing::error!(
+                "cannot start a session write window (events stay pending until flush): {e}"
+            );
+        }
+    }
+    fn sleep(&self, d: Duration) -> BoxFut<()> {
+        Box::pin(sleep(d))
+    }
+}
+
+/// [`api::Hooks`] through the kernel's bus.
+struct KernelHooks {
+    ctx: Context,
+    mgr: Arc<SessionManager>,
+}
+
+fn lifecycle(header: &SessionHeader) -> SessionLifecycle {
+    SessionLifecycle {
+        session_id: header.id.as_str().into(),
+        header: serde_json::to_string(header).unwrap_or_default().into(),
+    }
+}
+
+impl api::Hooks for KernelHooks {
+    fn committed(&self, session_id: &str, records: &[Arc<EventRecord>]) {
+        for r in records {
+            let notice = SessionEventNotice {
+                session_id: session_id.into(),
+                seq: r.seq,
+                kind: r.kind.as_str().into(),
+                record: serde_json::to_string(&**r).unwrap_or_default().into(),
+            };
+            // Listener failures are contained by the bus; only misuse comes back here.
+            if let Err(e) = self.ctx.emit::<SessionEvent>(&notice) {
+                tracing::error!(session = %session_id, seq = r.seq, "session/event emit failed: {e}");
+            }
+        }
+    }
+
+    fn created(&self, header: &SessionHeader) {
+        if let Err(e) = self.ctx.emit::<SessionCreated>(&lifecycle(header)) {
+            tracing::error!(session = %header.id, "session/created emit failed: {e}");
+        }
+    }
+
+    fn disposed(&self, header: &SessionHeader) {
+        if let Err(e) = self.ctx.emit::<SessionDisposed>(&lifecycle(header)) {
+            tracing::error!(session = %header.id, "session/disposed emit failed: {e}");
+        }
+    }
+
+    fn flush(&self, session_id: &str) -> BoxFut<error::Result<()>> {
+        let (ctx, mgr, id) = (self.ctx, self.mgr.clone(), session_id.to_owned());
+        Box::pin(async move {
+            ctx.parallel::<SessionFlush>(FlushRequest {
+                session_id: id.as_str().into(),
+            })
+            .await
+            .map_err(from_sdk)?;
+            // Our own listener drained already; draining again is free and keeps the barrier
+            // even if the listener was skipped (a faulted row).
+            mgr.flush(&id).await.map(drop)
+        })
+    }
+}
+
+async fn run_command(mgr: &SessionManager, method: &str, args: Value, fork: bool) -> Result<Value> {
+    if method != "run" {
+        return Err(Error::new(
+            "UNKNOWN_METHOD",
+            format!("command service has no method '{method}'"),
+        ));
+    }
+    let inv: CommandInvocation = serde_json::from_value(args)?;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut io = commands::Io {
+        out: &mut out,
+        err: &mut err,
+    };
+    let exit_code = if fork {
+        commands::fork(mgr, &inv.args, &mut io).await
+    } else {
+        commands::sessions(mgr, &inv.args, &mut io).await
+    };
+    {
+        use std::io::Write as _;
+        let _ = std::io::stdout().write_all(&out);
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().write_all(&err);
+    }
+    Ok(serde_json::to_value(CommandOutcome { exit_code })?)
+}
+
+#[derive(Default)]
+struct SessionPlugin;
+
+impl Plugin for SessionPlugin {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("session", env!("CARGO_PKG_VERSION"))
+            .description("the session log: validation, write-behind, recovery, fork, projection")
+            .requires::<SessionStore>()
+            .provides::<Sessions>()
+            .provides::<SessionsCommand>()
+            .provides::<ForkCommand>()
+            .declares::<SessionEvent>()
+            .declares::<SessionFlush>()
+            .declares::<SessionCreated>()
+            .declares::<SessionDisposed>()
+            .config_schema(json!({
+                "type": "object",
+                "properties": {
+                    "write_batch_max_delay_ms": {
+                        "type": "integer", "minimum": 0, "maximum": 60000,
+                        "description": "write-behind batching window in ms (default 200)"
+                    },
+                    "event_types": {
+                        "type": "array", "items": { "type": "string" },
+                        "description": "plugin event types every reader must understand"
+                    }
+                },
+                "additionalProperties": false
+            }))
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: Config = ctx.config()?;
+        let store: Arc<dyn Store> = Arc::new(CallStore(ctx.service::<SessionStore>()?));
+        let mgr = Arc::new(SessionManager::new(
+            store,
+            Arc::new(KernelTimer(ctx)),
+            &config,
+        ));
+        let hooks = Arc::new(KernelHooks {
+            ctx,
+            mgr: mgr.clone(),
+        });
+
+        let m = mgr.clone();
+        ctx.on_parallel::<SessionFlush, _, _>(ListenerOptions::default(), move |req| {
+            let (m, id) = (m.clone(), req.session_id.to_string());
+            async move {
+                match m.flush(&id).await {
+                    Ok(_) => Ok(()),
+                    // Not live here: nothing of ours to drain.
+                    Err(e) if e.is(StoreError::NotFound) => Ok(()),
+                    Err(e) => Err(to_sdk(e)),
+                }
+            }
+        })?;
+
+        let (m, h) = (mgr.clone(), hooks.clone());
+        ctx.provide::<Sessions>(CallHandle::new(move |method, args| {
+            let (m, h) = (m.clone(), h.clone());
+            async move { api::call(&m, &*h, &method, args).await.map_err(to_sdk) }
+        }))?;
+        let m = mgr.clone();
+        ctx.provide::<SessionsCommand>(CallHandle::new(move |method, args| {
+            let m = m.clone();
+            async move { run_command(&m, &method, args, false).await }
+        }))?;
+        let m = mgr.clone();
+        ctx.provide::<ForkCommand>(CallHandle::new(move |method, args| {
+            let m = m.clone();
+            async move { run_command(&m, &method, args, true).await }
+        }))?;
+
+        // Disposal drains every live session (B5) and releases its writer lock.
+        let h = hooks;
+        ctx.effect("drain live sessions", move || async move {
+            for header in mgr.close_all().await {
+                api::Hooks::disposed(&*h, &header);
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(SessionPlugin);

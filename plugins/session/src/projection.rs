@@ -1,0 +1,412 @@
+//! The surface projection (SES-03, SES-12): model history derived from the log, incrementally.
+//!
+//! `user/message` → `{"role":"user","content"}`; `assistant/message` →
+//! `{"role":"assistant","content","tool_calls"?:[{id,name,arguments}]}` (an empty one — no
+//! content and no calls — projects to nothing); `tool/result` →
+//! `{"role":"tool","tool_call_id","content","is_error"?}`. Every other type is not surface and
+//! never projected (`assistant/chunk` included).
+//!
+//! **Replacement.** A surface event with `{op:"replace",start:S,end:E}` shadows every *visible*
+//! surface node whose seq is in `S..=E` and takes the position of the first of them; old events
+//! stay in the log untouched (SES-03). It must list each node it shadows in
+//! `source_event_seqs`, shadow at least one visible node, and shadow a contiguous run of the
+//! projection. To keep the tool-call contract a property of every projection, a replacement
+//! never splits a call group (an assistant message with calls plus its results): a run covers
+//! whole groups, and only whole *complete* ones; a `tool/result` replacement substitutes
+//! exactly one result of the same `call_id`; a replacement assistant message carries no calls.
+//!
+//! **Incremental structure (why not "rebuild from the shadowed point").** Each visible node has
+//! an *anchor*: its own seq for an append, the first shadowed node's anchor for a replacement.
+//! Anchors are unique among visible nodes and sort in display order, so the projection is an
+//! ordered map `anchor → node`, plus a map `seq → anchor` to find what a range shadows. An
+//! append is one insert at the end; a replacement is `k` removals and one insert, O((k+1)·log n)
+//! however old the shadowed range is, and nothing is ever rebuilt. Messages are rendered once,
+//! when their event is applied, and shared (`Arc`). Reading the history for a request walks the
+//! visible nodes only — proportional to the context, not to the log (shadowed history costs
+//! nothing after its replacement).
+//!
+//! **Tool-call contract** (ARCHITECTURE §7): see [`crate::contract`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use keel_plugin_api::services::session::{EventRecord, SurfaceOp};
+use serde_json::{Map, Value, json};
+
+use crate::error::{Result, SessionError};
+use crate::invariants::str_field;
+use crate::validate::is_surface;
+
+pub use crate::contract::{Tail, check_contract};
+
+/// What a visible node is, for the group rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum NodeKind {
+    User,
+    Assistant { calls: Vec<String> },
+    Tool { call_id: String },
+}
+
+#[derive(Debug, Clone)]
+struct Node {
+    seq: u64,
+    kind: NodeKind,
+    /// The log's own event (shared, immutable).
+    event: Arc<EventRecord>,
+    /// Rendered on first read, then reused.
+    message: OnceLock<Arc<Value>>,
+}
+
+impl Node {
+    fn message(&self) -> &Arc<Value> {
+        self.message.get_or_init(|| Arc::new(render(&self.event)))
+    }
+}
+
+/// What to reverse when a staged batch fails after some events were applied.
+#[derive(Debug, Default)]
+pub struct Undo {
+    cursor: u64,
+    removed: Vec<(u64, Node)>,
+    inserted: Option<(u64, u64)>,
+}
+
+/// The cached, incrementally maintained projection of one log.
+#[derive(Debug, Clone, Default)]
+pub struct Projection {
+    by_anchor: BTreeMap<u64, Node>,
+    anchor_of: BTreeMap<u64, u64>,
+    cursor: u64,
+}
+
+fn is_empty_content(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(_) => false,
+    }
+}
+
+/// Checks what the projection needs from one surface event and classifies it; `Ok(None)` for
+/// an empty assistant message (projects to nothing).
+fn classify(ev: &EventRecord) -> Result<Option<NodeKind>> {
+    let d = &ev.data;
+    let bad = |msg: &str| Err(SessionError::rule(ev.seq, &ev.kind, "SES-02.data", msg));
+    match ev.kind.as_str() {
+        "user/message" => match d.get("content") {
+            Some(_) => Ok(Some(NodeKind::User)),
+            None => bad("user/message needs data.content"),
+        },
+        "assistant/message" => {
+            let Some(message) = d.get("message").filter(|m| m.is_object()) else {
+                return bad("assistant/message needs data.message (object)");
+            };
+            let calls: &[Value] = message
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .map_or(&[], Vec::as_slice);
+            if is_empty_content(message.get("content")) && calls.is_empty() {
+                return Ok(None);
+            }
+            let mut ids = Vec::with_capacity(calls.len());
+            for c in calls {
+                let Some(id) = c.get("id").and_then(Value::as_str) else {
+                    return bad("every tool call needs a string id");
+                };
+                ids.push(id.to_owned());
+            }
+            Ok(Some(NodeKind::Assistant { calls: ids }))
+        }
+        "tool/result" => match str_field(d, "call_id") {
+            Some(call_id) => Ok(Some(NodeKind::Tool {
+                call_id: call_id.to_owned(),
+            })),
+            None => bad("tool/result needs data.call_id"),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// Renders a classified surface event as a model message.
+fn render(ev: &EventRecord) -> Value {
+    let d = &ev.data;
+    match ev.kind.as_str() {
+        "user/message" => json!({
+            "role": "user",
+            "content": d.get("content").cloned().unwrap_or(Value::Null),
+        }),
+        "assistant/message" => {
+            let message = d.get("message");
+            let mut out = Map::new();
+            out.insert("role".into(), "assistant".into());
+            out.insert(
+                "content".into(),
+                message
+                    .and_then(|m| m.get("content"))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            );
+            let calls: &[Value] = message
+                .and_then(|m| m.get("tool_calls"))
+                .and_then(Value::as_array)
+                .map_or(&[], Vec::as_slice);
+            if !calls.is_empty() {
+                let rendered = calls
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "id": c.get("id").cloned().unwrap_or(Value::Null),
+                            "name": c.get("name").cloned().unwrap_or(Value::Null),
+                            "arguments": c.get("arguments").cloned().unwrap_or(Value::Null),
+                        })
+                    })
+                    .collect();
+                out.insert("tool_calls".into(), Value::Array(rendered));
+            }
+            Value::Object(out)
+        }
+        _ => {
+            let mut out = Map::new();
+            out.insert("role".into(), "tool".into());
+            out.insert(
+                "tool_call_id".into(),
+                d.get("call_id").cloned().unwrap_or(Value::Null),
+            );
+            out.insert(
+                "content".into(),
+                d.get("content").cloned().unwrap_or(Value::Null),
+            );
+            if d.get("is_error").and_then(Value::as_bool) == Some(true) {
+                out.insert("is_error".into(), true.into());
+            }
+            Value::Object(out)
+        }
+    }
+}
+
+impl Projection {
+    /// The projection of an empty log.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The seq of the next event this projection expects (events applied so far).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// Number of visible messages.
+    pub fn len(&self) -> usize {
+        self.by_anchor.len()
+    }
+
+    /// Whether no message is visible.
+    pub fn is_empty(&self) -> bool {
+        self.by_anchor.is_empty()
+    }
+
+    /// The visible messages in order, shared (cheap to clone, immutable).
+    /// Each message is rendered on its first read and cached.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Value>> {
+        self.by_anchor.values().map(Node::message)
+    }
+
+    /// The visible messages with the seq of the event each came from.
+    pub fn iter_with_seqs(&self) -> impl Iterator<Item = (u64, &Value)> {
+        self.by_anchor.values().map(|n| (n.seq, &**n.message()))
+    }
+
+    /// The visible messages, shared: no copy of any message (they are immutable).
+    pub fn shared(&self) -> Vec<Arc<Value>> {
+        self.iter().cloned().collect()
+    }
+
+    /// The model history: owned copies (mutating them cannot change the log, SES-01).
+    pub fn messages(&self) -> Vec<Value> {
+        self.iter().map(|m| (**m).clone()).collect()
+    }
+
+    /// Applies the next event (seq must equal [`Projection::cursor`]). On error nothing changed.
+    ///
+    /// # Errors
+    /// `SESSION_INVALID` for a replacement that breaks the rules of the module doc or a surface
+    /// event whose data lacks what the projection needs; `SESSION_SEQ` for an out-of-order seq.
+    pub fn apply(&mut self, ev: &Arc<EventRecord>) -> Result<Undo> {
+        if ev.seq != self.cursor {
+            return Err(SessionError::new(
+                keel_plugin_api::services::session::StoreError::Seq,
+                format!("projection expected seq {}, got {}", self.cursor, ev.seq),
+            ));
+        }
+        let mut undo = Undo {
+            cursor: self.cursor,
+            ..Undo::default()
+        };
+        if is_surface(&ev.kind) {
+            let kind = classify(ev)?;
+            match &ev.surface_op {
+                Some(SurfaceOp::Replace { start, end, .. }) => {
+                    self.replace(ev, *start, *end, kind, &mut undo)?;
+                }
+                _ => {
+                    if let Some(kind) = kind {
+                        self.insert(ev.seq, kind, ev, &mut undo);
+                    }
+                }
+            }
+        }
+        self.cursor = ev.seq + 1;
+        Ok(undo)
+    }
+
+    /// Reverses one [`Projection::apply`] (undo the newest first).
+    pub fn undo(&mut self, undo: Undo) {
+        if let Some((anchor, seq)) = undo.inserted {
+            self.by_anchor.remove(&anchor);
+            self.anchor_of.remove(&seq);
+        }
+        for (anchor, node) in undo.removed {
+            self.anchor_of.insert(node.seq, anchor);
+            self.by_anchor.insert(anchor, node);
+        }
+        self.cursor = undo.cursor;
+    }
+
+    fn insert(&mut self, anchor: u64, kind: NodeKind, ev: &Arc<EventRecord>, undo: &mut Undo) {
+        let seq = ev.seq;
+        self.by_anchor.insert(
+            anchor,
+            Node {
+                seq,
+                kind,
+                event: ev.clone(),
+                message: OnceLock::new(),
+            },
+        );
+        self.anchor_of.insert(seq, anchor);
+        undo.inserted = Some((anchor, seq));
+    }
+
+    fn replace(
+        &mut self,
+        ev: &Arc<EventRecord>,
+        start: u64,
+        end: u64,
+        kind: Option<NodeKind>,
+        undo: &mut Undo,
+    ) -> Result<()> {
+        let fail = |rule: &str, msg: String| Err(SessionError::rule(ev.seq, &ev.kind, rule, msg));
+        let mut anchors: Vec<(u64, u64)> = self
+            .anchor_of
+            .range(start..=end)
+            .map(|(s, a)| (*a, *s))
+            .collect();
+        anchors.sort_unstable();
+        let (Some(&(first, _)), Some(&(last, _))) = (anchors.first(), anchors.last()) else {
+            return fail(
+                "SES-03.replace-shadows",
+                format!("range {start}..={end} shadows no visible surface event"),
+            );
+        };
+        let sources = ev.source_event_seqs.as_deref().unwrap_or_default();
+        if let Some((_, s)) = anchors.iter().find(|(_, s)| !sources.contains(s)) {
+            return fail(
+                "SES-03.replace-sources",
+                format!("shadows seq {s} but does not list it in source_event_seqs"),
+            );
+        }
+        if self.by_anchor.range(first..=last).count() != anchors.len() {
+            return fail(
+                "SES-03.replace-contiguous",
+                format!("range {start}..={end} does not shadow a contiguous run of the history"),
+            );
+        }
+        let run: Vec<&Node> = self.by_anchor.range(first..=last).map(|(_, n)| n).collect();
+        match kind.as_ref() {
+            Some(NodeKind::Tool { call_id }) => {
+                let ok = matches!(run.as_slice(),
+                    [Node { kind: NodeKind::Tool { call_id: old }, .. }] if old == call_id);
+                if !ok {
+                    return fail(
+                        "K.replace-group",
+                        format!(
+                            "a tool/result replacement must shadow exactly the result of '{call_id}'"
+                        ),
+                    );
+                }
+            }
+            Some(NodeKind::Assistant { calls }) if !calls.is_empty() => {
+                return fail(
+                    "K.replace-group",
+                    "a replacement assistant message cannot carry tool calls".into(),
+                );
+            }
+            _ => self.check_whole_groups(ev, &run, last)?,
+        }
+        for (anchor, seq) in &anchors {
+            self.anchor_of.remove(seq);
+            if let Some(node) = self.by_anchor.remove(anchor) {
+                undo.removed.push((*anchor, node));
+            }
+        }
+        if let Some(kind) = kind {
+            self.insert(first, kind, ev, undo);
+        }
+        Ok(())
+    }
+
+    /// A run (not a tool substitution) must cover whole, complete call groups.
+    fn check_whole_groups(&self, ev: &EventRecord, run: &[&Node], last: u64) -> Result<()> {
+        let fail = |msg: &str| Err(SessionError::rule(ev.seq, &ev.kind, "K.replace-group", msg));
+        if matches!(run.first().map(|n| &n.kind), Some(NodeKind::Tool { .. })) {
+            return fail("the range starts inside a tool-call group");
+        }
+        let after = self
+            .by_anchor
+            .range((std::ops::Bound::Excluded(last), std::ops::Bound::Unbounded))
+            .next();
+        if matches!(after.map(|(_, n)| &n.kind), Some(NodeKind::Tool { .. })) {
+            return fail("the range ends inside a tool-call group");
+        }
+        let mut i = 0;
+        while i < run.len() {
+            if let NodeKind::Assistant { calls } = &run[i].kind {
+                let answered = run[i + 1..]
+                    .iter()
+                    .take_while(|n| matches!(n.kind, NodeKind::Tool { .. }))
+                    .count();
+                if answered != calls.len() {
+                    return fail("the range holds a tool-call group whose results are not all in");
+                }
+                i += answered;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Derives the model history of a whole log from scratch (tests, cold readers).
+///
+/// # Errors
+/// As [`Projection::apply`].
+pub fn derive_messages(events: &[EventRecord]) -> Result<Vec<Value>> {
+    let mut p = Projection::new();
+    for ev in events {
+        p.apply(&Arc::new(ev.clone()))?;
+    }
+    Ok(p.messages())
+}
+
+/// The human transcript: every appended (not replacing) surface event, shadowed or not, in log
+/// order — the second read model over the same log (SES-03).
+pub fn transcript(events: &[EventRecord]) -> impl Iterator<Item = &EventRecord> {
+    events
+        .iter()
+        .filter(|e| is_surface(&e.kind) && !matches!(e.surface_op, Some(SurfaceOp::Replace { .. })))
+}
+
+#[cfg(test)]
+#[path = "projection_tests.rs"]
+mod tests;

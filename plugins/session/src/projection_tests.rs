@@ -1,0 +1,165 @@
+//! Unit tests of `projection` (SES-03, the tool-call contract).
+
+use super::*;
+use crate::test_support::*;
+
+fn surface_replace(seq: u64, base: EventRecord, start: u64, end: u64, src: &[u64]) -> EventRecord {
+    EventRecord {
+        seq,
+        surface_op: Some(replace_op(start, end)),
+        source_event_seqs: Some(src.to_vec()),
+        ..base
+    }
+}
+
+fn closed_turn() -> Vec<EventRecord> {
+    vec![
+        user(0, "hello"),
+        turn_start(1, 0),
+        step_start(2, 0, 0),
+        assistant(3, 0, 0, &["a", "b"]),
+        call(4, 0, 0, "a"),
+        result(5, 0, 0, "a"),
+        call(6, 0, 0, "b"),
+        result(7, 0, 0, "b"),
+        step_end(8, 0, 0),
+        turn_end(9, 0),
+    ]
+}
+
+#[test]
+fn ses03_surface_projects_roles_and_skips_non_surface() {
+    let msgs = derive_messages(&closed_turn()).unwrap();
+    let roles: Vec<_> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "tool"]);
+    assert_eq!(msgs[1]["tool_calls"][1]["id"], "b");
+    assert_eq!(msgs[3]["tool_call_id"], "b");
+    assert!(check_contract(&msgs, Tail::Closed).is_ok());
+}
+
+#[test]
+fn ses03_empty_assistant_message_projects_to_nothing() {
+    let mut ev = assistant(0, 0, 0, &[]);
+    assert!(ev.data["message"]["content"] != json!(""));
+    ev.data["message"]["content"] = json!("");
+    assert!(derive_messages(&[ev]).unwrap().is_empty());
+}
+
+#[test]
+fn ses03_replace_shadows_without_rewriting_and_takes_the_position() {
+    let mut log = closed_turn();
+    log.push(user(10, "later"));
+    let summary = surface_replace(11, user(11, "summary"), 0, 9, &[0, 3, 5, 7]);
+    log.push(summary);
+    let msgs = derive_messages(&log).unwrap();
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[0]["content"], "summary");
+    assert_eq!(msgs[1]["content"], "later");
+    // The raw log still holds the shadowed events.
+    assert_eq!(log[0].data["content"], "hello");
+    assert_eq!(transcript(&log).count(), 5);
+}
+
+#[test]
+fn ses03_replace_must_list_shadowed_seqs() {
+    let mut log = closed_turn();
+    log.push(surface_replace(10, user(10, "s"), 0, 9, &[0, 3, 5]));
+    let e = derive_messages(&log).unwrap_err().to_string();
+    assert!(
+        e.contains("SES-03.replace-sources") && e.contains("seq 7"),
+        "{e}"
+    );
+}
+
+#[test]
+fn replace_never_splits_a_call_group() {
+    // Shadowing the assistant message but not its results.
+    let mut log = closed_turn();
+    log.push(surface_replace(10, user(10, "s"), 0, 3, &[0, 3]));
+    assert!(
+        derive_messages(&log)
+            .unwrap_err()
+            .to_string()
+            .contains("K.replace-group")
+    );
+    // Shadowing results only.
+    let mut log = closed_turn();
+    log.push(surface_replace(10, user(10, "s"), 5, 7, &[5, 7]));
+    assert!(
+        derive_messages(&log)
+            .unwrap_err()
+            .to_string()
+            .contains("K.replace-group")
+    );
+    // Nothing visible.
+    let mut log = closed_turn();
+    log.push(surface_replace(10, user(10, "s"), 8, 9, &[]));
+    assert!(
+        derive_messages(&log)
+            .unwrap_err()
+            .to_string()
+            .contains("shadows no")
+    );
+}
+
+#[test]
+fn tool_result_substitution_keeps_the_slot() {
+    let mut log = closed_turn();
+    log.push(turn_start(10, 1));
+    let pruned = surface_replace(11, result(11, 1, 0, "a"), 5, 5, &[5]);
+    log.push(pruned);
+    let msgs = derive_messages(&log).unwrap();
+    assert_eq!(msgs[2]["tool_call_id"], "a");
+    assert_eq!(msgs.len(), 4);
+    assert!(check_contract(&msgs, Tail::Closed).is_ok());
+    let mut bad = closed_turn();
+    bad.push(surface_replace(10, result(10, 1, 0, "b"), 5, 5, &[5]));
+    assert!(derive_messages(&bad).is_err());
+}
+
+#[test]
+fn nested_replacements_and_undo() {
+    let mut p = Projection::new();
+    let mut log = closed_turn();
+    log.push(user(10, "x"));
+    log.push(surface_replace(11, user(11, "s1"), 0, 9, &[0, 3, 5, 7]));
+    log.push(user(12, "y"));
+    for e in &log {
+        p.apply(&Arc::new(e.clone())).unwrap();
+    }
+    let before = p.messages();
+    let undo = p
+        .apply(&Arc::new(surface_replace(
+            13,
+            user(13, "s2"),
+            10,
+            11,
+            &[10, 11],
+        )))
+        .unwrap();
+    // s1 (anchor 0) and x (anchor 10) shadowed; s2 sits first, then y.
+    assert_eq!(
+        p.messages(),
+        vec![
+            json!({"role":"user","content":"s2"}),
+            json!({"role":"user","content":"y"})
+        ]
+    );
+    p.undo(undo);
+    assert_eq!(p.messages(), before);
+    assert_eq!(p.cursor(), 13);
+}
+
+#[test]
+fn contract_checker_finds_dangling_orphan_and_interleaved() {
+    let a = json!({"role":"assistant","content":"","tool_calls":[{"id":"a"},{"id":"b"}]});
+    let ra = json!({"role":"tool","tool_call_id":"a","content":""});
+    let rb = json!({"role":"tool","tool_call_id":"b","content":""});
+    let u = json!({"role":"user","content":"x"});
+    assert!(check_contract(&[a.clone(), ra.clone(), rb.clone()], Tail::Closed).is_ok());
+    assert!(check_contract(&[a.clone(), ra.clone()], Tail::Closed).is_err());
+    assert!(check_contract(&[a.clone(), ra.clone()], Tail::InFlight).is_ok());
+    assert!(check_contract(&[a.clone(), rb.clone(), ra.clone()], Tail::Closed).is_err());
+    assert!(check_contract(&[a, ra.clone(), u.clone(), rb], Tail::Closed).is_err());
+    assert!(check_contract(&[u, ra], Tail::Closed).is_err());
+}

@@ -1,0 +1,164 @@
+//! The read side of [`SessionManager`]: `load` (commits recovery, SES-06), `inspect` (commits
+//! nothing), `list`, `messages`. A live session is never repaired.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use keel_plugin_api::services::session::StoreError;
+use serde_json::Value;
+
+use super::{Live, SessionManager, Snapshot, arcs, lock};
+use crate::error::{Result, SessionError};
+use crate::projection::derive_messages;
+use crate::recovery::closers;
+use crate::store::StoreAppend;
+use crate::validate::check_id;
+
+impl SessionManager {
+    /// Loads a session that is not live, committing recovery closers (SES-06). For a live id:
+    /// its events when balanced, `SESSION_OPEN_TURN` otherwise (never repaired).
+    ///
+    /// # Errors
+    /// As described, plus `SESSION_NOT_FOUND`, `SESSION_UNSUPPORTED`, `SESSION_CORRUPT`.
+    pub async fn load(&self, id: &str) -> Result<Snapshot> {
+        check_id(id)?;
+        if let Some(live) = self.live(id) {
+            let (header, events, open) = Self::live_snapshot(&live);
+            if let Some(turn) = open {
+                return Err(live_open_turn(id, turn));
+            }
+            return Ok(Snapshot {
+                header,
+                events,
+                recovered: Vec::new(),
+                committed: false,
+                truncated: None,
+            });
+        }
+        match self.store.claim(id).await {
+            Ok(()) => {
+                let r = self.load_claimed(id).await;
+                let _ = self.store.release(id).await;
+                r
+            }
+            Err(e) if e.is(StoreError::Locked) => {
+                // Live in another process: never repaired.
+                let snap = self.inspect(id).await?;
+                if snap.recovered.is_empty() {
+                    Ok(snap)
+                } else {
+                    Err(SessionError::open_turn(format!(
+                        "session '{id}' is live in another process and has an open turn; it is never repaired while live (use inspect)"
+                    )))
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn load_claimed(&self, id: &str) -> Result<Snapshot> {
+        let loaded = self.load_checked(id, true).await?;
+        let recovered = closers(&loaded.events);
+        if !recovered.is_empty() {
+            self.store
+                .append(StoreAppend {
+                    session_id: id.to_owned(),
+                    header: None,
+                    events: arcs(recovered.clone()),
+                    expected_next_seq: loaded.events.len() as u64,
+                })
+                .await?;
+        }
+        let mut events = loaded.events;
+        events.extend(recovered.iter().cloned());
+        Ok(Snapshot {
+            header: loaded.header,
+            events,
+            recovered,
+            committed: true,
+            truncated: loaded.truncated,
+        })
+    }
+
+    /// Like [`SessionManager::load`] but commits nothing: closers are computed and returned in
+    /// `recovered` only (not in `events`). Works on live sessions too.
+    ///
+    /// # Errors
+    /// `SESSION_NOT_FOUND`, `SESSION_UNSUPPORTED`, `SESSION_CORRUPT`, store errors.
+    pub async fn inspect(&self, id: &str) -> Result<Snapshot> {
+        check_id(id)?;
+        let (header, events, truncated) = match self.live(id) {
+            Some(live) => {
+                let (h, e, _) = Self::live_snapshot(&live);
+                (h, e, None)
+            }
+            None => {
+                let l = self.load_checked(id, false).await?;
+                (l.header, l.events, l.truncated)
+            }
+        };
+        let recovered = closers(&events);
+        Ok(Snapshot {
+            header,
+            events,
+            recovered,
+            committed: false,
+            truncated,
+        })
+    }
+
+    /// Every stored session (the store's rows), live ones marked `"live": true`; live sessions
+    /// not yet stored are listed too.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn list(&self) -> Result<Vec<Value>> {
+        let mut rows = self.store.list().await?;
+        let live: HashMap<String, Arc<Live>> = lock(&self.live).clone();
+        for row in &mut rows {
+            let id = row.get("id").and_then(Value::as_str).unwrap_or_default();
+            if live.contains_key(id) {
+                row["live"] = Value::Bool(true);
+            }
+        }
+        for (id, l) in &live {
+            if !rows
+                .iter()
+                .any(|r| r.get("id").and_then(Value::as_str) == Some(id))
+            {
+                let log = lock(&l.log);
+                let mut row = serde_json::to_value(log.header()).unwrap_or_default();
+                row["events"] = Value::from(log.len());
+                row["updated_at"] = Value::from(
+                    log.events()
+                        .last()
+                        .map_or(log.header().created_at, |e| e.time),
+                );
+                row["live"] = Value::Bool(true);
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The projected model history: incremental for a live session; for a stored one, derived
+    /// over the durable events plus (uncommitted) recovery closers.
+    ///
+    /// # Errors
+    /// Load errors; `SESSION_CORRUPT` when a stored log does not project.
+    pub async fn messages(&self, id: &str) -> Result<Vec<Value>> {
+        if let Some(live) = self.live(id) {
+            return Ok(lock(&live.log).messages());
+        }
+        let snap = self.inspect(id).await?;
+        let mut events = snap.events;
+        events.extend(snap.recovered);
+        derive_messages(&events).map_err(|e| SessionError::corrupt(e.message))
+    }
+}
+
+fn live_open_turn(id: &str, turn: u64) -> SessionError {
+    SessionError::open_turn(format!(
+        "session '{id}' is live with turn {turn} open; a live session is never repaired (use inspect)"
+    ))
+}
