@@ -4,8 +4,9 @@
 //! lock lives next to the binary):
 //! `DIR/bin/keel`, `DIR/bin/keel.lock`, `DIR/lib/libkeel_plugin_*.so`, `DIR/share/profiles/*.toml`,
 //! `DIR/share/bundles/*.toml`.
-//! Decisions: only crates under `plugins/` ship (test plugins under `tests/plugins/` never do);
-//! their library names come from each `plugins/*/Cargo.toml` package name, not from globbing the
+//! Decisions: only plugin crates (`keel-plugin-*`) under `plugins/` ship (test plugins under
+//! `tests/plugins/` never do; plain support libraries there, like `keel-session-store-kit`, are
+//! skipped); their library names come from each `plugins/*/Cargo.toml` package name, not from globbing the
 //! target dir, so a stale `.so` from a deleted plugin cannot sneak in. Parts that do not exist yet
 //! (no plugin crates, a profile whose plugins are not written) are warnings, not failures, so the
 //! layout can be exercised while the product is being built. DIR is removed first, but only when
@@ -162,7 +163,9 @@ fn clean(out: &Path) -> Result {
     fs::create_dir_all(out).map_err(|e| io_failure(out, &e))
 }
 
-/// `(dir relative to the root, package name)` of every `plugins/*/Cargo.toml`, sorted by dir.
+/// `(dir relative to the root, package name)` of every plugin crate under `plugins/` (package
+/// `keel-plugin-*`), sorted by dir. Other crates there are skipped: plain support libraries
+/// silently, a misnamed cdylib with a warning.
 pub fn plugin_crates(plugins: &Path) -> Result<Vec<(String, String)>> {
     if !plugins.is_dir() {
         return Ok(Vec::new());
@@ -181,11 +184,16 @@ pub fn plugin_crates(plugins: &Path) -> Result<Vec<(String, String)>> {
             ))
         })?;
         if !name.starts_with("keel-plugin-") {
-            shell::warn(format!(
-                "{}: package `{name}` does not follow `keel-plugin-<name>`; the loader will not \
-                 find it by plugin name",
-                shell::relative(&manifest)
-            ));
+            if has_cdylib(&text) {
+                shell::warn(format!(
+                    "{}: package `{name}` does not follow `keel-plugin-<name>`; the loader will \
+                     not find it by plugin name; not shipped",
+                    shell::relative(&manifest)
+                ));
+            }
+            // Without a cdylib it is a support library (e.g. `keel-session-store-kit`), not a
+            // plugin: nothing to ship, nothing to warn about.
+            continue;
         }
         found.push((shell::relative(&dir), name));
     }
@@ -217,6 +225,26 @@ pub fn package_name(manifest: &str) -> Option<String> {
         return inner.find(quote).map(|end| inner[..end].to_owned());
     }
     None
+}
+
+/// Whether the `[lib]` table of a Cargo manifest lists `cdylib` in `crate-type` (a line-level
+/// read, like [`package_name`]).
+pub fn has_cdylib(manifest: &str) -> bool {
+    let mut in_lib = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_lib = line == "[lib]";
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if in_lib && key.trim() == "crate-type" && value.contains("cdylib") {
+            return true;
+        }
+    }
+    false
 }
 
 /// `keel-plugin-foo-bar` → `libkeel_plugin_foo_bar.so` (platform prefix and suffix).

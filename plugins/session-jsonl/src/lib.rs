@@ -4,13 +4,13 @@
 //! row config (`root`, `fsync`), and a [`CallHandle`] whose calls run on a thread the plugin
 //! owns, so file I/O never blocks the kernel's async workers.
 
-pub mod args;
-pub mod envelope;
 pub mod error;
-pub mod lock;
 pub mod scan;
 pub mod store;
-mod worker;
+
+// The shared session-store modules, at the paths they had when this crate held copies.
+use keel_session_store_kit::worker;
+pub use keel_session_store_kit::{args, envelope, lock};
 
 use std::path::PathBuf;
 

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use keel_plugin_api::services::session::StoreError;
+use keel_session_store_kit::KitError;
 
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +117,32 @@ impl SqliteError {
     }
 }
 
+/// The shared modules' failures become the variants of the same name, so codes and messages
+/// are this backend's.
+impl From<KitError> for SqliteError {
+    fn from(e: KitError) -> Self {
+        match e {
+            KitError::Invalid(detail) => SqliteError::Invalid(detail),
+            KitError::Unsupported {
+                path,
+                found,
+                expected,
+            } => SqliteError::Unsupported {
+                path,
+                found,
+                expected,
+            },
+            KitError::Seq(detail) => SqliteError::Seq(detail),
+            KitError::Locked { id, path } => SqliteError::Locked { id, path },
+            KitError::Io {
+                action,
+                path,
+                source,
+            } => SqliteError::io(action, path, source),
+        }
+    }
+}
+
 /// A failed call as it crosses the plugin boundary: wire code and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreFailure {
@@ -131,5 +158,79 @@ impl From<SqliteError> for StoreFailure {
             code: e.code().to_owned(),
             message: e.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_session_store_kit::KitError;
+
+    use super::SqliteError;
+
+    fn mapped(e: KitError) -> (&'static str, String) {
+        let e = SqliteError::from(e);
+        (e.code(), e.to_string())
+    }
+
+    #[test]
+    fn kit_failures_keep_this_backends_codes() {
+        let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let codes = [
+            mapped(KitError::Invalid("x".into())).0,
+            mapped(KitError::Seq("x".into())).0,
+            mapped(KitError::Locked {
+                id: "a".into(),
+                path: "/r/a.lock".into(),
+            })
+            .0,
+            mapped(KitError::io("flock", "/r/a.lock", io)).0,
+            mapped(KitError::Unsupported {
+                path: "/r/sessions.sqlite3".into(),
+                found: "9".into(),
+                expected: 1,
+            })
+            .0,
+        ];
+        assert_eq!(
+            codes,
+            [
+                "SESSION_INVALID",
+                "SESSION_SEQ",
+                "SESSION_LOCKED",
+                "SESSION_IO",
+                "SESSION_UNSUPPORTED"
+            ]
+        );
+    }
+
+    #[test]
+    fn kit_failures_keep_this_backends_messages() {
+        assert_eq!(
+            mapped(KitError::Invalid("bad id".into())).1,
+            "invalid request: bad id"
+        );
+        assert_eq!(mapped(KitError::Seq("gap".into())).1, "gap");
+        assert_eq!(
+            mapped(KitError::Locked {
+                id: "a".into(),
+                path: "/r/a.lock".into()
+            })
+            .1,
+            "session 'a' is claimed by another live writer (lock /r/a.lock)"
+        );
+        let io = std::io::Error::other("disk on fire");
+        assert_eq!(
+            mapped(KitError::io("flock", "/r/a.lock", io)).1,
+            "cannot flock /r/a.lock: disk on fire"
+        );
+        assert_eq!(
+            mapped(KitError::Unsupported {
+                path: "/r/sessions.sqlite3".into(),
+                found: "9".into(),
+                expected: 1
+            })
+            .1,
+            "/r/sessions.sqlite3: unsupported session format version 9 (this keel reads version 1); use a keel that matches it, it is not converted"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The one-live-writer rule: `claim` takes an exclusive, non-blocking `flock` on
 //! `<root>/<id>.lock` and keeps the open file until `release` (or until the store is dropped or
 //! the process exits, when the kernel drops the lock). A second claim, from this store or any
-//! other open file description, is refused.
+//! other open file description, is refused. Shared by every session-store backend.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use rustix::fs::{FlockOperation, flock};
 
-use crate::error::JsonlError;
+use crate::error::KitError;
 
 /// The locks this store holds.
 #[derive(Debug, Default)]
@@ -21,11 +21,11 @@ pub struct Locks {
 
 impl Locks {
     /// Takes the writer lock of `id`; `root` must exist.
-    pub fn claim(&self, root: &Path, id: &str) -> Result<(), JsonlError> {
+    pub fn claim(&self, root: &Path, id: &str) -> Result<(), KitError> {
         let path = lock_path(root, id);
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         if held.contains_key(id) {
-            return Err(JsonlError::Locked {
+            return Err(KitError::Locked {
                 id: id.to_owned(),
                 path,
             });
@@ -37,17 +37,17 @@ impl Locks {
             .truncate(false)
             .mode(0o600)
             .open(&path)
-            .map_err(|e| JsonlError::io("create lock file", &path, e))?;
+            .map_err(|e| KitError::io("create lock file", &path, e))?;
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {
                 held.insert(id.to_owned(), file);
                 Ok(())
             }
-            Err(rustix::io::Errno::WOULDBLOCK) => Err(JsonlError::Locked {
+            Err(rustix::io::Errno::WOULDBLOCK) => Err(KitError::Locked {
                 id: id.to_owned(),
                 path,
             }),
-            Err(e) => Err(JsonlError::io("flock", &path, e.into())),
+            Err(e) => Err(KitError::io("flock", &path, e.into())),
         }
     }
 

@@ -2,8 +2,7 @@
 //! (`seq`, `time`, `type`, `data`, optional `ignorable`, `surface_op`, `source_event_seqs`)
 //! with their types. Loads keep events as `serde_json::Value` (what the JSON contract answers)
 //! and check them here, instead of building typed records and converting them back, which
-//! costs several times the parse on a 1M-event session. (The same check as in
-//! `session-jsonl`: plugin crates may not depend on each other.)
+//! costs several times the parse on a 1M-event session. Shared by every session-store backend.
 
 use serde_json::Value;
 

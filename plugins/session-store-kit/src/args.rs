@@ -1,5 +1,7 @@
 //! The JSON requests of the `keel.session-store` contract (`StoreMethod`), parsed and checked
 //! before anything touches the disk: session ids, header shape and version, batch contiguity.
+//! Shared by every session-store backend; `path` in [`append`] is the backend's file for a
+//! session, named in version errors.
 
 use std::path::Path;
 
@@ -7,7 +9,7 @@ use keel_plugin_api::services::session::{EventRecord, FORMAT_VERSION, SessionHea
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::JsonlError;
+use crate::error::KitError;
 
 /// `append`: `{session_id, header?, events, expected_next_seq}`.
 #[derive(Debug)]
@@ -46,13 +48,12 @@ struct RawId {
     session_id: String,
 }
 
-fn parse<T: serde::de::DeserializeOwned>(method: &str, args: Value) -> Result<T, JsonlError> {
-    serde_json::from_value(args)
-        .map_err(|e| JsonlError::Invalid(format!("{method} arguments: {e}")))
+fn parse<T: serde::de::DeserializeOwned>(method: &str, args: Value) -> Result<T, KitError> {
+    serde_json::from_value(args).map_err(|e| KitError::Invalid(format!("{method} arguments: {e}")))
 }
 
 /// Checks a session id: `[A-Za-z0-9_-]{1,128}` (it becomes a file name).
-pub fn check_id(id: &str) -> Result<(), JsonlError> {
+pub fn check_id(id: &str) -> Result<(), KitError> {
     let ok = !id.is_empty()
         && id.len() <= 128
         && id
@@ -61,7 +62,7 @@ pub fn check_id(id: &str) -> Result<(), JsonlError> {
     if ok {
         Ok(())
     } else {
-        Err(JsonlError::Invalid(format!(
+        Err(KitError::Invalid(format!(
             "session id {id:?} is not [A-Za-z0-9_-]{{1,128}}"
         )))
     }
@@ -71,7 +72,7 @@ pub fn check_id(id: &str) -> Result<(), JsonlError> {
 pub fn append(
     args: Value,
     path: impl Fn(&str) -> std::path::PathBuf,
-) -> Result<AppendArgs, JsonlError> {
+) -> Result<AppendArgs, KitError> {
     let raw: RawAppend = parse("append", args)?;
     check_id(&raw.session_id)?;
     let header = match raw.header {
@@ -81,14 +82,14 @@ pub fn append(
     if let Some(first) = raw.events.first()
         && first.seq != raw.expected_next_seq
     {
-        return Err(JsonlError::Seq(format!(
+        return Err(KitError::Seq(format!(
             "session '{}': batch starts at seq {} but expected_next_seq is {}",
             raw.session_id, first.seq, raw.expected_next_seq
         )));
     }
     for (i, pair) in raw.events.windows(2).enumerate() {
         if pair[1].seq != pair[0].seq + 1 {
-            return Err(JsonlError::Seq(format!(
+            return Err(KitError::Seq(format!(
                 "session '{}': batch is not contiguous at index {}: seq {} follows {}",
                 raw.session_id,
                 i + 1,
@@ -105,28 +106,28 @@ pub fn append(
     })
 }
 
-fn header(value: Value, id: &str, path: &Path) -> Result<SessionHeader, JsonlError> {
+fn header(value: Value, id: &str, path: &Path) -> Result<SessionHeader, KitError> {
     match value.get("version") {
         Some(v) if v.as_u64() == Some(u64::from(FORMAT_VERSION)) => {}
         Some(v) => {
-            return Err(JsonlError::Unsupported {
+            return Err(KitError::Unsupported {
                 path: path.to_owned(),
                 found: v.to_string(),
                 expected: FORMAT_VERSION,
             });
         }
-        None => return Err(JsonlError::Invalid("header has no version".into())),
+        None => return Err(KitError::Invalid("header has no version".into())),
     }
     let header: SessionHeader =
-        serde_json::from_value(value).map_err(|e| JsonlError::Invalid(format!("header: {e}")))?;
+        serde_json::from_value(value).map_err(|e| KitError::Invalid(format!("header: {e}")))?;
     if header.id != id {
-        return Err(JsonlError::Invalid(format!(
+        return Err(KitError::Invalid(format!(
             "header id '{}' differs from session_id '{id}'",
             header.id
         )));
     }
     if !header.cwd.starts_with('/') {
-        return Err(JsonlError::Invalid(format!(
+        return Err(KitError::Invalid(format!(
             "header cwd '{}' is not absolute",
             header.cwd
         )));
@@ -135,14 +136,14 @@ fn header(value: Value, id: &str, path: &Path) -> Result<SessionHeader, JsonlErr
 }
 
 /// Parses `load` arguments: `(session_id, repair)`.
-pub fn load(args: Value) -> Result<(String, bool), JsonlError> {
+pub fn load(args: Value) -> Result<(String, bool), KitError> {
     let raw: RawLoad = parse("load", args)?;
     check_id(&raw.session_id)?;
     Ok((raw.session_id, raw.repair))
 }
 
 /// Parses `claim` / `release` arguments.
-pub fn session_id(method: &str, args: Value) -> Result<String, JsonlError> {
+pub fn session_id(method: &str, args: Value) -> Result<String, KitError> {
     let raw: RawId = parse(method, args)?;
     check_id(&raw.session_id)?;
     Ok(raw.session_id)

@@ -1,6 +1,7 @@
 //! The thread that runs store calls: the kernel's async workers only await a channel, so a
 //! fsync or a large load never blocks them. Calls are served one at a time, in order. The
-//! thread ends when the row is disposed ([`Worker::stop`]) and the last handle is gone.
+//! thread ends when the row is disposed ([`Worker::stop`]) and the last handle is gone. Shared by
+//! every session-store backend; the thread name and the `serve` function are the backend's.
 
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
