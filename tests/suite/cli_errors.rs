@@ -382,9 +382,18 @@ fn plugin_commands_without_a_provider_are_refused_with_no_command() {
     let env = Env::new();
     env.profile("bare", &inserts(&[("quiet", "proof-listener")]));
     for (args, service) in [
-        (&["sessions", "list", "--profile", "bare"][..], "keel.command.sessions"),
-        (&["sessions", "show", "abc", "--profile", "bare"][..], "keel.command.sessions"),
-        (&["fork", "abc", "--at", "3", "--profile", "bare"][..], "keel.command.fork"),
+        (
+            &["sessions", "list", "--profile", "bare"][..],
+            "keel.command.sessions",
+        ),
+        (
+            &["sessions", "show", "abc", "--profile", "bare"][..],
+            "keel.command.sessions",
+        ),
+        (
+            &["fork", "abc", "--at", "3", "--profile", "bare"][..],
+            "keel.command.fork",
+        ),
     ] {
         let run = env.keel(args);
         names(run.one_error("NO_COMMAND"), &["'bare'", service]);

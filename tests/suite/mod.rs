@@ -16,5 +16,13 @@ mod lock;
 mod out_of_tree;
 /// Helpers for the suites that run `proof-driver` scripts.
 mod proof;
+/// Sessions through the binary: `keel sessions list|show`, `keel fork` (C6, B7, B8).
+mod sessions;
+/// Bad session input: torn tails, corruption, foreign formats, read-only and full disks (SES-09/10).
+mod sessions_bad_input;
+/// SIGKILL a writing `keel run` many times and reload its session (issue 3 acceptance).
+mod sessions_crash;
+/// Helpers shared by the session suites (writer profile, log checks, B7 closers, projection).
+mod sessions_support;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;

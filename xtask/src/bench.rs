@@ -1,15 +1,19 @@
-//! `cargo xtask bench [--quick] [-- ARGS]`: the kernel benchmarks (ARCHITECTURE §12).
+//! `cargo xtask bench [--quick] [-- ARGS]`: the kernel and session benchmarks (ARCHITECTURE §12).
 //!
-//! Benchmarks are a bench target (`tests/benches/kernel.rs` in crate `keel-tests`), never timed
-//! tests. The release build comes first because the benches load the release `keel` plugins and
-//! binary; `--quick` forwards `--quick` to the harness for a short smoke run. The bench file is
-//! checked before building so a missing target fails in a second, not after a release build.
+//! Benchmarks are bench targets (`tests/benches/kernel.rs` and `tests/benches/session.rs` in
+//! crate `keel-tests`), never timed tests. The release build comes first because the benches load
+//! the release `keel` plugins and binary; `--quick` forwards `--quick` to each harness for a
+//! short smoke run. The bench files are checked before building so a missing target fails in a
+//! second, not after a release build.
 
 use crate::build;
 use crate::build::Profile;
 use crate::shell;
 use crate::shell::Failure;
 use crate::shell::Result;
+
+/// The bench targets of crate keel-tests, run in this order with the same harness arguments.
+const BENCHES: [&str; 2] = ["kernel", "session"];
 
 /// Entry point for `cargo xtask bench`.
 pub fn run(args: &[String]) -> Result {
@@ -24,19 +28,24 @@ pub fn run(args: &[String]) -> Result {
         }
     }
 
-    let bench = shell::root()
-        .join("tests")
-        .join("benches")
-        .join("kernel.rs");
-    if !bench.is_file() {
-        return Err(Failure::new(format!(
-            "no benchmark target yet: {} does not exist (bench `kernel` of crate keel-tests)",
-            shell::relative(&bench)
-        )));
+    for name in BENCHES {
+        let bench = shell::root()
+            .join("tests")
+            .join("benches")
+            .join(format!("{name}.rs"));
+        if !bench.is_file() {
+            return Err(Failure::new(format!(
+                "no benchmark target yet: {} does not exist (bench `{name}` of crate keel-tests)",
+                shell::relative(&bench)
+            )));
+        }
     }
 
     build::workspace(Profile::Release)?;
-    let mut cmd = shell::cargo(["bench", "-p", "keel-tests", "--bench", "kernel"]);
+    let mut cmd = shell::cargo(["bench", "-p", "keel-tests"]);
+    for name in BENCHES {
+        cmd.args(["--bench", name]);
+    }
     if quick || !harness.is_empty() {
         cmd.arg("--");
     }

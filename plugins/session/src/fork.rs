@@ -69,7 +69,8 @@ pub fn plan_fork(
         Boundary::At(seq) => {
             if seq >= events.len() as u64 {
                 return Err(SessionError::invalid(format!(
-                    "fork boundary seq {seq} is outside the log ({} events)",
+                    "session '{}': fork boundary seq {seq} is outside the log ({} events)",
+                    source.id,
                     events.len()
                 )));
             }
@@ -78,7 +79,8 @@ pub fn plan_fork(
     };
     if let Some(start) = open_turn_start(events, seed_len) {
         return Err(SessionError::open_turn(format!(
-            "fork boundary seq {} is inside the turn opened at seq {start}; pick a seq between turns",
+            "session '{}': fork boundary seq {} is inside the turn opened at seq {start}; pick a seq between turns",
+            source.id,
             seed_len.saturating_sub(1)
         )));
     }

@@ -30,6 +30,10 @@ struct State {
     header: Option<SessionHeader>,
     pending: VecDeque<Arc<EventRecord>>,
     durable_next: u64,
+    /// One past the last seq ever pushed: the target of a flush. Counting `pending` instead
+    /// would miss a background batch that is in flight (drained from `pending`, not yet
+    /// durable), and a flush could return before earlier events were stored.
+    pushed_next: u64,
     /// The generation of the armed window, if one is armed.
     window: Option<u64>,
     generation: u64,
@@ -80,6 +84,7 @@ impl Writer {
                 state: Mutex::new(State {
                     header,
                     durable_next,
+                    pushed_next: durable_next,
                     ..State::default()
                 }),
                 io: futures::lock::Mutex::new(()),
@@ -102,6 +107,9 @@ impl Writer {
         let arm = {
             let mut st = self.state();
             st.pending.extend(events.iter().cloned());
+            if let Some(last) = events.last() {
+                st.pushed_next = st.pushed_next.max(last.seq + 1);
+            }
             st.paused = false;
             if st.window.is_none() {
                 st.generation += 1;
@@ -182,10 +190,7 @@ impl Writer {
     /// # Errors
     /// The store's error; the events stay pending, in order.
     pub async fn flush(&self) -> Result<Option<u64>> {
-        let target = {
-            let st = self.state();
-            st.durable_next + st.pending.len() as u64
-        };
+        let target = self.state().pushed_next;
         loop {
             let io_guard = self.inner.io.lock().await;
             {
@@ -315,6 +320,73 @@ mod tests {
         w.push(&evs(5..6));
         assert!(wait_until(|| store.append_calls() == 2).await);
         assert_eq!(store.stored("w").len(), 6);
+    }
+
+    /// A store whose first append waits until released, to hold a background batch in flight.
+    struct GatedStore {
+        inner: MemStore,
+        gate: Arc<tokio::sync::Semaphore>,
+    }
+
+    impl Store for GatedStore {
+        fn append(&self, req: StoreAppend) -> BoxFut<Result<u64>> {
+            let gate = Arc::clone(&self.gate);
+            let inner = self.inner.clone();
+            Box::pin(async move {
+                let _permit = gate.acquire().await;
+                inner.append(req).await
+            })
+        }
+        fn load(&self, id: &str, repair: bool) -> BoxFut<Result<crate::store::Loaded>> {
+            self.inner.load(id, repair)
+        }
+        fn list(&self) -> BoxFut<Result<Vec<serde_json::Value>>> {
+            self.inner.list()
+        }
+        fn claim(&self, id: &str) -> BoxFut<Result<()>> {
+            self.inner.claim(id)
+        }
+        fn release(&self, id: &str) -> BoxFut<Result<()>> {
+            self.inner.release(id)
+        }
+    }
+
+    // Regression (found by the session bench): a flush issued while a background batch is in
+    // flight must not return until every event pushed before it is durable, even when the
+    // in-flight batch is larger than what is still pending.
+    #[tokio::test]
+    async fn ses04_flush_waits_for_events_in_an_in_flight_batch() {
+        let mem = MemStore::new();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let store = GatedStore {
+            inner: mem.clone(),
+            gate: Arc::clone(&gate),
+        };
+        let w = Writer::new(
+            "w",
+            Some(header()),
+            0,
+            Arc::new(store),
+            Arc::new(TokioTimer),
+            Duration::from_millis(1),
+        );
+        w.push(&evs(0..10));
+        // Let the window fire: the 10 events are drained into the gated (in-flight) append.
+        assert!(wait_until(|| w.pending() == 0).await);
+        w.push(&evs(10..12));
+        let flusher = {
+            let w = w.clone();
+            tokio::spawn(async move { w.flush().await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        gate.add_permits(100);
+        let durable = flusher.await.unwrap().unwrap();
+        assert_eq!(
+            durable,
+            Some(11),
+            "flush covers the in-flight batch and what followed"
+        );
+        assert_eq!(mem.stored("w").len(), 12);
     }
 
     #[tokio::test]

@@ -1,0 +1,710 @@
+//! Session benchmarks (ARCHITECTURE §12, issue 3): the session plugin's and the backends' Rust
+//! APIs, in-process (each plugin crate is also an rlib). Run with `cargo xtask bench [--quick]`.
+//!
+//! 1. **Append throughput (write-behind).** `SessionLog::append_one` (validation, B15
+//!    invariants, incremental projection) plus `Writer::push` (queue, no I/O) over 1M events of
+//!    the agent loop's shape (turns, steps, 1–3 tool calls), with the background writer
+//!    draining into an in-memory store. Event construction is done untimed in chunks.
+//! 2. **Flush latency per backend.** One durable batch of one event (what a checkpoint flush
+//!    writes after a step): `JsonlStore` (append + fsync) and `SqliteStore` (one WAL
+//!    transaction, `synchronous = FULL`), next to a bare `write + fsync` on the same file system.
+//! 3. **Cold load + recovery at 1M events.** A session of 1M events whose last turn is open
+//!    (crashed after a `tool/call`), loaded by a fresh store instance with repair, passed
+//!    through the JSON seam the plugin uses, replayed (`SessionLog::replay`: validation,
+//!    invariants, projection), closed (`recovery::closers`) and the closers committed — per
+//!    phase. The page cache is warm (the file was just written); "cold" means no in-process
+//!    state.
+//! 4. **Finding and closing a crashed tail** (`recovery::closers`) at 10k and 1M events: O(tail).
+//! 5. **Projection cost of the next request** at 10k and 1M events: appending one step's events
+//!    (the incremental projection update) — must not grow with history; for reference also the
+//!    shared walk of the projected messages and their deep copy, which are O(messages) by
+//!    nature (a request carries the whole history).
+//!
+//! Prints a summary and writes `target/bench/session.json`. `--quick`: 100k events instead of
+//! 1M and fewer repetitions. Under `cargo test --benches` (no `--bench` flag) it does nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_plugin_api::services::session::{EventRecord, FORMAT_VERSION, HeaderKind, SessionHeader};
+use keel_plugin_session::log::SessionLog;
+use keel_plugin_session::recovery;
+use keel_plugin_session::store::{BoxFut, MemStore, Timer};
+use keel_plugin_session::validate::{EventTypes, NewEvent};
+use keel_plugin_session::writer::Writer;
+use keel_plugin_session_jsonl::{JsonlOptions, JsonlStore};
+use keel_plugin_session_sqlite::SqliteStore;
+use serde_json::{Value, json};
+
+type Failure = String;
+
+struct Settings {
+    quick: bool,
+    appends: u64,
+    big: u64,
+    flushes: usize,
+    load_reps: usize,
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.iter().any(|a| a == "--bench") {
+        println!(
+            "session benchmarks: nothing to do outside `cargo bench`; run `cargo xtask bench`"
+        );
+        return ExitCode::SUCCESS;
+    }
+    let mut quick = false;
+    for arg in &args {
+        match arg.as_str() {
+            "--bench" => {}
+            "--quick" => quick = true,
+            other => {
+                eprintln!("session bench: unknown argument `{other}` (only `--quick`)");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let settings = if quick {
+        Settings {
+            quick,
+            appends: 100_000,
+            big: 100_000,
+            flushes: 30,
+            load_reps: 2,
+        }
+    } else {
+        Settings {
+            quick,
+            appends: 1_000_000,
+            big: 1_000_000,
+            flushes: 200,
+            load_reps: 3,
+        }
+    };
+    match run(&settings) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("session bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+/// The cargo target dir, from this executable's location (`target/release/deps/session-…`).
+fn target_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.ancestors().nth(3).map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+fn header(id: &str) -> SessionHeader {
+    SessionHeader {
+        kind: HeaderKind::Session,
+        version: FORMAT_VERSION,
+        id: id.to_owned(),
+        created_at: 1_700_000_000_000,
+        cwd: "/bench".to_owned(),
+        parent_session: None,
+        seed_length: None,
+        origin: None,
+        delegation_depth: 0,
+    }
+}
+
+fn types() -> Arc<EventTypes> {
+    Arc::new(EventTypes::default())
+}
+
+/// The events of turn `t` in the agent loop's shape: a tool step with 1–3 calls, then a final
+/// answer step. `open` stops after the first `tool/call` (a crash before its result).
+fn turn_events(t: u64, open: bool) -> Vec<NewEvent> {
+    let mut v = vec![
+        NewEvent::new("turn/start", json!({"turn": t})),
+        NewEvent::surface(
+            "user/message",
+            json!({"id": format!("u{t}"), "content": format!("please do task {t}")}),
+        ),
+    ];
+    for step in 0..2u64 {
+        v.push(NewEvent::new(
+            "step/start",
+            json!({"turn": t, "step": step}),
+        ));
+        let n = if step == 0 { 1 + t % 3 } else { 0 };
+        let args = |i: u64| format!("{{\"path\":\"src/f{i}.rs\"}}");
+        let calls: Vec<Value> = (0..n)
+            .map(|i| json!({"id": format!("c{t}-{i}"), "name": "read_file", "arguments": args(i)}))
+            .collect();
+        let content = if n == 0 { "done" } else { "" };
+        v.push(NewEvent::surface(
+            "assistant/message",
+            json!({"turn": t, "step": step,
+                   "message": {"content": content, "tool_calls": calls}}),
+        ));
+        for i in 0..n {
+            let id = format!("c{t}-{i}");
+            v.push(NewEvent::new(
+                "tool/call",
+                json!({"turn": t, "step": step, "call_id": id,
+                       "name": "read_file", "arguments": args(i)}),
+            ));
+            if open {
+                return v;
+            }
+            v.push(NewEvent::surface(
+                "tool/result",
+                json!({"turn": t, "step": step, "call_id": id, "content": "fn main() {}\n"}),
+            ));
+        }
+        v.push(NewEvent::new("step/end", json!({"turn": t, "step": step})));
+    }
+    v.push(NewEvent::new(
+        "turn/end",
+        json!({"turn": t, "reason": {"kind": "completed"}}),
+    ));
+    v
+}
+
+/// A log of at least `n` events of complete turns; with `open`, one more turn left open.
+fn build_log(id: &str, n: u64, open: bool) -> Result<SessionLog, Failure> {
+    let mut log = SessionLog::new(header(id), types()).map_err(|e| e.to_string())?;
+    let mut t = 0;
+    while log.len() < n {
+        for ev in turn_events(t, false) {
+            log.append_one(ev).map_err(|e| e.to_string())?;
+        }
+        t += 1;
+    }
+    if open {
+        for ev in turn_events(t, true) {
+            log.append_one(ev).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(log)
+}
+
+#[derive(Clone, Copy)]
+struct Summary {
+    median: f64,
+    min: f64,
+    max: f64,
+    n: usize,
+}
+
+fn summarize(mut xs: Vec<f64>) -> Summary {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n == 0 {
+        return Summary {
+            median: 0.0,
+            min: 0.0,
+            max: 0.0,
+            n,
+        };
+    }
+    let median = if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    };
+    Summary {
+        median,
+        min: xs[0],
+        max: xs[n - 1],
+        n,
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn sj(s: Summary) -> Value {
+    json!({"median": round(s.median), "min": round(s.min), "max": round(s.max), "n": s.n})
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+struct TokioTimer(tokio::runtime::Handle);
+
+impl Timer for TokioTimer {
+    fn spawn(&self, task: BoxFut<()>) {
+        self.0.spawn(task);
+    }
+    fn sleep(&self, d: Duration) -> BoxFut<()> {
+        Box::pin(tokio::time::sleep(d))
+    }
+}
+
+// ---- 1. append throughput ---------------------------------------------------------------------
+
+fn appends(settings: &Settings) -> Result<Value, Failure> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    // `push` arms the batching window on this thread: it needs the runtime's timer context.
+    let _context = rt.enter();
+    let store = MemStore::new();
+    let writer = Writer::new(
+        "append",
+        Some(header("append")),
+        0,
+        Arc::new(store.clone()),
+        Arc::new(TokioTimer(rt.handle().clone())),
+        Duration::from_millis(keel_plugin_session::writer::DEFAULT_DELAY_MS),
+    );
+    let mut log = SessionLog::new(header("append"), types()).map_err(|e| e.to_string())?;
+    let (mut timed, mut t) = (Duration::ZERO, 0u64);
+    while log.len() < settings.appends {
+        // Build a chunk of ~10k events untimed, then append it event by event.
+        let mut chunk = Vec::new();
+        while chunk.len() < 10_000 {
+            chunk.extend(turn_events(t, false));
+            t += 1;
+        }
+        let started = Instant::now();
+        for ev in chunk {
+            let seq = log.append_one(ev).map_err(|e| e.to_string())?;
+            writer.push(&log.events()[seq as usize..]);
+        }
+        timed += started.elapsed();
+    }
+    let drain = Instant::now();
+    let mut durable = rt.block_on(writer.flush()).map_err(|e| e.to_string())?;
+    let n = log.len();
+    // A flush must drain everything pushed before it; if it came back short (a background
+    // batch was in flight), say so and flush again so the numbers below stay meaningful.
+    let short = durable != Some(n - 1);
+    if short {
+        eprintln!(
+            "session bench: WARNING: flush returned durable seq {durable:?} with {n} events \
+             pushed (barrier short); flushing again"
+        );
+        durable = rt.block_on(writer.flush()).map_err(|e| e.to_string())?;
+    }
+    let drain = drain.elapsed();
+    let rate = n as f64 / timed.as_secs_f64();
+    println!(
+        "append (write-behind): {n} events in {:.0} ms = {:.0} events/s ({:.2} µs/event); \
+         final drain {:.0} ms, {} background batches",
+        ms(timed),
+        rate,
+        us(timed) / n as f64,
+        ms(drain),
+        store.append_calls()
+    );
+    if durable != Some(n - 1) {
+        return Err(format!(
+            "the writer drained to {durable:?}, expected {}",
+            n - 1
+        ));
+    }
+    Ok(json!({
+        "events": n,
+        "timed_ms": round(ms(timed)),
+        "events_per_s": rate.round(),
+        "us_per_event": round(us(timed) / n as f64),
+        "final_drain_ms": round(ms(drain)),
+        "background_batches": store.append_calls(),
+        "first_flush_returned_short": short,
+        "target_events_per_s": 500_000,
+    }))
+}
+
+// ---- 2. flush latency -------------------------------------------------------------------------
+
+/// Something with the `keel.session-store` JSON contract.
+trait Call {
+    fn call(&self, method: &str, args: Value) -> Result<Value, Failure>;
+    /// The backend's own typed load without repair; returns the number of events.
+    fn typed_load(&self, id: &str) -> Result<usize, Failure>;
+}
+
+impl Call for JsonlStore {
+    fn call(&self, method: &str, args: Value) -> Result<Value, Failure> {
+        JsonlStore::call(self, method, args).map_err(|f| format!("{f:?}"))
+    }
+    fn typed_load(&self, id: &str) -> Result<usize, Failure> {
+        let loaded = self.load(id, false).map_err(|e| e.to_string())?;
+        Ok(loaded.events.len())
+    }
+}
+
+impl Call for SqliteStore {
+    fn call(&self, method: &str, args: Value) -> Result<Value, Failure> {
+        SqliteStore::call(self, method, args).map_err(|f| format!("{f:?}"))
+    }
+    fn typed_load(&self, id: &str) -> Result<usize, Failure> {
+        let loaded = self.load(id, false).map_err(|e| e.to_string())?;
+        Ok(loaded.events.len())
+    }
+}
+
+/// Stores `events` as session `id` in batches of `batch`.
+fn store_log(
+    store: &dyn Call,
+    id: &str,
+    events: &[Arc<EventRecord>],
+    batch: usize,
+) -> Result<(), Failure> {
+    for (i, chunk) in events.chunks(batch).enumerate() {
+        let first = (i * batch) as u64;
+        let chunk: Vec<&EventRecord> = chunk.iter().map(|e| &**e).collect();
+        let mut args = json!({"session_id": id, "events": chunk, "expected_next_seq": first});
+        if i == 0 {
+            args["header"] = serde_json::to_value(header(id)).map_err(|e| e.to_string())?;
+        }
+        store.call("append", args)?;
+    }
+    Ok(())
+}
+
+fn flush_latency(store: &dyn Call, settings: &Settings) -> Result<Summary, Failure> {
+    let log = build_log("flush", settings.flushes as u64 + 20, false)?;
+    let events = log.events();
+    store_log(store, "flush", &events[..1], 1)?;
+    let mut samples = Vec::with_capacity(settings.flushes);
+    for (i, ev) in events[1..=settings.flushes].iter().enumerate() {
+        let args = json!({"session_id": "flush", "events": [&**ev], "expected_next_seq": i + 1});
+        let started = Instant::now();
+        store.call("append", args)?;
+        samples.push(us(started.elapsed()));
+    }
+    Ok(summarize(samples))
+}
+
+fn raw_fsync(dir: &Path, n: usize) -> Result<Summary, Failure> {
+    use std::io::Write as _;
+    let mut f = std::fs::File::create(dir.join("raw-fsync")).map_err(|e| e.to_string())?;
+    let line = [b'x'; 300];
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        f.write_all(&line)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| e.to_string())?;
+        samples.push(us(started.elapsed()));
+    }
+    Ok(summarize(samples))
+}
+
+// ---- 3. cold load + recovery ------------------------------------------------------------------
+
+/// One cold load with repair through the JSON seam, replay, closers and their commit.
+fn load_and_recover(store: &dyn Call, id: &str) -> Result<(Value, usize), Failure> {
+    // For reference: the backend's own typed load (no JSON answer), without repair.
+    let r0 = Instant::now();
+    let native = store.typed_load(id)?;
+    let native_ms = ms(r0.elapsed());
+
+    let t0 = Instant::now();
+    let loaded = store.call("load", json!({"session_id": id, "repair": true}))?;
+    let t1 = Instant::now();
+    // The plugin's seam: the answer crosses the ABI as a JSON string, `CallHandle::call` parses
+    // it into a `Value`, and the core converts that into typed records.
+    let text = loaded.to_string();
+    drop(loaded);
+    let t1a = Instant::now();
+    let mut parsed: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let t1b = Instant::now();
+    let header: SessionHeader =
+        serde_json::from_value(parsed["header"].take()).map_err(|e| e.to_string())?;
+    let events: Vec<EventRecord> =
+        serde_json::from_value(parsed["events"].take()).map_err(|e| e.to_string())?;
+    let t2 = Instant::now();
+    let n = events.len();
+    let mut log = SessionLog::replay(header, events, types()).map_err(|e| e.to_string())?;
+    let t3 = Instant::now();
+    let stored: Vec<EventRecord> = log.events().iter().map(|e| (**e).clone()).collect();
+    let t3b = Instant::now();
+    let closers = recovery::closers(&stored);
+    let t4 = Instant::now();
+    let count = closers.len();
+    let committed: Vec<EventRecord> = log
+        .commit_records(closers)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|e| (**e).clone())
+        .collect();
+    store.call(
+        "append",
+        json!({"session_id": id, "events": committed, "expected_next_seq": n}),
+    )?;
+    let t5 = Instant::now();
+
+    // For reference: the same answer text parsed straight into typed records (no `Value`).
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        #[allow(dead_code, reason = "parsed for the measurement only")]
+        header: SessionHeader,
+        events: Vec<EventRecord>,
+    }
+    let a0 = Instant::now();
+    let direct: Answer = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let direct_ms = ms(a0.elapsed());
+    if direct.events.len() != n || native != n {
+        return Err(format!("{n} events via the seam, {native} natively"));
+    }
+    let phases = json!({
+        "backend_load_ms": round(ms(t1 - t0)),
+        "seam_to_string_ms": round(ms(t1a - t1)),
+        "seam_parse_value_ms": round(ms(t1b - t1a)),
+        "seam_value_to_records_ms": round(ms(t2 - t1b)),
+        "replay_ms": round(ms(t3 - t2)),
+        "closers_ms": round(ms(t4 - t3b)),
+        "commit_closers_ms": round(ms(t5 - t4)),
+        "total_ms": round(ms((t5 - t0) - (t3b - t3))),
+        "closers": count,
+        "reference_backend_typed_load_ms": round(native_ms),
+        "reference_seam_direct_typed_parse_ms": round(direct_ms),
+    });
+    Ok((phases, n))
+}
+
+fn cold_load(
+    name: &str,
+    dir: &Path,
+    open: impl Fn(&Path) -> Box<dyn Call>,
+    log: &SessionLog,
+    settings: &Settings,
+) -> Result<Value, Failure> {
+    let pristine = dir.join(format!("{name}-pristine"));
+    {
+        let store = open(&pristine);
+        store_log(&*store, "big", log.events(), 10_000)?;
+    }
+    let bytes: u64 = files(&pristine)
+        .iter()
+        .filter_map(|p| p.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    let mut runs = Vec::new();
+    let mut totals = Vec::new();
+    for rep in 0..settings.load_reps {
+        let root = dir.join(format!("{name}-rep{rep}"));
+        copy_dir(&pristine, &root)?;
+        let store = open(&root);
+        let (phases, n) = load_and_recover(&*store, "big")?;
+        if n as u64 != log.len() {
+            return Err(format!("{name}: loaded {n} events, stored {}", log.len()));
+        }
+        totals.push(phases["total_ms"].as_f64().unwrap_or(0.0));
+        runs.push(phases);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    let total = summarize(totals);
+    println!(
+        "cold load + recovery, {name}: {} events ({:.0} MiB) in {:.0} ms median (phases of the \
+         first run: {})",
+        log.len(),
+        bytes as f64 / 1_048_576.0,
+        total.median,
+        runs[0]
+    );
+    Ok(json!({"events": log.len(), "bytes": bytes, "total_ms": sj(total), "runs": runs}))
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), Failure> {
+    std::fs::create_dir_all(to).map_err(|e| e.to_string())?;
+    for f in files(from) {
+        let name = f.file_name().ok_or("no file name")?;
+        if name.to_string_lossy().ends_with(".lock") {
+            continue;
+        }
+        std::fs::copy(&f, to.join(name)).map_err(|e| format!("copy {}: {e}", f.display()))?;
+    }
+    Ok(())
+}
+
+// ---- 4/5. closing the tail and the next request's projection -----------------------------------
+
+fn closers_cost(log: &SessionLog, reps: usize) -> Result<Summary, Failure> {
+    let events: Vec<EventRecord> = log.events().iter().map(|e| (**e).clone()).collect();
+    let mut samples = Vec::new();
+    for _ in 0..reps {
+        let started = Instant::now();
+        let c = recovery::closers(&events);
+        samples.push(us(started.elapsed()));
+        if c.is_empty() {
+            return Err("the open log got no closers".into());
+        }
+    }
+    Ok(summarize(samples))
+}
+
+fn next_request(log: &mut SessionLog, reps: usize) -> Result<Value, Failure> {
+    let first = log
+        .events()
+        .iter()
+        .rev()
+        .find(|e| e.kind == "turn/end")
+        .and_then(|e| e.data["turn"].as_u64())
+        .map_or(0, |t| t + 1);
+    let (mut step_us, mut walk_us, mut copy_us) = (Vec::new(), Vec::new(), Vec::new());
+    for t in first..first + reps as u64 {
+        let evs = turn_events(t, false);
+        let n = evs.len() as f64;
+        let started = Instant::now();
+        for ev in evs {
+            log.append_one(ev).map_err(|e| e.to_string())?;
+        }
+        step_us.push(us(started.elapsed()) / n);
+        let started = Instant::now();
+        let shared: Vec<Arc<Value>> = log.projection().iter().cloned().collect();
+        walk_us.push(us(started.elapsed()));
+        drop(shared);
+        if copy_us.len() < 5 {
+            let started = Instant::now();
+            let owned = log.messages();
+            copy_us.push(us(started.elapsed()));
+            drop(owned);
+        }
+    }
+    Ok(json!({
+        "events": log.len(),
+        "messages": log.projection().len(),
+        "append_with_projection_us_per_event": sj(summarize(step_us)),
+        "shared_walk_us": sj(summarize(walk_us)),
+        "deep_copy_us": sj(summarize(copy_us)),
+    }))
+}
+
+// ---- the whole run ---------------------------------------------------------------------------
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_default();
+    json!({
+        "cpu": cpu,
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+        "unix_time": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    })
+}
+
+fn run(settings: &Settings) -> Result<(), Failure> {
+    let out_dir = target_dir().join("bench");
+    std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
+    let tmp = tempfile::Builder::new()
+        .prefix("session-bench-")
+        .tempdir_in(&out_dir)
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "session bench: {} (scratch {})",
+        if settings.quick { "quick" } else { "full" },
+        tmp.path().display()
+    );
+
+    let append = appends(settings)?;
+
+    let fsync = raw_fsync(tmp.path(), settings.flushes)?;
+    let jsonl = flush_latency(
+        &JsonlStore::new(tmp.path().join("flush-jsonl"), JsonlOptions::default()),
+        settings,
+    )?;
+    let sqlite = flush_latency(&SqliteStore::new(tmp.path().join("flush-sqlite")), settings)?;
+    println!(
+        "flush latency (one event, durable): jsonl {:.0} µs, sqlite {:.0} µs median; \
+         bare write+fsync {:.0} µs",
+        jsonl.median, sqlite.median, fsync.median
+    );
+
+    let big = build_log("big", settings.big, true)?;
+    let jsonl_load = cold_load(
+        "jsonl",
+        tmp.path(),
+        |root| Box::new(JsonlStore::new(root, JsonlOptions::default())),
+        &big,
+        settings,
+    )?;
+    let sqlite_load = cold_load(
+        "sqlite",
+        tmp.path(),
+        |root| Box::new(SqliteStore::new(root)),
+        &big,
+        settings,
+    )?;
+
+    let small = build_log("small", 10_000, true)?;
+    let close_small = closers_cost(&small, 50)?;
+    let close_big = closers_cost(&big, 50)?;
+    println!(
+        "closing a crashed tail: {:.1} µs at {} events, {:.1} µs at {} events (median)",
+        close_small.median,
+        small.len(),
+        close_big.median,
+        big.len()
+    );
+    drop(big);
+
+    let mut projections = Vec::new();
+    for n in [10_000, settings.big] {
+        let mut log = build_log("proj", n, false)?;
+        let r = next_request(&mut log, 200)?;
+        println!(
+            "next request at {} events: {} µs/event appended (projection update, median); \
+             shared walk of {} messages {} µs; deep copy {} µs",
+            n,
+            r["append_with_projection_us_per_event"]["median"],
+            r["messages"],
+            r["shared_walk_us"]["median"],
+            r["deep_copy_us"]["median"]
+        );
+        projections.push(r);
+    }
+
+    let report = json!({
+        "machine": machine(),
+        "quick": settings.quick,
+        "append_write_behind": append,
+        "flush_latency_us": {"jsonl": sj(jsonl), "sqlite": sj(sqlite), "bare_fsync": sj(fsync)},
+        "cold_load_recovery": {"jsonl": jsonl_load, "sqlite": sqlite_load, "target_jsonl_ms": 2000},
+        "close_crashed_tail_us": {
+            "small": {"events": small.len(), "us": sj(close_small)},
+            "big": {"events": settings.big, "us": sj(close_big)},
+        },
+        "next_request_projection": projections,
+    });
+    let path = out_dir.join("session.json");
+    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    std::fs::write(&path, text + "\n").map_err(|e| format!("write {}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
