@@ -181,15 +181,60 @@ pub fn snapshot(env: &Env) -> Vec<(PathBuf, Vec<u8>)> {
     files_under(&env.home())
         .into_iter()
         .filter(|p| {
-            // Lock files and SQLite's shared-memory index hold no session data.
+            // Lock files and SQLite's shared-memory index hold no session data; the WAL's
+            // frames are part of the database's logical content, compared below.
             let name = p.to_string_lossy();
-            !name.ends_with("-shm") && !name.ends_with(".lock")
+            !name.ends_with("-shm") && !name.ends_with("-wal") && !name.ends_with(".lock")
         })
         .map(|p| {
-            let bytes = std::fs::read(&p).unwrap_or_default();
+            let bytes = sqlite_content(&p).unwrap_or_else(|| std::fs::read(&p).unwrap_or_default());
             (p, bytes)
         })
         .collect()
+}
+
+/// The logical content of a keel SQLite session database (stamps, sessions, events), or `None`
+/// for anything else. Raw bytes are not comparable: opening a database whose writer was killed
+/// checkpoints its WAL into the main file, which rewrites pages without changing any row.
+fn sqlite_content(path: &Path) -> Option<Vec<u8>> {
+    if path.extension().is_none_or(|e| e != "sqlite3") {
+        return None;
+    }
+    let db =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .ok()?;
+    let mut out = String::new();
+    for pragma in ["application_id", "user_version"] {
+        let v: i64 = db
+            .query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0))
+            .ok()?;
+        out.push_str(&format!("{pragma}={v}\n"));
+    }
+    for sql in [
+        "SELECT id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth FROM sessions ORDER BY id",
+        "SELECT session_id, seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events ORDER BY session_id, seq",
+    ] {
+        let mut stmt = db.prepare(sql).ok()?;
+        let n = stmt.column_count();
+        let rows = stmt
+            .query_map([], |r| {
+                let cells: Vec<String> = (0..n)
+                    .map(|i| {
+                        format!(
+                            "{:?}",
+                            r.get_ref(i).map(|v| format!("{v:?}")).unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                Ok(cells.join("|"))
+            })
+            .ok()?;
+        for row in rows {
+            out.push_str(&row.ok()?);
+            out.push('\n');
+        }
+    }
+    Some(out.into_bytes())
 }
 
 /// The JSONL file of session `id` under `$KEEL_HOME` (the one file whose name contains it).
