@@ -216,9 +216,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     /// Incremental projection (with replacements and refused attempts) equals a projection
-    /// from scratch, and a live log keeps the contract up to its in-flight step.
+    /// from scratch, and a live log keeps the contract up to its in-flight step. SES-12: the
+    /// model-visible history is rebuilt from the log alone and equals the live one.
     #[test]
-    fn ses03_incremental_projection_matches_scratch_and_keeps_contract(c in choices()) {
+    fn ses03_ses12_incremental_projection_matches_scratch_and_keeps_contract(c in choices()) {
         let log = grow(&c);
         let events: Vec<_> = log.events().iter().map(|e| (**e).clone()).collect();
         let scratch = derive_messages(&events).unwrap();

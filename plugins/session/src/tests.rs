@@ -214,8 +214,10 @@ async fn ses04_disk_full_flush_fails_events_stay_pending_then_succeed() {
     assert_eq!(store.stored("full").len(), 1);
 }
 
+// SES-06 and SES-11: a crashed session is recovered durably on open and then resumes — the
+// log is the task state store, and appends continue it after a crash or restart.
 #[tokio::test]
-async fn ses06_open_recovers_and_commits_closers() {
+async fn ses06_ses11_open_recovers_commits_closers_and_resumes() {
     let store = MemStore::new();
     put_crashed(&store, "c");
     let (mgr, hooks) = setup(&store);
