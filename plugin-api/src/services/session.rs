@@ -161,8 +161,10 @@ pub enum StoreMethod {
     /// later. `events[0].seq` must equal `expected_next_seq`, which must equal the stored next
     /// seq; seqs must be contiguous. On failure nothing of the batch is stored.
     Append,
-    /// `"load"`: `{session_id, repair: bool}` → `{header, events, truncated: {seq, reason}|null}`.
-    /// Reads every complete event. A torn tail after the last `turn/end` is cut (physically when
+    /// `"load"`: `{session_id, repair: bool, format?: "events"|"jsonl"}` →
+    /// `{header, events, truncated: {seq, reason}|null}`. With `format: "jsonl"` the answer
+    /// carries `events_jsonl` instead of `events`: the same records as JSON lines text (one per
+    /// line, each ending with `\n`, in seq order). Reads every complete event. A torn tail after the last `turn/end` is cut (physically when
     /// `repair`, only in the answer otherwise); any defect at or before it is `SESSION_CORRUPT`.
     Load,
     /// `"list"`: `{}` → `{sessions: [SessionHeader + {events: count, updated_at}]}`.

@@ -10,7 +10,7 @@ pub mod store;
 
 // The shared session-store modules, at the paths they had when this crate held copies.
 use keel_session_store_kit::worker;
-pub use keel_session_store_kit::{args, envelope, lock};
+pub use keel_session_store_kit::{args, envelope, line, lock};
 
 use std::path::PathBuf;
 

@@ -5,14 +5,18 @@
 //! newline), unparsable, or out of sequence. Every earlier line is followed by a valid one, so
 //! it was committed by a later fsynced batch and cannot be torn; a defect there (including any
 //! line before the last `turn/end`) is `SESSION_CORRUPT`, naming the file and line.
+//!
+//! Each line is checked on its raw text ([`crate::line::check_line`]: the envelope shape and
+//! full JSON syntax of `data`, without building a `Value`); the committed lines are then handed
+//! over verbatim ([`Scan::body`]) or, for callers of the `events` form, parsed ([`values`]).
 
 use std::path::Path;
 
 use keel_plugin_api::services::session::{FORMAT_VERSION, SessionHeader};
 use serde_json::Value;
 
-use crate::envelope;
 use crate::error::JsonlError;
+use crate::line::check_line;
 
 /// A torn last line that a load cuts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,8 +34,10 @@ pub struct Torn {
 pub struct Scan {
     /// The header (line 1).
     pub header: SessionHeader,
-    /// Every committed event (checked envelopes), seq 0.. in order.
-    pub events: Vec<Value>,
+    /// Byte offset of the first event line (just after the header's newline).
+    pub body_start: usize,
+    /// Number of committed events (checked envelopes, seq 0.. in order).
+    pub count: u64,
     /// Byte length up to the end of the last committed line.
     pub committed_len: u64,
     /// The torn last line, when there is one.
@@ -82,18 +88,19 @@ pub fn scan(path: &Path, id: &str, bytes: &[u8]) -> Result<Scan, JsonlError> {
         });
     };
     let header = header(path, id, &bytes[..header_end])?;
-    let lines = split_lines(bytes, header_end + 1);
-    let parsed = parse_parallel(bytes, &lines);
-    let mut events: Vec<Value> = Vec::with_capacity(lines.len());
+    let body_start = header_end + 1;
+    let lines = split_lines(bytes, body_start);
+    let parsed = parallel(&lines, |l| check_line(&bytes[l.start..l.end]));
+    let mut count = 0_u64;
     for (i, (line, result)) in lines.iter().zip(parsed).enumerate() {
-        let expected = events.len() as u64;
+        let expected = count;
         let defect = match result {
             _ if !line.terminated => Some("incomplete last line (no newline)".to_owned()),
-            Ok((seq, e)) if seq == expected => {
-                events.push(e);
+            Ok(seq) if seq == expected => {
+                count += 1;
                 None
             }
-            Ok((seq, _)) => Some(format!("seq {seq} where {expected} was expected")),
+            Ok(seq) => Some(format!("seq {seq} where {expected} was expected")),
             Err(reason) => Some(reason),
         };
         if let Some(reason) = defect {
@@ -107,7 +114,8 @@ pub fn scan(path: &Path, id: &str, bytes: &[u8]) -> Result<Scan, JsonlError> {
             }
             return Ok(Scan {
                 header,
-                events,
+                body_start,
+                count,
                 committed_len: line.start as u64,
                 torn: Some(Torn {
                     seq: expected,
@@ -119,7 +127,8 @@ pub fn scan(path: &Path, id: &str, bytes: &[u8]) -> Result<Scan, JsonlError> {
     }
     Ok(Scan {
         header,
-        events,
+        body_start,
+        count,
         committed_len: bytes.len() as u64,
         torn: None,
     })
@@ -157,41 +166,47 @@ fn split_lines(bytes: &[u8], mut offset: usize) -> Vec<Line> {
     lines
 }
 
-type Parsed = Result<(u64, Value), String>;
-
-fn parse_one(line: &[u8]) -> Parsed {
-    let v: Value = serde_json::from_slice(line).map_err(|e| format!("unparsable record: {e}"))?;
-    let seq = envelope::check(&v).map_err(|e| format!("invalid record: {e}"))?;
-    Ok((seq, v))
+impl Scan {
+    /// The committed event lines of the scanned `bytes`, verbatim (each ends with a newline).
+    pub fn body<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
+        &bytes[self.body_start..self.committed_len as usize]
+    }
 }
 
-/// Parses every line, on up to 4 threads for large files (a cold load is parse-bound).
-fn parse_parallel(bytes: &[u8], lines: &[Line]) -> Vec<Parsed> {
+/// Parses checked event lines (`body`: newline-terminated) into `Value`s, for the `events`
+/// form of a load answer.
+///
+/// # Errors
+/// The first line that does not parse (cannot happen for a body that [`scan`] checked).
+pub fn values(body: &[u8]) -> Result<Vec<Value>, String> {
+    let lines = split_lines(body, 0);
+    parallel(&lines, |l| {
+        serde_json::from_slice::<Value>(&body[l.start..l.end])
+    })
+    .into_iter()
+    .collect::<Result<_, _>>()
+    .map_err(|e| format!("unparsable record: {e}"))
+}
+
+/// Runs `f` over every line, on up to 4 threads for large files (a cold load is parse-bound).
+fn parallel<T: Send>(lines: &[Line], f: impl Fn(&Line) -> T + Sync) -> Vec<T> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     if threads < 2 || lines.len() < 50_000 {
-        return lines
-            .iter()
-            .map(|l| parse_one(&bytes[l.start..l.end]))
-            .collect();
+        return lines.iter().map(&f).collect();
     }
     let chunk = lines.len().div_ceil(threads);
+    let f = &f;
     std::thread::scope(|s| {
         let handles: Vec<_> = lines
             .chunks(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    part.iter()
-                        .map(|l| parse_one(&bytes[l.start..l.end]))
-                        .collect::<Vec<_>>()
-                })
-            })
+            .map(|part| s.spawn(move || part.iter().map(f).collect::<Vec<_>>()))
             .collect();
         let mut all = Vec::with_capacity(lines.len());
         for (h, part) in handles.into_iter().zip(lines.chunks(chunk)) {
             match h.join() {
                 Ok(results) => all.extend(results),
-                // A parser thread cannot panic on input; if it did, parse its part here.
-                Err(_) => all.extend(part.iter().map(|l| parse_one(&bytes[l.start..l.end]))),
+                // A parser thread cannot panic on input; if it did, redo its part here.
+                Err(_) => all.extend(part.iter().map(f)),
             }
         }
         all
@@ -222,7 +237,8 @@ mod tests {
     fn clean_file_has_no_torn_tail() {
         let bytes = file(&[ev(0, "turn/start"), ev(1, "turn/end")], "");
         let s = scan(Path::new("/x/s.jsonl"), "s", &bytes).unwrap();
-        assert_eq!(s.events.len(), 2);
+        assert_eq!(s.count, 2);
+        assert_eq!(values(s.body(&bytes)).unwrap().len(), 2);
         assert_eq!(s.committed_len, bytes.len() as u64);
         assert!(s.torn.is_none());
     }
@@ -231,7 +247,7 @@ mod tests {
     fn a_parsable_last_line_without_newline_is_torn() {
         let bytes = file(&[ev(0, "turn/start")], &ev(1, "turn/end"));
         let s = scan(Path::new("/x/s.jsonl"), "s", &bytes).unwrap();
-        assert_eq!(s.events.len(), 1);
+        assert_eq!(s.count, 1);
         let torn = s.torn.unwrap();
         assert_eq!((torn.seq, torn.line), (1, 3));
         assert_eq!(

@@ -6,8 +6,10 @@
 //!   session that is never appended to leaves no file.
 //! - **Later appends** are one positioned write + one fsync at the known committed length; on
 //!   a write or fsync failure the file is truncated back, so nothing of the batch is stored.
-//! - **Load** parses the file ([`crate::scan`]) and cuts a torn last line (physically only with
-//!   `repair`). Root and files are created 0700/0600.
+//! - **Load** checks the file ([`crate::scan`]) and cuts a torn last line (physically only with
+//!   `repair`). The committed lines are answered verbatim as `events_jsonl` when the request
+//!   asks for `format: "jsonl"`, else parsed into the `events` array. Root and files are
+//!   created 0700/0600.
 //!
 //! Calls are synchronous; the plugin runs them on a thread of its own.
 
@@ -23,7 +25,7 @@ use std::time::UNIX_EPOCH;
 use keel_plugin_api::services::session::{EventRecord, SessionHeader};
 use serde_json::{Value, json};
 
-use crate::args::{self, AppendArgs};
+use crate::args::{self, AppendArgs, LoadFormat};
 use crate::error::{JsonlError, StoreFailure};
 use crate::lock::Locks;
 use crate::scan::{self, Scan, Torn};
@@ -54,8 +56,10 @@ struct Tail {
 pub struct Loaded {
     /// The header.
     pub header: SessionHeader,
-    /// Every committed event (checked envelopes).
-    pub events: Vec<Value>,
+    /// Every committed event (checked envelopes) as JSON lines, verbatim from the file.
+    pub records: String,
+    /// Number of committed events (lines of `records`).
+    pub count: u64,
     /// The torn last line that was cut (or would be, without `repair`).
     pub truncated: Option<Torn>,
 }
@@ -125,8 +129,8 @@ impl JsonlStore {
                 Ok(json!({ "next_seq": self.append(a)? }))
             }
             "load" => {
-                let (id, repair) = args::load(args)?;
-                let loaded = self.load(&id, repair)?;
+                let a = args::load(args)?;
+                let loaded = self.load(&a.session_id, a.repair)?;
                 let truncated = match &loaded.truncated {
                     Some(t) => json!({ "seq": t.seq, "reason": t.reason }),
                     None => Value::Null,
@@ -136,7 +140,21 @@ impl JsonlStore {
                 let mut answer = serde_json::Map::new();
                 let header = serde_json::to_value(&loaded.header).map_err(to_json)?;
                 answer.insert("header".into(), header);
-                answer.insert("events".into(), Value::Array(loaded.events));
+                match a.format {
+                    LoadFormat::Jsonl => {
+                        answer.insert("events_jsonl".into(), Value::String(loaded.records));
+                    }
+                    LoadFormat::Events => {
+                        let events = scan::values(loaded.records.as_bytes()).map_err(|detail| {
+                            JsonlError::Corrupt {
+                                path: self.session_path(&a.session_id),
+                                line: 0,
+                                detail,
+                            }
+                        })?;
+                        answer.insert("events".into(), Value::Array(events));
+                    }
+                }
                 answer.insert("truncated".into(), truncated);
                 Ok(Value::Object(answer))
             }
@@ -222,7 +240,7 @@ impl JsonlStore {
             Some(t) if t.len == on_disk => *t,
             _ => {
                 tails.remove(&a.session_id);
-                let scan = self.read_scan(&path, &a.session_id)?;
+                let (_, scan) = self.read_scan(&path, &a.session_id)?;
                 if let Some(torn) = scan.torn {
                     return Err(JsonlError::Corrupt {
                         path,
@@ -235,7 +253,7 @@ impl JsonlStore {
                 }
                 Tail {
                     len: scan.committed_len,
-                    next_seq: scan.events.len() as u64,
+                    next_seq: scan.count,
                 }
             }
         };
@@ -323,7 +341,7 @@ impl JsonlStore {
         std::fs::hard_link(temp, path).map_err(|e| JsonlError::io("publish (hard link)", path, e))
     }
 
-    fn read_scan(&self, path: &Path, id: &str) -> Result<Scan, JsonlError> {
+    fn read_scan(&self, path: &Path, id: &str) -> Result<(Vec<u8>, Scan), JsonlError> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -334,7 +352,8 @@ impl JsonlStore {
             }
             Err(e) => return Err(JsonlError::io("read", path, e)),
         };
-        scan::scan(path, id, &bytes)
+        let scan = scan::scan(path, id, &bytes)?;
+        Ok((bytes, scan))
     }
 
     /// Loads every committed event; a torn last line is reported and, with `repair`, cut.
@@ -345,7 +364,7 @@ impl JsonlStore {
         let path = self.session_path(id);
         let mut tails = self.tails.lock().unwrap_or_else(|p| p.into_inner());
         tails.remove(id);
-        let scan = self.read_scan(&path, id)?;
+        let (mut bytes, scan) = self.read_scan(&path, id)?;
         if scan.torn.is_some() && repair {
             let file = OpenOptions::new()
                 .write(true)
@@ -358,13 +377,23 @@ impl JsonlStore {
         if scan.torn.is_none() || repair {
             let tail = Tail {
                 len: scan.committed_len,
-                next_seq: scan.events.len() as u64,
+                next_seq: scan.count,
             };
             tails.insert(id.to_owned(), tail);
         }
+        drop(tails);
+        bytes.truncate(scan.committed_len as usize);
+        bytes.drain(..scan.body_start);
+        // Every kept line was checked as JSON, so this is valid UTF-8.
+        let records = String::from_utf8(bytes).map_err(|e| JsonlError::Corrupt {
+            path: path.clone(),
+            line: 0,
+            detail: format!("records are not UTF-8: {e}"),
+        })?;
         Ok(Loaded {
             header: scan.header,
-            events: scan.events,
+            records,
+            count: scan.count,
             truncated: scan.torn,
         })
     }

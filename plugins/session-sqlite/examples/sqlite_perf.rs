@@ -12,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use keel_plugin_session_sqlite::SqliteStore;
+use keel_plugin_session_sqlite::args::LoadFormat;
 use keel_session_contract::fixtures::{event, header, turn};
 use serde_json::{Value, json};
 
@@ -70,7 +71,7 @@ fn cold_load_of_a_million_events() {
     }
     let s = SqliteStore::new(dir.path());
     let t = Instant::now();
-    let loaded = s.load("big", true).unwrap();
+    let loaded = s.load("big", true, LoadFormat::Jsonl).unwrap();
     let typed = t.elapsed();
     assert_eq!(loaded.events.len() as u64, n);
     println!("sqlite cold load, {n} events: read+validate {typed:?}");

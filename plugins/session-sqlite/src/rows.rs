@@ -2,7 +2,12 @@
 //! and from `events`, and the torn-tail rule of B4. Rows are read in seq order; the first
 //! defect (an unparsable row or a seq gap) is a torn tail when no `turn/end` follows it (all
 //! rows from it on are cut), and corruption otherwise.
+//!
+//! A load answers the kept rows either as `Value` records or, for `format: "jsonl"`, as JSON
+//! lines assembled from the columns: the stored `data` text goes in verbatim once its syntax is
+//! checked ([`crate::line::check_json`]), so no `Value` is built for it.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use keel_plugin_api::services::session::{EventRecord, HeaderKind, SessionHeader};
@@ -11,12 +16,42 @@ use serde_json::{Map, Value};
 
 use crate::envelope;
 use crate::error::SqliteError;
+use crate::line::check_json;
+
+/// The kept records of a session, in one of the two forms of a load answer.
+#[derive(Debug, Clone)]
+pub enum Events {
+    /// One `Value` per record (the `events` array).
+    Values(Vec<Value>),
+    /// One JSON line per record, each ending with a newline (`events_jsonl`).
+    Lines {
+        /// The lines.
+        text: String,
+        /// How many.
+        count: u64,
+    },
+}
+
+impl Events {
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        match self {
+            Events::Values(v) => v.len() as u64,
+            Events::Lines { count, .. } => *count,
+        }
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// The rows of a session that load keeps, and the torn tail it cuts.
 #[derive(Debug, Clone)]
 pub struct Scan {
     /// Every committed event (checked envelopes), seq 0.. in order.
-    pub events: Vec<Value>,
+    pub events: Events,
     /// `(seq, reason)` of the first cut row.
     pub torn: Option<(u64, String)>,
 }
@@ -151,7 +186,8 @@ struct Defect {
     row_follows: bool,
 }
 
-fn decode(row: &Row<'_>, expected: u64) -> Result<Value, Defect> {
+/// Checks one row and adds it to `out`.
+fn decode(row: &Row<'_>, expected: u64, out: &mut Events) -> Result<(), Defect> {
     let bad = |reason: String| Defect {
         reason,
         row_follows: false,
@@ -174,31 +210,75 @@ fn decode(row: &Row<'_>, expected: u64) -> Result<Value, Defect> {
     let json = |what: &str, text: &str| {
         serde_json::from_str::<Value>(text).map_err(|e| bad(format!("unparsable {what}: {e}")))
     };
-    let mut map = Map::new();
-    map.insert("seq".into(), Value::from(expected));
-    map.insert("time".into(), Value::from(time));
-    map.insert("type".into(), Value::from(kind));
-    map.insert("data".into(), json("data", &data)?);
-    match ignorable {
-        None => {}
-        Some(1) => {
-            map.insert("ignorable".into(), Value::Bool(true));
-        }
+    let ignorable = match ignorable {
+        None => false,
+        Some(1) => true,
         Some(other) => return Err(bad(format!("ignorable is {other}"))),
+    };
+    let surface = surface.map(|s| json("surface_op", &s)).transpose()?;
+    let sources = sources.map(|s| json("source_event_seqs", &s)).transpose()?;
+    let invalid = |e: String| bad(format!("invalid record: {e}"));
+    match out {
+        Events::Values(events) => {
+            let mut map = Map::new();
+            map.insert("seq".into(), Value::from(expected));
+            map.insert("time".into(), Value::from(time));
+            map.insert("type".into(), Value::from(kind));
+            map.insert("data".into(), json("data", &data)?);
+            if ignorable {
+                map.insert("ignorable".into(), Value::Bool(true));
+            }
+            if let Some(s) = surface {
+                map.insert("surface_op".into(), s);
+            }
+            if let Some(s) = sources {
+                map.insert("source_event_seqs".into(), s);
+            }
+            let event = Value::Object(map);
+            envelope::check(&event).map_err(invalid)?;
+            events.push(event);
+        }
+        Events::Lines { text, count } => {
+            // The same checks as `envelope::check` on the record above, field by field.
+            let time = u64::try_from(time)
+                .map_err(|_| invalid("'time' is not an unsigned integer".into()))?;
+            check_json(&data).map_err(|e| bad(format!("unparsable data: {e}")))?;
+            if let Some(s) = &surface {
+                envelope::surface_op(s).map_err(invalid)?;
+            }
+            if let Some(s) = &sources {
+                envelope::source_event_seqs(s).map_err(invalid)?;
+            }
+            let kind = Value::String(kind);
+            let _ = write!(
+                text,
+                r#"{{"seq":{expected},"time":{time},"type":{kind},"data":"#
+            );
+            if data.contains('\n') {
+                // Whitespace of a hand-edited row; a record must stay on one line.
+                text.push_str(&json("data", &data)?.to_string());
+            } else {
+                text.push_str(&data);
+            }
+            if ignorable {
+                text.push_str(r#","ignorable":true"#);
+            }
+            if let Some(s) = surface {
+                let _ = write!(text, r#","surface_op":{s}"#);
+            }
+            if let Some(s) = sources {
+                let _ = write!(text, r#","source_event_seqs":{s}"#);
+            }
+            text.push_str("}\n");
+            *count += 1;
+        }
     }
-    if let Some(s) = surface {
-        map.insert("surface_op".into(), json("surface_op", &s)?);
-    }
-    if let Some(s) = sources {
-        map.insert("source_event_seqs".into(), json("source_event_seqs", &s)?);
-    }
-    let event = Value::Object(map);
-    envelope::check(&event).map_err(|e| bad(format!("invalid record: {e}")))?;
-    Ok(event)
+    Ok(())
 }
 
-/// Reads every row of session `id` and applies the torn-tail rule.
-pub fn scan(conn: &Connection, path: &Path, id: &str) -> Result<Scan, SqliteError> {
+/// Reads every row of session `id` and applies the torn-tail rule; `lines` picks the form of
+/// [`Scan::events`].
+pub fn scan(conn: &Connection, path: &Path, id: &str, lines: bool) -> Result<Scan, SqliteError> {
     let mut stmt = conn
         .prepare_cached(
             "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable
@@ -206,7 +286,14 @@ pub fn scan(conn: &Connection, path: &Path, id: &str) -> Result<Scan, SqliteErro
         )
         .map_err(io(path, "read"))?;
     let mut rows = stmt.query([id]).map_err(io(path, "read"))?;
-    let mut events = Vec::new();
+    let mut events = if lines {
+        Events::Lines {
+            text: String::new(),
+            count: 0,
+        }
+    } else {
+        Events::Values(Vec::new())
+    };
     let mut defect: Option<(u64, String)> = None;
     while let Some(row) = rows.next().map_err(io(path, "read"))? {
         let row_seq: i64 = row.get(0).unwrap_or(-1);
@@ -222,10 +309,10 @@ pub fn scan(conn: &Connection, path: &Path, id: &str) -> Result<Scan, SqliteErro
             }
             continue;
         }
-        match decode(row, events.len() as u64) {
-            Ok(e) => events.push(e),
+        match decode(row, events.len(), &mut events) {
+            Ok(()) => {}
             Err(d) => {
-                let seq = events.len() as u64;
+                let seq = events.len();
                 if d.row_follows && is_turn_end {
                     return Err(SqliteError::Corrupt {
                         path: path.to_owned(),

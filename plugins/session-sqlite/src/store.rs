@@ -17,7 +17,7 @@ use keel_plugin_api::services::session::{FORMAT_VERSION, SessionHeader};
 use rusqlite::{Connection, TransactionBehavior};
 use serde_json::{Value, json};
 
-use crate::args::{self, AppendArgs};
+use crate::args::{self, AppendArgs, LoadFormat};
 use crate::error::{SqliteError, StoreFailure};
 use crate::lock::Locks;
 use crate::rows;
@@ -30,8 +30,8 @@ pub const DB_FILE: &str = "sessions.sqlite3";
 pub struct Loaded {
     /// The header.
     pub header: SessionHeader,
-    /// Every committed event (checked envelopes).
-    pub events: Vec<Value>,
+    /// Every committed event (checked envelopes), in the requested form.
+    pub events: rows::Events,
     /// `(seq, reason)` of the torn tail that was cut (or would be, without `repair`).
     pub truncated: Option<(u64, String)>,
 }
@@ -112,8 +112,8 @@ impl SqliteStore {
                 Ok(json!({ "next_seq": self.append(a)? }))
             }
             "load" => {
-                let (id, repair) = args::load(args)?;
-                let loaded = self.load(&id, repair)?;
+                let a = args::load(args)?;
+                let loaded = self.load(&a.session_id, a.repair, a.format)?;
                 let truncated = match &loaded.truncated {
                     Some((seq, reason)) => json!({ "seq": seq, "reason": reason }),
                     None => Value::Null,
@@ -123,7 +123,14 @@ impl SqliteStore {
                 let mut answer = serde_json::Map::new();
                 let header = serde_json::to_value(&loaded.header).map_err(to_json)?;
                 answer.insert("header".into(), header);
-                answer.insert("events".into(), Value::Array(loaded.events));
+                match loaded.events {
+                    rows::Events::Values(events) => {
+                        answer.insert("events".into(), Value::Array(events));
+                    }
+                    rows::Events::Lines { text, .. } => {
+                        answer.insert("events_jsonl".into(), Value::String(text));
+                    }
+                }
                 answer.insert("truncated".into(), truncated);
                 Ok(Value::Object(answer))
             }
@@ -198,7 +205,7 @@ impl SqliteStore {
                 (None, Some(_)) => {
                     let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
                     if !checked.contains(id) {
-                        if let Some((seq, reason)) = rows::scan(&tx, path, id)?.torn {
+                        if let Some((seq, reason)) = rows::scan(&tx, path, id, true)?.torn {
                             return Err(SqliteError::Corrupt {
                                 path: path.clone(),
                                 id: id.to_owned(),
@@ -242,7 +249,7 @@ impl SqliteStore {
     ///
     /// # Errors
     /// `SESSION_NOT_FOUND`, `SESSION_UNSUPPORTED`, `SESSION_CORRUPT`, `SESSION_IO`.
-    pub fn load(&self, id: &str, repair: bool) -> Result<Loaded, SqliteError> {
+    pub fn load(&self, id: &str, repair: bool, format: LoadFormat) -> Result<Loaded, SqliteError> {
         let path = &self.path;
         let loaded = self.with_conn(false, |conn| {
             let behavior = if repair {
@@ -267,7 +274,7 @@ impl SqliteStore {
                 id: id.to_owned(),
                 path: path.clone(),
             })?;
-            let scan = rows::scan(&tx, path, id)?;
+            let scan = rows::scan(&tx, path, id, format == LoadFormat::Jsonl)?;
             if let (Some((seq, _)), true) = (&scan.torn, repair) {
                 let cut = i64::try_from(*seq).unwrap_or(i64::MAX);
                 tx.execute(

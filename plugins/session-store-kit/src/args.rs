@@ -40,6 +40,30 @@ struct RawLoad {
     session_id: String,
     #[serde(default)]
     repair: bool,
+    #[serde(default)]
+    format: LoadFormat,
+}
+
+/// How a `load` answer carries its events (`format` of the request).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadFormat {
+    /// `events`: an array of records (the default).
+    #[default]
+    Events,
+    /// `events_jsonl`: the same records as JSON lines text, one per line, in seq order.
+    Jsonl,
+}
+
+/// Parsed `load` arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadArgs {
+    /// Session id (checked).
+    pub session_id: String,
+    /// Cut a torn tail physically.
+    pub repair: bool,
+    /// How the answer carries the events.
+    pub format: LoadFormat,
 }
 
 #[derive(Deserialize)]
@@ -135,11 +159,15 @@ fn header(value: Value, id: &str, path: &Path) -> Result<SessionHeader, KitError
     Ok(header)
 }
 
-/// Parses `load` arguments: `(session_id, repair)`.
-pub fn load(args: Value) -> Result<(String, bool), KitError> {
+/// Parses `load` arguments: `{session_id, repair?, format?: "events"|"jsonl"}`.
+pub fn load(args: Value) -> Result<LoadArgs, KitError> {
     let raw: RawLoad = parse("load", args)?;
     check_id(&raw.session_id)?;
-    Ok((raw.session_id, raw.repair))
+    Ok(LoadArgs {
+        session_id: raw.session_id,
+        repair: raw.repair,
+        format: raw.format,
+    })
 }
 
 /// Parses `claim` / `release` arguments.

@@ -11,7 +11,8 @@ fn uint(v: &Value, field: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{field}' is not an unsigned integer"))
 }
 
-fn surface_op(v: &Value) -> Result<(), String> {
+/// Checks a `surface_op` value: `"append"` or exactly `{op: "replace", start, end}`.
+pub fn surface_op(v: &Value) -> Result<(), String> {
     match v {
         Value::String(s) if s == "append" => Ok(()),
         Value::Object(m) => {
@@ -26,6 +27,18 @@ fn surface_op(v: &Value) -> Result<(), String> {
             }
         }
         other => Err(format!("invalid surface_op {other}")),
+    }
+}
+
+/// Checks a `source_event_seqs` value: an array of unsigned integers.
+pub fn source_event_seqs(v: &Value) -> Result<(), String> {
+    let ok = v
+        .as_array()
+        .is_some_and(|a| a.iter().all(|s| s.as_u64().is_some()));
+    if ok {
+        Ok(())
+    } else {
+        Err("'source_event_seqs' is not an array of seqs".into())
     }
 }
 
@@ -59,14 +72,7 @@ pub fn check(v: &Value) -> Result<u64, String> {
                 }
             }
             "surface_op" => surface_op(value)?,
-            "source_event_seqs" => {
-                let ok = value
-                    .as_array()
-                    .is_some_and(|a| a.iter().all(|s| s.as_u64().is_some()));
-                if !ok {
-                    return Err("'source_event_seqs' is not an array of seqs".into());
-                }
-            }
+            "source_event_seqs" => source_event_seqs(value)?,
             other => return Err(format!("unknown field '{other}'")),
         }
     }

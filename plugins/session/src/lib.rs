@@ -30,6 +30,7 @@ pub mod recovery;
 pub mod sessions;
 pub mod store;
 pub mod validate;
+pub mod wire;
 pub mod writer;
 
 #[cfg(test)]
@@ -104,25 +105,13 @@ impl Store for CallStore {
     }
 
     fn load(&self, session_id: &str, repair: bool) -> BoxFut<error::Result<Loaded>> {
+        // `format: "jsonl"`: the records come as one JSON lines string (`events_jsonl`), far
+        // cheaper to carry across the JSON seam than an array of objects.
         let call = self.call(
             "load",
-            json!({ "session_id": session_id, "repair": repair }),
+            json!({ "session_id": session_id, "repair": repair, "format": "jsonl" }),
         );
-        Box::pin(async move {
-            let mut v = call.await?;
-            let header = validate::parse_header(v.get("header").unwrap_or(&Value::Null))?;
-            let events: Vec<EventRecord> = serde_json::from_value(v["events"].take())
-                .map_err(|e| SessionError::corrupt(format!("malformed stored event: {e}")))?;
-            let truncated = match v["truncated"].take() {
-                Value::Null => None,
-                t => Some(t),
-            };
-            Ok(Loaded {
-                header,
-                events,
-                truncated,
-            })
-        })
+        Box::pin(async move { wire::load_answer(call.await?) })
     }
 
     fn list(&self) -> BoxFut<error::Result<Vec<Value>>> {

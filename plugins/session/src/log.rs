@@ -55,6 +55,14 @@ impl SessionLog {
     /// Rebuilds a log from stored events (read side): unknown required types are
     /// `SESSION_UNSUPPORTED` (SES-09), broken seqs or rules `SESSION_CORRUPT`.
     ///
+    /// Checked here: the header (version, id, absolute cwd), seqs contiguous from 0, every type
+    /// known or `ignorable`, and the structural rules a damaged log breaks — the B15 balance
+    /// ([`Invariants::apply`]) and the projection's surface rules (replace ranges, sources).
+    /// Not re-run: the write-site data checks of `check_new` (finite numbers, no duplicate
+    /// keys, per-type payload shapes), which every stored record passed when it was appended;
+    /// duplicate keys could not be seen here anyway, the records being parsed already. The
+    /// backend has checked each record's envelope and JSON syntax on load.
+    ///
     /// # Errors
     /// As described.
     pub fn replay(
@@ -230,7 +238,7 @@ impl SessionLog {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::core_events as ce;
     use crate::test_support::tc;

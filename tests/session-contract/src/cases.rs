@@ -62,6 +62,7 @@ pub const ALL: &[(&str, Case)] = &[
         "load_of_unknown_session_is_not_found",
         load_of_unknown_session_is_not_found,
     ),
+    ("events_jsonl_matches_events", events_jsonl_matches_events),
 ];
 
 pub(crate) fn temp_root() -> tempfile::TempDir {
@@ -199,12 +200,8 @@ pub fn contiguous_seqs_enforced(backend: &dyn Backend) {
     append_ok(&*store, "s1", None, &turn(8), 8);
 }
 
-/// Every header and envelope field survives: surface ops (append and replace),
-/// `source_event_seqs`, `ignorable`, nested and unicode data, big and fractional numbers.
-pub fn ses02_round_trip_every_field(backend: &dyn Backend) {
-    let dir = temp_root();
-    let root = root_in(&dir);
-    let store = backend.open(&root);
+/// The events of [`ses02_round_trip_every_field`]: every envelope field, odd data.
+pub(crate) fn ses02_events() -> Vec<Value> {
     let mut events = turn(0);
     let mut replace = surface(
         8,
@@ -226,6 +223,16 @@ pub fn ses02_round_trip_every_field(backend: &dyn Backend) {
     events.push(cited);
     events.push(event(11, "todo/write", json!(null)));
     events.push(event(12, "turn/end", json!({ "reason": "done" })));
+    events
+}
+
+/// Every header and envelope field survives: surface ops (append and replace),
+/// `source_event_seqs`, `ignorable`, nested and unicode data, big and fractional numbers.
+pub fn ses02_round_trip_every_field(backend: &dyn Backend) {
+    let dir = temp_root();
+    let root = root_in(&dir);
+    let store = backend.open(&root);
+    let events = ses02_events();
     append_ok(&*store, "fork-1", Some(full_header("fork-1")), &events, 0);
     for s in [&store, &backend.open(&root)] {
         let loaded = load_ok(&**s, "fork-1", false);
@@ -336,6 +343,7 @@ pub use crate::damage::{
     gap_before_last_turn_end_is_corrupt, read_only_root_is_a_clear_io_error,
     ses09_wrong_header_version_is_unsupported, torn_tail_after_last_turn_end_is_cut,
 };
+pub use crate::forms::events_jsonl_matches_events;
 
 /// Malformed requests: a session id that is not `[A-Za-z0-9_-]{1,128}`, missing fields, an
 /// unknown method.

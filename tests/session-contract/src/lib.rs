@@ -19,6 +19,7 @@
 pub mod cases;
 pub mod damage;
 pub mod fixtures;
+pub mod forms;
 
 use std::path::{Path, PathBuf};
 
@@ -134,7 +135,8 @@ macro_rules! contract_tests {
             failed_write_keeps_nothing,
             read_only_root_is_a_clear_io_error,
             invalid_requests_are_refused,
-            load_of_unknown_session_is_not_found
+            load_of_unknown_session_is_not_found,
+            events_jsonl_matches_events
         );
     };
     (@each $backend:expr; $($name:ident),* $(,)?) => {

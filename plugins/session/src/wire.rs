@@ -1,0 +1,183 @@
+//! Decoding the backend's `load` answer (`StoreMethod::Load`) into [`Loaded`].
+//!
+//! The core asks for `format: "jsonl"`; a backend that honours it answers `events_jsonl`, the
+//! records as JSON lines text, which is parsed here straight into typed [`EventRecord`]s (in
+//! parallel chunks for large sessions) — no generic `Value` per record on the way. A backend
+//! that answers only the `events` array is still read as before.
+
+use keel_plugin_api::services::session::EventRecord;
+use serde_json::Value;
+
+use crate::error::{Result, SessionError};
+use crate::store::Loaded;
+use crate::validate;
+
+/// Below this many bytes of JSONL the records are parsed on the calling thread.
+const PARALLEL_BYTES: usize = 1 << 20;
+
+/// Decodes a `load` answer: `{header, events_jsonl}` or `{header, events}`, plus `truncated`.
+///
+/// # Errors
+/// `SESSION_UNSUPPORTED` / `SESSION_CORRUPT` for the header (as [`validate::parse_header`]),
+/// `SESSION_CORRUPT` for a record that is not an [`EventRecord`].
+pub fn load_answer(mut v: Value) -> Result<Loaded> {
+    let header = validate::parse_header(v.get("header").unwrap_or(&Value::Null))?;
+    let events = match v.get_mut("events_jsonl").map(Value::take) {
+        Some(Value::String(text)) => parse_jsonl(&text)?,
+        Some(other) => {
+            return Err(SessionError::corrupt(format!(
+                "events_jsonl is not a string but {}",
+                kind(&other)
+            )));
+        }
+        None => serde_json::from_value(v["events"].take())
+            .map_err(|e| SessionError::corrupt(format!("malformed stored event: {e}")))?,
+    };
+    let truncated = match v["truncated"].take() {
+        Value::Null => None,
+        t => Some(t),
+    };
+    Ok(Loaded {
+        header,
+        events,
+        truncated,
+    })
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Parses JSON lines (one [`EventRecord`] per line, each line ending with `\n`).
+///
+/// # Errors
+/// `SESSION_CORRUPT` naming the first bad line (1-based) and why.
+pub fn parse_jsonl(text: &str) -> Result<Vec<EventRecord>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    if threads < 2 || text.len() < PARALLEL_BYTES {
+        return parse_part(text, 0);
+    }
+    // Cut at newlines into `threads` parts of about equal size.
+    let mut parts = Vec::with_capacity(threads);
+    let mut start = 0;
+    for i in 1..=threads {
+        let target = (text.len() * i / threads).max(start);
+        let end = if i == threads {
+            text.len()
+        } else {
+            text[target..]
+                .find('\n')
+                .map_or(text.len(), |n| target + n + 1)
+        };
+        parts.push(&text[start..end]);
+        start = end;
+    }
+    let results: Vec<Result<Vec<EventRecord>>> = std::thread::scope(|s| {
+        let mut first_line = 0;
+        let handles: Vec<_> = parts
+            .iter()
+            .map(|part| {
+                let base = first_line;
+                first_line += part.bytes().filter(|&b| b == b'\n').count();
+                s.spawn(move || parse_part(part, base))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .zip(&parts)
+            .map(|(h, part)| h.join().unwrap_or_else(|_| parse_part(part, 0)))
+            .collect()
+    });
+    let mut all = Vec::new();
+    for r in results {
+        let part = r?;
+        if all.is_empty() {
+            all = part;
+        } else {
+            all.extend(part);
+        }
+    }
+    Ok(all)
+}
+
+/// Parses one newline-aligned part whose first line is line `base + 1` of the whole text.
+fn parse_part(part: &str, base: usize) -> Result<Vec<EventRecord>> {
+    let mut out = Vec::with_capacity(part.len() / 128);
+    let mut rest = part;
+    let mut line_no = base;
+    while !rest.is_empty() {
+        line_no += 1;
+        let (line, next) = match rest.find('\n') {
+            Some(n) => (&rest[..n], &rest[n + 1..]),
+            None => {
+                return Err(SessionError::corrupt(format!(
+                    "stored event line {line_no} does not end with a newline"
+                )));
+            }
+        };
+        let record = serde_json::from_str::<EventRecord>(line).map_err(|e| {
+            SessionError::corrupt(format!("malformed stored event on line {line_no}: {e}"))
+        })?;
+        out.push(record);
+        rest = next;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::user;
+
+    fn jsonl(events: &[EventRecord]) -> String {
+        let mut text = String::new();
+        for e in events {
+            text.push_str(&serde_json::to_string(e).unwrap());
+            text.push('\n');
+        }
+        text
+    }
+
+    #[test]
+    fn jsonl_parses_like_the_events_array_in_any_chunking() {
+        let long = format!("x\ny \"z\" {}", "w".repeat(600));
+        let events: Vec<EventRecord> = (0..3000).map(|i| user(i, &long)).collect();
+        let text = jsonl(&events);
+        assert!(text.len() > PARALLEL_BYTES);
+        assert_eq!(parse_part(&text, 0).unwrap(), events);
+        assert_eq!(parse_jsonl(&text).unwrap(), events);
+        assert!(parse_jsonl("").unwrap().is_empty());
+        assert!(parse_jsonl(text.trim_end()).is_err());
+        // A bad line deep in a later chunk is named by its line in the whole text.
+        let mut broken = jsonl(&events[..2500]);
+        broken.push_str("{}\n");
+        broken.push_str(&jsonl(&events[2500..]));
+        let e = parse_jsonl(&broken).unwrap_err();
+        assert!(e.message.contains("line 2501"), "{e}");
+    }
+
+    #[test]
+    fn answer_prefers_events_jsonl_and_still_reads_events() {
+        let header = crate::log::tests::header("s");
+        let events: Vec<EventRecord> = (0..3).map(|i| user(i, "hi")).collect();
+        let h = serde_json::to_value(&header).unwrap();
+        let a = serde_json::json!({"header": h, "events": events, "truncated": null});
+        let b = serde_json::json!({"header": h, "events_jsonl": jsonl(&events), "truncated": {"seq": 3, "reason": "r"}});
+        let (a, b) = (load_answer(a).unwrap(), load_answer(b).unwrap());
+        assert_eq!((a.header.clone(), a.events.clone()), (b.header, b.events));
+        assert_eq!((a.truncated, b.truncated.is_some()), (None, true));
+        let bad = serde_json::json!({"header": h, "events_jsonl": [], "truncated": null});
+        assert!(
+            load_answer(bad)
+                .unwrap_err()
+                .is(keel_plugin_api::services::session::StoreError::Corrupt)
+        );
+    }
+}
