@@ -559,3 +559,27 @@ fn help_lists_the_subcommands_of_the_cli_contract() {
         format!("keel {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+// The README's main command (`cargo xtask demo`) runs the kernel tour until the demo profile
+// ships; this is the same run through the binary, so a broken tour fails the tests, not a
+// newcomer.
+#[test]
+fn the_kernel_tour_runs_every_step() {
+    let env = Env::new();
+    let tour = keel_tests::workspace_root().join("tests/tour/tour.toml");
+    let tour = tour.to_string_lossy().into_owned();
+    let run = env.keel(&[
+        "run",
+        "--profile",
+        &tour,
+        "emit:hello,waterfall,async-waterfall,parallel,serial,counter,disable:counter,status,counter,enable:counter,counter",
+    ]);
+    run.expect_code(0);
+    let steps = run.steps();
+    assert_eq!(steps.len(), 11, "{}", run.stdout);
+    assert!(steps.iter().all(|s| s["ok"] == true), "{}", run.stdout);
+    assert_eq!(
+        env.trace().last().map(String::as_str),
+        Some("dispose first-effect")
+    );
+}

@@ -65,6 +65,9 @@ pub fn run(args: &[String]) -> Result {
     }
 }
 
+/// The tour's profile, relative to the workspace root (the README's main command runs it).
+pub const TOUR_PROFILE: &str = "tests/tour/tour.toml";
+
 /// The steps the tour's driver runs, one JSON line each.
 const TOUR: &str = "emit:hello,waterfall,async-waterfall,parallel,serial,counter,\
                     disable:counter,status,counter,enable:counter,counter";
@@ -78,10 +81,7 @@ fn tour(keel: &std::path::Path) -> Result {
     }
     fs::create_dir_all(scratch.join("home"))
         .map_err(|e| Failure::new(format!("{}: {e}", scratch.display())))?;
-    let profile = shell::root()
-        .join("tests")
-        .join("tour")
-        .join("profile.toml");
+    let profile = shell::root().join(TOUR_PROFILE);
     let trace = scratch.join("trace");
     println!(
         "profiles/demo.toml arrives with the agent plugins; running the kernel tour instead\n"
@@ -122,5 +122,18 @@ fn tour(keel: &std::path::Path) -> Result {
             u8::try_from(code).unwrap_or(1),
             format!("`keel run` exited with code {code}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_tour_profile_exists() {
+        let path = crate::shell::root().join(super::TOUR_PROFILE);
+        assert!(
+            path.is_file(),
+            "{} is missing: `cargo xtask demo` would fail",
+            path.display()
+        );
     }
 }
