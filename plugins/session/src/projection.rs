@@ -17,13 +17,21 @@
 //!
 //! **Incremental structure (why not "rebuild from the shadowed point").** Each visible node has
 //! an *anchor*: its own seq for an append, the first shadowed node's anchor for a replacement.
-//! Anchors are unique among visible nodes and sort in display order, so the projection is an
-//! ordered map `anchor → node`, plus a map `seq → anchor` to find what a range shadows. An
-//! append is one insert at the end; a replacement is `k` removals and one insert, O((k+1)·log n)
-//! however old the shadowed range is, and nothing is ever rebuilt. Messages are rendered once,
-//! when their event is applied, and shared (`Arc`). Reading the history for a request walks the
-//! visible nodes only — proportional to the context, not to the log (shadowed history costs
-//! nothing after its replacement).
+//! Anchors are unique among visible nodes and sort in display order. The visible sequence is
+//! kept in two parts, every anchor of the first below every anchor of the second:
+//! - `head`, an ordered map `anchor → node` plus `anchor_of`, a map `seq → anchor` to find what
+//!   a range shadows — the part replacements have touched or reached;
+//! - `tail`, a plain vector of appended nodes (anchor = seq, strictly increasing) since then.
+//!
+//! An append is one `Vec::push`: O(1) amortised, contiguous, no tree walk — the hot path of
+//! every turn, and its cost does not depend on the length of the history (a tree insert did:
+//! O(log n) cache-missing node visits). A replacement first moves the tail's nodes with
+//! `seq ≤ end` into the maps (binary search, then one ordered insert each; a node moves at most
+//! once, so this is amortised O(log n) per appended node), then does `k` removals and one
+//! insert, O((k+1)·log n) however old the shadowed range is; nothing is ever rebuilt.
+//! Messages are rendered on first read and shared (`Arc`). Reading the history for a request
+//! walks the visible nodes only (map, then vector) — proportional to the context, not to the log
+//! (shadowed history costs nothing after its replacement).
 //!
 //! **Tool-call contract** (ARCHITECTURE §7): see [`crate::contract`].
 
@@ -74,8 +82,12 @@ pub struct Undo {
 /// The cached, incrementally maintained projection of one log.
 #[derive(Debug, Clone, Default)]
 pub struct Projection {
-    by_anchor: BTreeMap<u64, Node>,
+    /// Visible nodes replacements have reached, by anchor.
+    head: BTreeMap<u64, Node>,
+    /// `seq → anchor` for the nodes of `head`.
     anchor_of: BTreeMap<u64, u64>,
+    /// Appended nodes after every anchor of `head`, in order (anchor = seq).
+    tail: Vec<Node>,
     cursor: u64,
 }
 
@@ -198,23 +210,28 @@ impl Projection {
 
     /// Number of visible messages.
     pub fn len(&self) -> usize {
-        self.by_anchor.len()
+        self.head.len() + self.tail.len()
     }
 
     /// Whether no message is visible.
     pub fn is_empty(&self) -> bool {
-        self.by_anchor.is_empty()
+        self.head.is_empty() && self.tail.is_empty()
+    }
+
+    /// The visible nodes in display order.
+    fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.head.values().chain(self.tail.iter())
     }
 
     /// The visible messages in order, shared (cheap to clone, immutable).
     /// Each message is rendered on its first read and cached.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Value>> {
-        self.by_anchor.values().map(Node::message)
+        self.nodes().map(Node::message)
     }
 
     /// The visible messages with the seq of the event each came from.
     pub fn iter_with_seqs(&self) -> impl Iterator<Item = (u64, &Value)> {
-        self.by_anchor.values().map(|n| (n.seq, &**n.message()))
+        self.nodes().map(|n| (n.seq, &**n.message()))
     }
 
     /// The visible messages, shared: no copy of any message (they are immutable).
@@ -263,29 +280,54 @@ impl Projection {
     /// Reverses one [`Projection::apply`] (undo the newest first).
     pub fn undo(&mut self, undo: Undo) {
         if let Some((anchor, seq)) = undo.inserted {
-            self.by_anchor.remove(&anchor);
-            self.anchor_of.remove(&seq);
+            if self.tail.last().is_some_and(|n| n.seq == seq) {
+                self.tail.pop();
+            } else {
+                self.head.remove(&anchor);
+                self.anchor_of.remove(&seq);
+            }
         }
         for (anchor, node) in undo.removed {
-            self.anchor_of.insert(node.seq, anchor);
-            self.by_anchor.insert(anchor, node);
+            self.place(anchor, node);
         }
         self.cursor = undo.cursor;
     }
 
     fn insert(&mut self, anchor: u64, kind: NodeKind, ev: &Arc<EventRecord>, undo: &mut Undo) {
         let seq = ev.seq;
-        self.by_anchor.insert(
-            anchor,
-            Node {
-                seq,
-                kind,
-                event: ev.clone(),
-                message: OnceLock::new(),
-            },
-        );
-        self.anchor_of.insert(seq, anchor);
+        let node = Node {
+            seq,
+            kind,
+            event: ev.clone(),
+            message: OnceLock::new(),
+        };
+        self.place(anchor, node);
         undo.inserted = Some((anchor, seq));
+    }
+
+    /// Puts a node at `anchor`: pushed on the tail when it is an append after every anchor,
+    /// otherwise into the maps (after moving the tail's nodes up to `anchor` there).
+    fn place(&mut self, anchor: u64, node: Node) {
+        let after_all = self.tail.last().map_or_else(
+            || self.head.last_key_value().is_none_or(|(a, _)| *a < anchor),
+            |n| n.seq < anchor,
+        );
+        if after_all && node.seq == anchor {
+            self.tail.push(node);
+            return;
+        }
+        self.settle_through(anchor);
+        self.anchor_of.insert(node.seq, anchor);
+        self.head.insert(anchor, node);
+    }
+
+    /// Moves the tail's nodes with `seq ≤ through` into the maps (a node moves at most once).
+    fn settle_through(&mut self, through: u64) {
+        let n = self.tail.partition_point(|node| node.seq <= through);
+        for node in self.tail.drain(..n) {
+            self.anchor_of.insert(node.seq, node.seq);
+            self.head.insert(node.seq, node);
+        }
     }
 
     fn replace(
@@ -297,6 +339,9 @@ impl Projection {
         undo: &mut Undo,
     ) -> Result<()> {
         let fail = |rule: &str, msg: String| Err(SessionError::rule(ev.seq, &ev.kind, rule, msg));
+        // Representation only (the visible sequence is unchanged): everything the range can
+        // shadow is now in the maps, and the tail holds only nodes after it.
+        self.settle_through(end);
         let mut anchors: Vec<(u64, u64)> = self
             .anchor_of
             .range(start..=end)
@@ -316,13 +361,13 @@ impl Projection {
                 format!("shadows seq {s} but does not list it in source_event_seqs"),
             );
         }
-        if self.by_anchor.range(first..=last).count() != anchors.len() {
+        if self.head.range(first..=last).count() != anchors.len() {
             return fail(
                 "SES-03.replace-contiguous",
                 format!("range {start}..={end} does not shadow a contiguous run of the history"),
             );
         }
-        let run: Vec<&Node> = self.by_anchor.range(first..=last).map(|(_, n)| n).collect();
+        let run: Vec<&Node> = self.head.range(first..=last).map(|(_, n)| n).collect();
         match kind.as_ref() {
             Some(NodeKind::Tool { call_id }) => {
                 let ok = matches!(run.as_slice(),
@@ -346,7 +391,7 @@ impl Projection {
         }
         for (anchor, seq) in &anchors {
             self.anchor_of.remove(seq);
-            if let Some(node) = self.by_anchor.remove(anchor) {
+            if let Some(node) = self.head.remove(anchor) {
                 undo.removed.push((*anchor, node));
             }
         }
@@ -363,10 +408,12 @@ impl Projection {
             return fail("the range starts inside a tool-call group");
         }
         let after = self
-            .by_anchor
+            .head
             .range((std::ops::Bound::Excluded(last), std::ops::Bound::Unbounded))
+            .map(|(_, n)| n)
+            .chain(self.tail.first())
             .next();
-        if matches!(after.map(|(_, n)| &n.kind), Some(NodeKind::Tool { .. })) {
+        if matches!(after.map(|n| &n.kind), Some(NodeKind::Tool { .. })) {
             return fail("the range ends inside a tool-call group");
         }
         let mut i = 0;

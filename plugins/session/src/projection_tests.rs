@@ -163,3 +163,42 @@ fn contract_checker_finds_dangling_orphan_and_interleaved() {
     assert!(check_contract(&[a, ra.clone(), u.clone(), rb], Tail::Closed).is_err());
     assert!(check_contract(&[u, ra], Tail::Closed).is_err());
 }
+
+#[test]
+fn appends_stay_in_the_tail_until_a_replacement_reaches_them() {
+    let mut p = Projection::new();
+    let mut log = closed_turn();
+    log.push(user(10, "x"));
+    log.push(user(11, "y"));
+    for e in &log {
+        p.apply(&Arc::new(e.clone())).unwrap();
+    }
+    assert!(p.head.is_empty() && p.anchor_of.is_empty());
+    assert_eq!(p.tail.len(), 6);
+    // Replacing `x` settles the tail through seq 10 only; `y` stays in the tail.
+    let undo = p
+        .apply(&Arc::new(surface_replace(12, user(12, "s"), 10, 10, &[10])))
+        .unwrap();
+    assert_eq!(p.tail.iter().map(|n| n.seq).collect::<Vec<_>>(), [11]);
+    assert_eq!(p.head.keys().copied().collect::<Vec<_>>(), [0, 3, 5, 7, 10]);
+    assert_eq!(p.head[&10].seq, 12);
+    assert_eq!(p.anchor_of.get(&12), Some(&10));
+    let after = p.messages();
+    // A later append goes to the tail again; undoing it and the replacement restores both.
+    let mut q = p.clone();
+    let undo2 = q.apply(&Arc::new(user(13, "z"))).unwrap();
+    assert_eq!(q.tail.last().map(|n| n.seq), Some(13));
+    q.undo(undo2);
+    assert_eq!(q.messages(), after);
+    q.undo(undo);
+    assert_eq!(q.messages(), derive_messages(&log).unwrap());
+    assert_eq!(q.anchor_of.get(&10), Some(&10));
+    assert_eq!(q.len(), 6);
+    // A failed replacement changes the representation at most, never the history.
+    let mut log2 = log.clone();
+    log2.push(surface_replace(12, user(12, "bad"), 3, 4, &[3]));
+    let before = q.messages();
+    assert!(q.apply(&Arc::new(log2[12].clone())).is_err());
+    assert_eq!(q.messages(), before);
+    assert_eq!(q.cursor(), 12);
+}
