@@ -21,7 +21,8 @@
 //!    nature (a request carries the whole history).
 //!
 //! Prints a summary and writes `target/bench/session.json`. `--quick`: 100k events instead of
-//! 1M and fewer repetitions. `--only cold-load`: only case 3, printed, no report written. Under `cargo test --benches` (no `--bench` flag) it does nothing.
+//! 1M and fewer repetitions. `--only cold-load`: only case 3, printed, no report written; `--only next-request`: likewise
+//! only case 5. Under `cargo test --benches` (no `--bench` flag) it does nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -45,6 +46,7 @@ type Failure = String;
 struct Settings {
     quick: bool,
     cold_load_only: bool,
+    next_request_only: bool,
     appends: u64,
     big: u64,
     flushes: usize,
@@ -61,15 +63,24 @@ fn main() -> ExitCode {
     }
     let mut quick = false;
     let mut cold_load_only = false;
+    let mut next_request_only = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--bench" => {}
             "--quick" => quick = true,
-            "--only" if it.next().is_some_and(|c| c == "cold-load") => cold_load_only = true,
+            "--only" => match it.next().map(String::as_str) {
+                Some("cold-load") => cold_load_only = true,
+                Some("next-request") => next_request_only = true,
+                _ => {
+                    eprintln!("session bench: `--only` takes `cold-load` or `next-request`");
+                    return ExitCode::from(2);
+                }
+            },
             other => {
                 eprintln!(
-                    "session bench: unknown argument `{other}` (`--quick`, `--only cold-load`)"
+                    "session bench: unknown argument `{other}` \
+                     (`--quick`, `--only cold-load|next-request`)"
                 );
                 return ExitCode::from(2);
             }
@@ -79,6 +90,7 @@ fn main() -> ExitCode {
         Settings {
             quick,
             cold_load_only,
+            next_request_only,
             appends: 100_000,
             big: 100_000,
             flushes: 30,
@@ -88,6 +100,7 @@ fn main() -> ExitCode {
         Settings {
             quick,
             cold_load_only,
+            next_request_only,
             appends: 1_000_000,
             big: 1_000_000,
             flushes: 200,
@@ -439,7 +452,7 @@ fn load_and_recover(store: &dyn Call, id: &str) -> Result<(Value, usize), Failur
     let t0 = Instant::now();
     let loaded = store.call(
         "load",
-        json!({"session_id": id, "repair": true, "format": "jsonl"}),
+        json!({"session_id": id, "repair": true, "format": "jsonl-file"}),
     )?;
     let t1 = Instant::now();
     // The plugin's seam: the answer crosses the ABI as a JSON string, `CallHandle::call` parses
@@ -618,6 +631,25 @@ fn next_request(log: &mut SessionLog, reps: usize) -> Result<Value, Failure> {
     }))
 }
 
+fn next_requests(settings: &Settings) -> Result<Vec<Value>, Failure> {
+    let mut projections = Vec::new();
+    for n in [10_000, settings.big] {
+        let mut log = build_log("proj", n, false)?;
+        let r = next_request(&mut log, 200)?;
+        println!(
+            "next request at {} events: {} µs/event appended (projection update, median); \
+                 shared walk of {} messages {} µs; deep copy {} µs",
+            n,
+            r["append_with_projection_us_per_event"]["median"],
+            r["messages"],
+            r["shared_walk_us"]["median"],
+            r["deep_copy_us"]["median"]
+        );
+        projections.push(r);
+    }
+    Ok(projections)
+}
+
 // ---- the whole run ---------------------------------------------------------------------------
 
 fn machine() -> Value {
@@ -673,6 +705,10 @@ fn run(settings: &Settings) -> Result<(), Failure> {
         }
         return Ok(());
     }
+    if settings.next_request_only {
+        next_requests(settings)?;
+        return Ok(());
+    }
     let append = appends(settings)?;
 
     let fsync = raw_fsync(tmp.path(), settings.flushes)?;
@@ -703,21 +739,7 @@ fn run(settings: &Settings) -> Result<(), Failure> {
     );
     drop(big);
 
-    let mut projections = Vec::new();
-    for n in [10_000, settings.big] {
-        let mut log = build_log("proj", n, false)?;
-        let r = next_request(&mut log, 200)?;
-        println!(
-            "next request at {} events: {} µs/event appended (projection update, median); \
-             shared walk of {} messages {} µs; deep copy {} µs",
-            n,
-            r["append_with_projection_us_per_event"]["median"],
-            r["messages"],
-            r["shared_walk_us"]["median"],
-            r["deep_copy_us"]["median"]
-        );
-        projections.push(r);
-    }
+    let projections = next_requests(settings)?;
 
     let report = json!({
         "machine": machine(),

@@ -161,10 +161,15 @@ pub enum StoreMethod {
     /// later. `events[0].seq` must equal `expected_next_seq`, which must equal the stored next
     /// seq; seqs must be contiguous. On failure nothing of the batch is stored.
     Append,
-    /// `"load"`: `{session_id, repair: bool, format?: "events"|"jsonl"}` →
+    /// `"load"`: `{session_id, repair: bool, format?: "events"|"jsonl"|"jsonl-file"}` →
     /// `{header, events, truncated: {seq, reason}|null}`. With `format: "jsonl"` the answer
     /// carries `events_jsonl` instead of `events`: the same records as JSON lines text (one per
-    /// line, each ending with `\n`, in seq order). Reads every complete event. A torn tail after the last `turn/end` is cut (physically when
+    /// line, each ending with `\n`, in seq order). With `format: "jsonl-file"` a backend that
+    /// keeps its records as checked JSON lines in a local file may instead answer
+    /// `events_file: {path, offset, len}`, the byte range of exactly those lines (only lines it
+    /// checked in this load, never a torn tail); any other backend answers `events_jsonl`, so
+    /// the caller accepts either. The caller trusts the backend's check for both forms. Reads
+    /// every complete event. A torn tail after the last `turn/end` is cut (physically when
     /// `repair`, only in the answer otherwise); any defect at or before it is `SESSION_CORRUPT`.
     Load,
     /// `"list"`: `{}` → `{sessions: [SessionHeader + {events: count, updated_at}]}`.

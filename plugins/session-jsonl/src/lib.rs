@@ -4,6 +4,7 @@
 //! row config (`root`, `fsync`), and a [`CallHandle`] whose calls run on a thread the plugin
 //! owns, so file I/O never blocks the kernel's async workers.
 
+pub mod answer;
 pub mod error;
 pub mod scan;
 pub mod store;

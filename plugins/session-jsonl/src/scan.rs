@@ -18,6 +18,9 @@ use serde_json::Value;
 use crate::error::JsonlError;
 use crate::line::check_line;
 
+/// Below this many body bytes a session file is checked on the calling thread.
+const PARALLEL_BYTES: usize = 1 << 20;
+
 /// A torn last line that a load cuts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Torn {
@@ -89,56 +92,153 @@ pub fn scan(path: &Path, id: &str, bytes: &[u8]) -> Result<Scan, JsonlError> {
     };
     let header = header(path, id, &bytes[..header_end])?;
     let body_start = header_end + 1;
-    let lines = split_lines(bytes, body_start);
-    let parsed = parallel(&lines, |l| check_line(&bytes[l.start..l.end]));
-    let mut count = 0_u64;
-    for (i, (line, result)) in lines.iter().zip(parsed).enumerate() {
-        let expected = count;
-        let defect = match result {
-            _ if !line.terminated => Some("incomplete last line (no newline)".to_owned()),
-            Ok(seq) if seq == expected => {
-                count += 1;
-                None
-            }
-            Ok(seq) => Some(format!("seq {seq} where {expected} was expected")),
-            Err(reason) => Some(reason),
+    let parts = check_parts(bytes, body_start);
+    let total: u64 = parts.iter().map(|p| p.lines).sum();
+    let mut base = 0_u64;
+    for part in parts {
+        let Some(defect) = part.defect else {
+            base += part.lines;
+            continue;
         };
-        if let Some(reason) = defect {
-            let line_no = i + 2;
-            if i + 1 < lines.len() {
-                return Err(JsonlError::Corrupt {
-                    path: path.to_owned(),
-                    line: line_no,
-                    detail: format!("{reason}, followed by more lines"),
-                });
-            }
-            return Ok(Scan {
-                header,
-                body_start,
-                count,
-                committed_len: line.start as u64,
-                torn: Some(Torn {
-                    seq: expected,
-                    reason,
-                    line: line_no,
-                }),
+        let index = base + defect.index;
+        let line_no = usize::try_from(index)
+            .unwrap_or(usize::MAX)
+            .saturating_add(2);
+        if index + 1 < total {
+            return Err(JsonlError::Corrupt {
+                path: path.to_owned(),
+                line: line_no,
+                detail: format!("{}, followed by more lines", defect.reason),
             });
         }
+        return Ok(Scan {
+            header,
+            body_start,
+            count: index,
+            committed_len: defect.start as u64,
+            torn: Some(Torn {
+                seq: index,
+                reason: defect.reason,
+                line: line_no,
+            }),
+        });
     }
     Ok(Scan {
         header,
         body_start,
-        count,
+        count: total,
         committed_len: bytes.len() as u64,
         torn: None,
     })
 }
 
-/// One line of the body: `bytes[start..end]`, and whether a newline follows it.
+/// The first defective line of a part: its index within the part, where it starts, and why.
+struct Defect {
+    index: u64,
+    start: usize,
+    reason: String,
+}
+
+/// What checking one newline-aligned part of the body found.
+struct Part {
+    /// Lines in the part (a last line without newline counts).
+    lines: u64,
+    defect: Option<Defect>,
+}
+
+/// Checks the body `bytes[body_start..]` in newline-aligned parts, on up to 4 threads for
+/// large files (a cold load is parse-bound). Each part's first line index is known before it
+/// is checked (newlines are counted first), so the workers check `seq` against the line's
+/// position themselves and return only their first defect: no per-line results, and no large
+/// allocation on a worker thread.
+fn check_parts(bytes: &[u8], body_start: usize) -> Vec<Part> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let body_len = bytes.len() - body_start;
+    let n = if body_len < PARALLEL_BYTES {
+        1
+    } else {
+        threads
+    };
+    let mut bounds = Vec::with_capacity(n + 1);
+    bounds.push(body_start);
+    for i in 1..n {
+        let target = (body_start + body_len * i / n).max(bounds[i - 1]);
+        let end = bytes[target..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |k| target + k + 1);
+        bounds.push(end);
+    }
+    bounds.push(bytes.len());
+    let mut bases = Vec::with_capacity(n);
+    let mut base = 0_u64;
+    for w in bounds.windows(2) {
+        bases.push(base);
+        let part = &bytes[w[0]..w[1]];
+        base += part.iter().filter(|&&b| b == b'\n').count() as u64;
+        base += u64::from(part.last().is_some_and(|&b| b != b'\n'));
+    }
+    let check = |i: usize| check_part(bytes, bounds[i], bounds[i + 1], bases[i]);
+    if n == 1 {
+        return vec![check(0)];
+    }
+    std::thread::scope(|s| {
+        let check = &check;
+        let handles: Vec<_> = (0..n).map(|i| s.spawn(move || check(i))).collect();
+        handles
+            .into_iter()
+            .enumerate()
+            // A checker thread cannot panic on input; if it did, redo its part here.
+            .map(|(i, h)| h.join().unwrap_or_else(|_| check(i)))
+            .collect()
+    })
+}
+
+/// Checks the lines of `bytes[start..end]`, the first of which is body line `base` (0-based):
+/// each must end with a newline, pass [`check_line`] and carry `seq` equal to its index.
+/// Stops at the first defect.
+fn check_part(bytes: &[u8], start: usize, end: usize, base: u64) -> Part {
+    let mut offset = start;
+    let mut index = 0_u64;
+    while offset < end {
+        let (line_end, terminated) = match bytes[offset..end].iter().position(|&b| b == b'\n') {
+            Some(k) => (offset + k, true),
+            None => (end, false),
+        };
+        let expected = base + index;
+        let reason = match check_line(&bytes[offset..line_end]) {
+            _ if !terminated => Some("incomplete last line (no newline)".to_owned()),
+            Ok(seq) if seq == expected => None,
+            Ok(seq) => Some(format!("seq {seq} where {expected} was expected")),
+            Err(reason) => Some(reason),
+        };
+        if let Some(reason) = reason {
+            // Count the lines after this one too: whether any follow decides torn vs corrupt.
+            let after = &bytes[(line_end + 1).min(end)..end];
+            let more = after.iter().filter(|&&b| b == b'\n').count() as u64
+                + u64::from(after.last().is_some_and(|&b| b != b'\n'));
+            return Part {
+                lines: index + 1 + more,
+                defect: Some(Defect {
+                    index,
+                    start: offset,
+                    reason,
+                }),
+            };
+        }
+        index += 1;
+        offset = line_end + 1;
+    }
+    Part {
+        lines: index,
+        defect: None,
+    }
+}
+
+/// One line of the body: `bytes[start..end]`.
 struct Line {
     start: usize,
     end: usize,
-    terminated: bool,
 }
 
 fn split_lines(bytes: &[u8], mut offset: usize) -> Vec<Line> {
@@ -149,7 +249,6 @@ fn split_lines(bytes: &[u8], mut offset: usize) -> Vec<Line> {
                 lines.push(Line {
                     start: offset,
                     end: offset + n,
-                    terminated: true,
                 });
                 offset += n + 1;
             }
@@ -157,7 +256,6 @@ fn split_lines(bytes: &[u8], mut offset: usize) -> Vec<Line> {
                 lines.push(Line {
                     start: offset,
                     end: bytes.len(),
-                    terminated: false,
                 });
                 offset = bytes.len();
             }
@@ -261,6 +359,33 @@ mod tests {
         let bytes = file(&[ev(0, "turn/start"), String::new(), ev(1, "turn/end")], "");
         let e = scan(Path::new("/x/s.jsonl"), "s", &bytes).unwrap_err();
         assert!(matches!(e, JsonlError::Corrupt { line: 3, .. }), "{e}");
+    }
+
+    #[test]
+    fn large_files_are_checked_in_parts_with_the_same_verdicts() {
+        let lines: Vec<String> = (0..20_000).map(|i| ev(i, "turn/start")).collect();
+        let bytes = file(&lines, "");
+        assert!(bytes.len() > PARALLEL_BYTES);
+        let s = scan(Path::new("/x/s.jsonl"), "s", &bytes).unwrap();
+        assert_eq!((s.count, s.torn.is_none()), (20_000, true));
+        assert_eq!(values(s.body(&bytes)).unwrap().len(), 20_000);
+        // A torn tail (a complete line without newline) at the end of the last part.
+        let torn = file(&lines, &ev(20_000, "x"));
+        let s = scan(Path::new("/x/s.jsonl"), "s", &torn).unwrap();
+        assert_eq!(
+            (s.count, s.torn.map(|t| (t.seq, t.line))),
+            (20_000, Some((20_000, 20_002)))
+        );
+        // A seq gap in a later part is corruption, named by its line in the whole file.
+        let mut gap = lines.clone();
+        gap[15_000] = ev(15_001, "x");
+        let e = scan(Path::new("/x/s.jsonl"), "s", &file(&gap, "")).unwrap_err();
+        assert!(matches!(e, JsonlError::Corrupt { line: 15_002, .. }), "{e}");
+        // The same defect on the last line is a torn tail.
+        let mut last = lines;
+        last[19_999] = "{".to_owned();
+        let s = scan(Path::new("/x/s.jsonl"), "s", &file(&last, "")).unwrap();
+        assert_eq!((s.count, s.torn.map(|t| t.line)), (19_999, Some(20_001)));
     }
 
     #[test]

@@ -7,9 +7,8 @@
 //! - **Later appends** are one positioned write + one fsync at the known committed length; on
 //!   a write or fsync failure the file is truncated back, so nothing of the batch is stored.
 //! - **Load** checks the file ([`crate::scan`]) and cuts a torn last line (physically only with
-//!   `repair`). The committed lines are answered verbatim as `events_jsonl` when the request
-//!   asks for `format: "jsonl"`, else parsed into the `events` array. Root and files are
-//!   created 0700/0600.
+//!   `repair`); [`crate::answer`] shapes the answer (`events`, `events_jsonl` or
+//!   `events_file`). Root and files are created 0700/0600.
 //!
 //! Calls are synchronous; the plugin runs them on a thread of its own.
 
@@ -25,7 +24,7 @@ use std::time::UNIX_EPOCH;
 use keel_plugin_api::services::session::{EventRecord, SessionHeader};
 use serde_json::{Value, json};
 
-use crate::args::{self, AppendArgs, LoadFormat};
+use crate::args::{self, AppendArgs};
 use crate::error::{JsonlError, StoreFailure};
 use crate::lock::Locks;
 use crate::scan::{self, Scan, Torn};
@@ -128,36 +127,7 @@ impl JsonlStore {
                 let a = args::append(args, |id| self.session_path(id))?;
                 Ok(json!({ "next_seq": self.append(a)? }))
             }
-            "load" => {
-                let a = args::load(args)?;
-                let loaded = self.load(&a.session_id, a.repair)?;
-                let truncated = match &loaded.truncated {
-                    Some(t) => json!({ "seq": t.seq, "reason": t.reason }),
-                    None => Value::Null,
-                };
-                let to_json = |e: serde_json::Error| JsonlError::Invalid(format!("encode: {e}"));
-                // Built by hand: `json!` would deep-copy the events through `to_value`.
-                let mut answer = serde_json::Map::new();
-                let header = serde_json::to_value(&loaded.header).map_err(to_json)?;
-                answer.insert("header".into(), header);
-                match a.format {
-                    LoadFormat::Jsonl => {
-                        answer.insert("events_jsonl".into(), Value::String(loaded.records));
-                    }
-                    LoadFormat::Events => {
-                        let events = scan::values(loaded.records.as_bytes()).map_err(|detail| {
-                            JsonlError::Corrupt {
-                                path: self.session_path(&a.session_id),
-                                line: 0,
-                                detail,
-                            }
-                        })?;
-                        answer.insert("events".into(), Value::Array(events));
-                    }
-                }
-                answer.insert("truncated".into(), truncated);
-                Ok(Value::Object(answer))
-            }
+            "load" => crate::answer::load(self, args),
             "list" => self.list(),
             "claim" => {
                 let id = args::session_id("claim", args)?;
@@ -361,10 +331,34 @@ impl JsonlStore {
     /// # Errors
     /// `SESSION_NOT_FOUND`, `SESSION_UNSUPPORTED`, `SESSION_CORRUPT` (file and line), `SESSION_IO`.
     pub fn load(&self, id: &str, repair: bool) -> Result<Loaded, JsonlError> {
+        let (path, mut bytes, scan) = self.check(id, repair)?;
+        bytes.truncate(scan.committed_len as usize);
+        bytes.drain(..scan.body_start);
+        // Every kept line was checked as JSON, so this is valid UTF-8.
+        let records = String::from_utf8(bytes).map_err(|e| JsonlError::Corrupt {
+            path: path.clone(),
+            line: 0,
+            detail: format!("records are not UTF-8: {e}"),
+        })?;
+        Ok(Loaded {
+            header: scan.header,
+            records,
+            count: scan.count,
+            truncated: scan.torn,
+        })
+    }
+
+    /// The checking half of [`JsonlStore::load`]: the file's path, its whole bytes as read and
+    /// their scan. Every line in `scan.body_start..scan.committed_len` is a checked, committed
+    /// record; a torn tail lies past `committed_len` (and, with `repair`, is cut from the file).
+    ///
+    /// # Errors
+    /// As [`JsonlStore::load`].
+    pub fn check(&self, id: &str, repair: bool) -> Result<(PathBuf, Vec<u8>, Scan), JsonlError> {
         let path = self.session_path(id);
         let mut tails = self.tails.lock().unwrap_or_else(|p| p.into_inner());
         tails.remove(id);
-        let (mut bytes, scan) = self.read_scan(&path, id)?;
+        let (bytes, scan) = self.read_scan(&path, id)?;
         if scan.torn.is_some() && repair {
             let file = OpenOptions::new()
                 .write(true)
@@ -382,20 +376,7 @@ impl JsonlStore {
             tails.insert(id.to_owned(), tail);
         }
         drop(tails);
-        bytes.truncate(scan.committed_len as usize);
-        bytes.drain(..scan.body_start);
-        // Every kept line was checked as JSON, so this is valid UTF-8.
-        let records = String::from_utf8(bytes).map_err(|e| JsonlError::Corrupt {
-            path: path.clone(),
-            line: 0,
-            detail: format!("records are not UTF-8: {e}"),
-        })?;
-        Ok(Loaded {
-            header: scan.header,
-            records,
-            count: scan.count,
-            truncated: scan.torn,
-        })
+        Ok((path, bytes, scan))
     }
 
     /// `{sessions: [header + {events, updated_at}], unreadable: [{session_id, code, message}]}`,

@@ -274,7 +274,7 @@ impl SqliteStore {
                 id: id.to_owned(),
                 path: path.clone(),
             })?;
-            let scan = rows::scan(&tx, path, id, format == LoadFormat::Jsonl)?;
+            let scan = rows::scan(&tx, path, id, format.lines())?;
             if let (Some((seq, _)), true) = (&scan.torn, repair) {
                 let cut = i64::try_from(*seq).unwrap_or(i64::MAX);
                 tx.execute(

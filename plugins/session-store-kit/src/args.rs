@@ -53,6 +53,19 @@ pub enum LoadFormat {
     Events,
     /// `events_jsonl`: the same records as JSON lines text, one per line, in seq order.
     Jsonl,
+    /// `"jsonl-file"`: a backend that keeps the records as checked JSON lines in a file may
+    /// answer `events_file: {path, offset, len}`, the byte range of those lines; any other
+    /// backend answers as for [`LoadFormat::Jsonl`].
+    #[serde(rename = "jsonl-file")]
+    JsonlFile,
+}
+
+impl LoadFormat {
+    /// Whether the records are wanted as JSON lines (`jsonl`, or `jsonl-file` from a backend
+    /// without a file to point at).
+    pub fn lines(self) -> bool {
+        matches!(self, LoadFormat::Jsonl | LoadFormat::JsonlFile)
+    }
 }
 
 /// Parsed `load` arguments.
@@ -159,7 +172,7 @@ fn header(value: Value, id: &str, path: &Path) -> Result<SessionHeader, KitError
     Ok(header)
 }
 
-/// Parses `load` arguments: `{session_id, repair?, format?: "events"|"jsonl"}`.
+/// Parses `load` arguments: `{session_id, repair?, format?: "events"|"jsonl"|"jsonl-file"}`.
 pub fn load(args: Value) -> Result<LoadArgs, KitError> {
     let raw: RawLoad = parse("load", args)?;
     check_id(&raw.session_id)?;

@@ -105,11 +105,12 @@ impl Store for CallStore {
     }
 
     fn load(&self, session_id: &str, repair: bool) -> BoxFut<error::Result<Loaded>> {
-        // `format: "jsonl"`: the records come as one JSON lines string (`events_jsonl`), far
-        // cheaper to carry across the JSON seam than an array of objects.
+        // `format: "jsonl-file"`: the JSONL backend names the byte range of its checked lines
+        // (`events_file`), read straight from the file; other backends send one JSON lines
+        // string (`events_jsonl`). Both are far cheaper across the JSON seam than an array.
         let call = self.call(
             "load",
-            json!({ "session_id": session_id, "repair": repair, "format": "jsonl" }),
+            json!({ "session_id": session_id, "repair": repair, "format": "jsonl-file" }),
         );
         Box::pin(async move { wire::load_answer(call.await?) })
     }

@@ -1,11 +1,14 @@
 //! Decoding the backend's `load` answer (`StoreMethod::Load`) into [`Loaded`].
 //!
-//! The core asks for `format: "jsonl"`; a backend that honours it answers `events_jsonl`, the
-//! records as JSON lines text, which is parsed here straight into typed [`EventRecord`]s (in
-//! parallel chunks for large sessions) — no generic `Value` per record on the way. A backend
-//! that answers only the `events` array is still read as before.
+//! The core asks for `format: "jsonl-file"`. The JSONL backend answers `events_file: {path,
+//! offset, len}`, the byte range of its checked record lines, which is read here from the file;
+//! other backends answer `events_jsonl`, the records as JSON lines text. Either text is parsed
+//! here straight into typed [`EventRecord`]s (in parallel chunks for large sessions) — no
+//! generic `Value` per record on the way. A backend that answers only the `events` array is
+//! still read as before. The lines of a range are trusted as checked by the backend, exactly
+//! as `events_jsonl` is: each is still parsed as a typed record, nothing more.
 
-use keel_plugin_api::services::session::EventRecord;
+use keel_plugin_api::services::session::{EventRecord, StoreError};
 use serde_json::Value;
 
 use crate::error::{Result, SessionError};
@@ -15,22 +18,26 @@ use crate::validate;
 /// Below this many bytes of JSONL the records are parsed on the calling thread.
 const PARALLEL_BYTES: usize = 1 << 20;
 
-/// Decodes a `load` answer: `{header, events_jsonl}` or `{header, events}`, plus `truncated`.
+/// Decodes a `load` answer: `{header, events_file}`, `{header, events_jsonl}` or
+/// `{header, events}`, plus `truncated`. An `events_file` range is read here (blocking I/O).
 ///
 /// # Errors
 /// `SESSION_UNSUPPORTED` / `SESSION_CORRUPT` for the header (as [`validate::parse_header`]),
-/// `SESSION_CORRUPT` for a record that is not an [`EventRecord`].
+/// `SESSION_CORRUPT` for a record that is not an [`EventRecord`] or a malformed range,
+/// `SESSION_IO` when the range cannot be read.
 pub fn load_answer(mut v: Value) -> Result<Loaded> {
     let header = validate::parse_header(v.get("header").unwrap_or(&Value::Null))?;
-    let events = match v.get_mut("events_jsonl").map(Value::take) {
-        Some(Value::String(text)) => parse_jsonl(&text)?,
-        Some(other) => {
+    let range = v.get_mut("events_file").map(Value::take);
+    let events = match (range, v.get_mut("events_jsonl").map(Value::take)) {
+        (Some(range), _) => parse_jsonl(&read_range(&range)?)?,
+        (None, Some(Value::String(text))) => parse_jsonl(&text)?,
+        (None, Some(other)) => {
             return Err(SessionError::corrupt(format!(
                 "events_jsonl is not a string but {}",
                 kind(&other)
             )));
         }
-        None => serde_json::from_value(v["events"].take())
+        (None, None) => serde_json::from_value(v["events"].take())
             .map_err(|e| SessionError::corrupt(format!("malformed stored event: {e}")))?,
     };
     let truncated = match v["truncated"].take() {
@@ -42,6 +49,35 @@ pub fn load_answer(mut v: Value) -> Result<Loaded> {
         events,
         truncated,
     })
+}
+
+/// Reads `{path, offset, len}`: exactly `len` bytes at `offset` of the file, as UTF-8 text.
+fn read_range(range: &Value) -> Result<String> {
+    use std::os::unix::fs::FileExt;
+    let field = |name: &str| range.get(name).filter(|_| range.is_object());
+    let (Some(path), Some(offset), Some(len)) = (
+        field("path").and_then(Value::as_str),
+        field("offset").and_then(Value::as_u64),
+        field("len")
+            .and_then(|l| l.as_u64())
+            .and_then(|l| usize::try_from(l).ok()),
+    ) else {
+        return Err(SessionError::corrupt(format!(
+            "events_file is not {{path, offset, len}}: {range}"
+        )));
+    };
+    let io = |what: &str, e: std::io::Error| {
+        SessionError::new(
+            StoreError::Io,
+            format!("cannot {what} session file {path}: {e}"),
+        )
+    };
+    let file = std::fs::File::open(path).map_err(|e| io("open", e))?;
+    let mut buf = vec![0; len];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(|e| io("read the records of", e))?;
+    String::from_utf8(buf)
+        .map_err(|e| SessionError::corrupt(format!("records in {path} are not UTF-8: {e}")))
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -173,6 +209,17 @@ mod tests {
         let (a, b) = (load_answer(a).unwrap(), load_answer(b).unwrap());
         assert_eq!((a.header.clone(), a.events.clone()), (b.header, b.events));
         assert_eq!((a.truncated, b.truncated.is_some()), (None, true));
+        // `events_file`: the byte range of the lines in a file (here after a 7-byte prefix).
+        let path = std::env::temp_dir().join(format!("keel-wire-{}.jsonl", std::process::id()));
+        let text = jsonl(&events);
+        std::fs::write(&path, format!("prefix\n{text}{{\"torn")).unwrap();
+        let range = serde_json::json!({"path": path, "offset": 7, "len": text.len()});
+        let c = serde_json::json!({"header": h, "events_file": range, "truncated": null});
+        let c = load_answer(c);
+        let missing = serde_json::json!({"header": h, "events_file": {"path": path}});
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(c.unwrap().events, a.events);
+        assert!(load_answer(missing).is_err());
         let bad = serde_json::json!({"header": h, "events_jsonl": [], "truncated": null});
         assert!(
             load_answer(bad)

@@ -1,6 +1,8 @@
 //! The contract case about the two forms of a `load` answer: the default `events` array and,
 //! on request (`format: "jsonl"`), `events_jsonl` — the same records as JSON lines text. Both
-//! must carry identical records, header and `truncated`, intact and after a torn tail.
+//! must carry identical records, header and `truncated`, intact and after a torn tail. A
+//! `format: "jsonl-file"` request gets either `events_jsonl` or `events_file` (the byte range
+//! of the checked lines in the backend's file), again with identical records.
 
 use serde_json::{Value, json};
 
@@ -52,7 +54,28 @@ fn same_in_both_forms(store: &dyn crate::ContractStore, id: &str) -> Value {
     assert_eq!(lines(&jsonl), plain["events"]);
     assert_eq!(jsonl["header"], plain["header"]);
     assert_eq!(jsonl["truncated"], plain["truncated"]);
+    let file = load_as(store, id, Some("jsonl-file")).expect("load jsonl-file");
+    assert!(file.get("events").is_none(), "jsonl-file answer has events");
+    let text = match &file["events_file"] {
+        Value::Null => lines(&file),
+        range => lines(&json!({ "events_jsonl": read_range(range) })),
+    };
+    assert_eq!(text, plain["events"], "jsonl-file records");
+    assert_eq!(file["header"], plain["header"]);
+    assert_eq!(file["truncated"], plain["truncated"]);
     plain
+}
+
+/// The text of an `events_file` range `{path, offset, len}`.
+fn read_range(range: &Value) -> String {
+    use std::os::unix::fs::FileExt;
+    let path = range["path"].as_str().expect("events_file.path");
+    let offset = range["offset"].as_u64().expect("events_file.offset");
+    let len = range["len"].as_u64().expect("events_file.len");
+    let file = std::fs::File::open(path).expect("open events_file");
+    let mut buf = vec![0; usize::try_from(len).expect("len")];
+    file.read_exact_at(&mut buf, offset).expect("read range");
+    String::from_utf8(buf).expect("UTF-8 range")
 }
 
 /// `events_jsonl` round-trips exactly what `events` carries: every field, a torn tail's cut,
