@@ -24,11 +24,16 @@ const STEPS: &[Step] = &[
     ("test", run_tests),
 ];
 
-/// Entry point for `cargo xtask ci`.
+/// Entry point for `cargo xtask ci [--checks-only]`. `--checks-only` stops before the test
+/// step, so `.ci/run` can call the README's test command (`cargo xtask test`) by its own name.
 pub fn run(args: &[String]) -> Result {
-    crate::no_more_args("ci", args)?;
-    let total = STEPS.len();
-    for (index, (name, step)) in STEPS.iter().enumerate() {
+    let steps: &[Step] = match args {
+        [] => STEPS,
+        [flag] if flag == "--checks-only" => &STEPS[..STEPS.len() - 1],
+        [other, ..] => return Err(Failure::usage(format!("`ci` does not take `{other}`"))),
+    };
+    let total = steps.len();
+    for (index, (name, step)) in steps.iter().enumerate() {
         println!("\n==> ci step {}/{total}: {name}", index + 1);
         if let Err(failure) = step() {
             eprintln!("xtask ci: step `{name}` failed: {failure}");

@@ -28,10 +28,10 @@ commands:
   build [--release]      build the workspace: the `keel` binary and every cdylib plugin
   dist [--out DIR]       release build into a relocatable layout (default dist/), locked per profile
   test [-- ARGS]         build, then run every test (nextest when installed) and the doctests
-  bench [--quick]        release build, then the kernel benchmarks (tests/benches/kernel.rs)
+  bench [--quick]        release build, then the kernel and session benchmarks (tests/benches/)
   docs [--check]         generate docs/events.md from the event catalog; --check fails on drift
   tidy                   repository rules: `//!` headers, kernel/plugin separation, file budgets
-  ci                     fmt --check, clippy -D warnings, tidy, docs --check, then `test`
+  ci [--checks-only]     fmt --check, clippy -D warnings, tidy, docs --check, then `test`
   demo [TASK]            build, then run the offline `demo` profile (the kernel tour until it ships)
   help                   this message
 ";
