@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use keel_tests::bench::{Summary, machine, summarize};
 use serde_json::{Value, json};
 
 /// Plugin libraries the benchmark cannot run without.
@@ -201,40 +202,6 @@ impl Sandbox {
 }
 
 // ---- statistics ------------------------------------------------------------------------------
-
-#[derive(Debug, Clone, Copy)]
-struct Summary {
-    median: f64,
-    p90: f64,
-    min: f64,
-    max: f64,
-}
-
-fn summarize(mut samples: Vec<f64>) -> Summary {
-    samples.sort_by(f64::total_cmp);
-    let n = samples.len();
-    if n == 0 {
-        return Summary {
-            median: 0.0,
-            p90: 0.0,
-            min: 0.0,
-            max: 0.0,
-        };
-    }
-    let median = if n % 2 == 1 {
-        samples[n / 2]
-    } else {
-        (samples[n / 2 - 1] + samples[n / 2]) / 2.0
-    };
-    // Nearest-rank p90.
-    let rank = ((0.9 * n as f64).ceil() as usize).clamp(1, n);
-    Summary {
-        median,
-        p90: samples[rank - 1],
-        min: samples[0],
-        max: samples[n - 1],
-    }
-}
 
 fn summary_json(s: Summary) -> Value {
     json!({"median": round(s.median), "p90": round(s.p90), "min": round(s.min), "max": round(s.max)})
@@ -504,35 +471,6 @@ fn boot_json(b: &Boot) -> Value {
 }
 
 // ---- the whole run ---------------------------------------------------------------------------
-
-fn machine() -> Value {
-    let rustc = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
-        .arg("-V")
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_owned())
-        })
-        .unwrap_or_default();
-    json!({
-        "cpu": cpu,
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "os": std::env::consts::OS,
-        "arch": std::env::consts::ARCH,
-        "rustc": rustc,
-        "unix_time": std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-    })
-}
 
 fn run(settings: &Settings) -> Result<(), Failure> {
     let release = release_dir()?;

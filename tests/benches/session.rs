@@ -39,6 +39,7 @@ use keel_plugin_session::writer::Writer;
 use keel_plugin_session_jsonl::{JsonlOptions, JsonlStore};
 use keel_plugin_session_sqlite::SqliteStore;
 use keel_plugin_session_sqlite::args::LoadFormat;
+use keel_tests::bench::{Summary, machine, summarize};
 use serde_json::{Value, json};
 
 type Failure = String;
@@ -210,38 +211,6 @@ fn build_log(id: &str, n: u64, open: bool) -> Result<SessionLog, Failure> {
         }
     }
     Ok(log)
-}
-
-#[derive(Clone, Copy)]
-struct Summary {
-    median: f64,
-    min: f64,
-    max: f64,
-    n: usize,
-}
-
-fn summarize(mut xs: Vec<f64>) -> Summary {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n == 0 {
-        return Summary {
-            median: 0.0,
-            min: 0.0,
-            max: 0.0,
-            n,
-        };
-    }
-    let median = if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    };
-    Summary {
-        median,
-        min: xs[0],
-        max: xs[n - 1],
-        n,
-    }
 }
 
 fn round(x: f64) -> f64 {
@@ -651,28 +620,6 @@ fn next_requests(settings: &Settings) -> Result<Vec<Value>, Failure> {
 }
 
 // ---- the whole run ---------------------------------------------------------------------------
-
-fn machine() -> Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_owned())
-        })
-        .unwrap_or_default();
-    json!({
-        "cpu": cpu,
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "os": std::env::consts::OS,
-        "arch": std::env::consts::ARCH,
-        "unix_time": std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-    })
-}
 
 fn open_jsonl(root: &Path) -> Box<dyn Call> {
     Box::new(JsonlStore::new(root, JsonlOptions::default()))

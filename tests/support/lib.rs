@@ -12,6 +12,8 @@
     reason = "test support"
 )]
 
+pub mod bench;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 

@@ -1,0 +1,78 @@
+//! Shared plumbing of the benchmark harnesses (`tests/benches/*.rs`): sample statistics and the
+//! machine description every report records. Benchmarks report numbers; nothing here asserts.
+
+use serde_json::{Value, json};
+
+/// Order statistics of a set of samples (0 for an empty set).
+#[derive(Debug, Clone, Copy)]
+pub struct Summary {
+    /// Median.
+    pub median: f64,
+    /// Nearest-rank 90th percentile.
+    pub p90: f64,
+    /// Smallest sample.
+    pub min: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// Number of samples.
+    pub n: usize,
+}
+
+/// Summarises `samples`.
+pub fn summarize(mut samples: Vec<f64>) -> Summary {
+    samples.sort_by(f64::total_cmp);
+    let n = samples.len();
+    if n == 0 {
+        return Summary {
+            median: 0.0,
+            p90: 0.0,
+            min: 0.0,
+            max: 0.0,
+            n,
+        };
+    }
+    let median = if n % 2 == 1 {
+        samples[n / 2]
+    } else {
+        (samples[n / 2 - 1] + samples[n / 2]) / 2.0
+    };
+    let rank = ((0.9 * n as f64).ceil() as usize).clamp(1, n);
+    Summary {
+        median,
+        p90: samples[rank - 1],
+        min: samples[0],
+        max: samples[n - 1],
+        n,
+    }
+}
+
+/// CPU, core count, OS, architecture, rustc and time of the run.
+pub fn machine() -> Value {
+    let rustc =
+        std::process::Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+            .arg("-V")
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_default();
+    json!({
+        "cpu": cpu,
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+        "rustc": rustc,
+        "unix_time": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    })
+}
