@@ -1,8 +1,10 @@
 //! [`CallHandle`]: a ready-made service handle for request/response services that are not on a
 //! hot path (drivers, control surfaces, test fixtures).
 //!
-//! Arguments and results are JSON strings: ~1 µs per call, evolvable without an ABI break. Hot
-//! services (LLM adapters, tools) get their own typed `repr(C)` handles instead.
+//! Arguments and results are JSON strings: about a microsecond per call, evolvable without an ABI
+//! break. The agent's services (LLM registry and adapters, tools, approval) use it too: a model
+//! request or a tool body costs milliseconds, so the JSON hop is noise (see
+//! `docs/performance.md`, per-step overhead).
 
 use std::future::Future;
 

@@ -3,6 +3,11 @@
 //!
 //! Feature services are declared by the issue that builds them, never as placeholders.
 
+pub mod agent;
+pub mod approval;
 pub mod command;
 pub mod driver;
+pub mod llm;
+pub mod prompt;
 pub mod session;
+pub mod tools;

@@ -1,0 +1,46 @@
+//! [`Json`]: the one payload/decision wrapper the agent-domain events share.
+//!
+//! Agent, LLM and tool payloads evolve quickly (new chunk kinds, new decision kinds); carrying
+//! their bodies as JSON text inside a fixed `repr(C)` envelope keeps the ABI stable while the
+//! shapes grow. Each event's doc names the JSON shape, and the serde types for it live in
+//! [`crate::services`].
+
+use abi_stable::StableAbi;
+use abi_stable::std_types::RString;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::sdk::{Error, Result};
+
+/// A JSON document as text.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq, Default)]
+pub struct Json {
+    /// The document.
+    pub text: RString,
+}
+
+impl Json {
+    /// Serialises `value`.
+    ///
+    /// # Errors
+    /// `INVALID_JSON` when `value` cannot be serialised (non-string map keys).
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
+        serde_json::to_string(value)
+            .map(|text| Json { text: text.into() })
+            .map_err(|e| Error::new("INVALID_JSON", e.to_string()))
+    }
+
+    /// Parses the document as `T`.
+    ///
+    /// # Errors
+    /// `INVALID_JSON` naming the expected type.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_str(self.text.as_str()).map_err(|e| {
+            Error::new(
+                "INVALID_JSON",
+                format!("expected {}: {e}", std::any::type_name::<T>()),
+            )
+        })
+    }
+}

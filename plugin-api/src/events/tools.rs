@@ -1,0 +1,72 @@
+//! `tools/*` events: the stages of the tool pipeline (B9, TOOL-01…04).
+
+use abi_stable::StableAbi;
+use abi_stable::std_types::RString;
+
+use super::json::Json;
+use crate::declare_event;
+
+/// One call going through the pipeline.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct ToolExecution {
+    /// Session id.
+    pub session_id: RString,
+    /// Open turn.
+    pub turn: u64,
+    /// Open step.
+    pub step: u64,
+    /// Call id.
+    pub call_id: RString,
+    /// Tool name.
+    pub name: RString,
+    /// The raw argument text, exactly as logged in `tool/call`.
+    pub arguments: RString,
+    /// The parsed arguments (JSON object). `tools/execute` listeners may replace them on the
+    /// way to the body (secret fill); earlier stages cannot (TOOL-01).
+    pub args: Json,
+    /// The session's working root.
+    pub cwd: RString,
+    /// The tool changes the world (its definition's `mutating`).
+    pub mutating: bool,
+    /// Deadline around the body, ms (0 = none).
+    pub timeout_ms: u64,
+}
+
+/// A call and its (frozen) result.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutcome {
+    /// The call.
+    pub exec: ToolExecution,
+    /// The `ToolResult` as JSON.
+    pub result: Json,
+}
+
+declare_event! {
+    /// Policy before anything runs. Output: `{"kind":"allow"}`, `{"kind":"deny","reason"}` or
+    /// `{"kind":"ask","reason"?}`. Arguments cannot be rewritten here. The terminal allows.
+    pub struct PreExecute: async_waterfall("tools/pre-execute") -> ToolExecution => Json;
+}
+declare_event! {
+    /// Monotonic guards (TOOL-02), after pre-execute and approval: listeners are awaited in
+    /// order; the first to return `{"reason"}` denies. No guard can allow.
+    pub struct Guard: serial("tools/guard") -> ToolExecution => Json;
+}
+declare_event! {
+    /// Around the tool body: checkpoint, timeout, secret fill. Output: the `ToolResult`.
+    pub struct Execute: async_waterfall("tools/execute") -> ToolExecution => Json;
+}
+declare_event! {
+    /// After the body. Output: `{"kind":"accept","content"?}` or `{"kind":"block","feedback"}`
+    /// (the result becomes an error the model reads). The terminal accepts.
+    pub struct PostExecute: async_waterfall("tools/post-execute") -> ToolOutcome => Json;
+}
+declare_event! {
+    /// The frozen final result, for observers; failures are contained (TOOL-04).
+    pub struct ToolsResult: emit("tools/result") -> ToolOutcome;
+}
+declare_event! {
+    /// The tool set changed. Payload: `{"tools":[name]}`.
+    pub struct Change: emit("tools/change") -> Json;
+}
