@@ -226,8 +226,9 @@ impl StoreError {
 /// Methods of `keel.session` (what the loop, drivers and commands use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionMethod {
-    /// `"create"`: `{cwd, id?, origin?, delegation_depth?}` → `{session_id}`. Writes nothing
-    /// until the first flush (a created-but-empty session leaves no file).
+    /// `"create"`: `{cwd, id?, origin?, delegation_depth?, ephemeral?}` → `{session_id}`. Writes
+    /// nothing until the first flush (a created-but-empty session leaves no file); an
+    /// `ephemeral` session is never stored at all (`keel run --ephemeral`).
     Create,
     /// `"open"`: `{session_id}` → `{session_id, next_seq, recovered: [EventRecord]}`. Claims the
     /// writer lock, loads and repairs a crashed tail (committing the closers), and makes the

@@ -2,7 +2,7 @@
 //! kernel-facing side effects behind [`Hooks`] so the whole surface is testable without the SDK.
 //!
 //! Shapes (requests → answers):
-//! - `create {cwd, id?, origin?, delegation_depth?}` → `{session_id, header}`
+//! - `create {cwd, id?, origin?, delegation_depth?, ephemeral?}` → `{session_id, header}`
 //! - `open {session_id}` → `{session_id, next_seq, recovered: [EventRecord]}`
 //! - `append {session_id, events: [{type, data | data_json, ignorable?, surface_op?,
 //!   source_event_seqs?}]}` → `{seqs}` — `data_json` is raw JSON text checked for duplicate

@@ -67,6 +67,10 @@ pub struct CreateArgs {
     /// 0 at top level.
     #[serde(default)]
     pub delegation_depth: u32,
+    /// Kept in memory only (`keel run --ephemeral`): the id is not claimed, no file is
+    /// written, and the events vanish when the session closes. Checkpoints still succeed.
+    #[serde(default)]
+    pub ephemeral: bool,
 }
 
 /// What `open` did.
@@ -98,6 +102,8 @@ pub struct Snapshot {
 struct Live {
     log: Mutex<SessionLog>,
     writer: Writer,
+    /// Nothing is stored and nothing was claimed.
+    ephemeral: bool,
     /// Serialises commit + hand-off + observer feed, so both see seq order.
     feed: Mutex<()>,
 }
@@ -178,6 +184,10 @@ impl SessionManager {
     }
 
     fn make_live(&self, log: SessionLog, writer: Writer) -> Result<()> {
+        self.make_live_as(log, writer, false)
+    }
+
+    fn make_live_as(&self, log: SessionLog, writer: Writer, ephemeral: bool) -> Result<()> {
         let id = log.header().id.clone();
         let mut live = lock(&self.live);
         if live.contains_key(&id) {
@@ -191,6 +201,7 @@ impl SessionManager {
             Arc::new(Live {
                 log: Mutex::new(log),
                 writer,
+                ephemeral,
                 feed: Mutex::new(()),
             }),
         );
@@ -216,7 +227,9 @@ impl SessionManager {
                 format!("session '{id}' already exists"),
             ));
         }
-        self.store.claim(&id).await?;
+        if !args.ephemeral {
+            self.store.claim(&id).await?;
+        }
         let header = SessionHeader {
             kind: HeaderKind::Session,
             version: FORMAT_VERSION,
@@ -228,12 +241,26 @@ impl SessionManager {
             origin: args.origin,
             delegation_depth: args.delegation_depth,
         };
+        let ephemeral = args.ephemeral;
         let made = SessionLog::new(header.clone(), self.types.clone()).and_then(|log| {
-            let writer = self.writer(&id, Some(header.clone()), 0);
-            self.make_live(log, writer)
+            let writer = if ephemeral {
+                Writer::new(
+                    &id,
+                    Some(header.clone()),
+                    0,
+                    Arc::new(crate::store::MemStore::default()),
+                    self.timer.clone(),
+                    self.delay,
+                )
+            } else {
+                self.writer(&id, Some(header.clone()), 0)
+            };
+            self.make_live_as(log, writer, ephemeral)
         });
         if let Err(e) = made {
-            let _ = self.store.release(&id).await;
+            if !ephemeral {
+                let _ = self.store.release(&id).await;
+            }
             return Err(e);
         }
         Ok(header)
@@ -363,7 +390,9 @@ impl SessionManager {
         live.writer.flush().await?;
         let header = lock(&live.log).header().clone();
         lock(&self.live).remove(id);
-        self.store.release(id).await?;
+        if !live.ephemeral {
+            self.store.release(id).await?;
+        }
         Ok(header)
     }
 

@@ -150,6 +150,38 @@ async fn ses04_created_session_writes_nothing_until_flush() {
 }
 
 #[tokio::test]
+async fn ephemeral_session_checkpoints_but_stores_nothing() {
+    let store = MemStore::new();
+    let (mgr, hooks) = setup(&store);
+    api::call(
+        &mgr,
+        &hooks,
+        "create",
+        json!({"cwd": "/w", "id": "e1", "ephemeral": true}),
+    )
+    .await
+    .unwrap();
+    api::call(
+        &mgr,
+        &hooks,
+        "append",
+        json!({"session_id": "e1", "events": [{"type": "turn/start", "data": {"turn": 0}}]}),
+    )
+    .await
+    .unwrap();
+    let v = api::call(&mgr, &hooks, "flush", json!({"session_id": "e1"}))
+        .await
+        .unwrap();
+    assert_eq!(v["durable_seq"], 0, "the checkpoint succeeds");
+    api::call(&mgr, &hooks, "close", json!({"session_id": "e1"}))
+        .await
+        .unwrap();
+    assert_eq!(store.append_calls(), 0, "nothing reached the store");
+    assert!(store.list().await.unwrap().is_empty());
+    assert!(store.stored("e1").is_empty());
+}
+
+#[tokio::test]
 async fn ses01_duplicate_keys_in_data_json_are_refused_and_nothing_commits() {
     let store = MemStore::new();
     let (mgr, hooks) = setup(&store);

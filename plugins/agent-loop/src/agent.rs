@@ -1,0 +1,274 @@
+//! One agent: a session, its inbox, and the task that drives turns (LOOP-01/02/07/25).
+//!
+//! The inbox has two targets: `next-turn` (followups: each becomes the only ordinary message of
+//! its own turn) and `next-step` (steer and inject: consumed at the next step boundary; a steer
+//! wakes an idle agent, an inject waits for something else to wake it). The driver task runs
+//! turns while there is work and answers `wait_idle` callers when there is none.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::StreamExt as _;
+use futures::channel::{mpsc, oneshot};
+use keel_plugin_api::events::agent::Status;
+use keel_plugin_api::services::agent::{InboxTarget, RunReport};
+use serde_json::{Value, json};
+
+use crate::seams::Seams;
+
+/// A message waiting in the inbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxMessage {
+    /// Stable id (logged in `user/message`).
+    pub id: String,
+    /// Text.
+    pub content: String,
+}
+
+impl InboxMessage {
+    /// As `user/message` data (and as the JSON `agent/pre-step` sees).
+    pub fn to_json(&self) -> Value {
+        json!({ "id": self.id, "content": self.content, "source": { "kind": "user" } })
+    }
+}
+
+/// Where the log stands, for numbering and request headers.
+#[derive(Debug, Default)]
+pub struct LogState {
+    /// The next turn number.
+    pub next_turn: u64,
+    /// The last logged `request/header` body.
+    pub last_header: Option<Value>,
+    /// Reason for the next header: `initial`, `resume`.
+    pub header_reason: &'static str,
+    /// The last logged route (`request/context`).
+    pub last_route: Option<(String, String)>,
+}
+
+/// Mutable agent state.
+#[derive(Default)]
+pub struct State {
+    next_turn_inbox: VecDeque<InboxMessage>,
+    next_step_inbox: VecDeque<InboxMessage>,
+    steer_pending: bool,
+    running: bool,
+    closing: bool,
+    idle_waiters: Vec<oneshot::Sender<RunReport>>,
+    /// The interval's report (LOOP-25: from the first message to idle).
+    pub report: RunReport,
+    /// Model requests made in this interval (for `max_turns`).
+    pub requests: u64,
+    /// Log bookkeeping.
+    pub log: LogState,
+    counter: u64,
+}
+
+/// One agent.
+pub struct Agent {
+    /// Session id.
+    pub session_id: String,
+    /// Working root.
+    pub cwd: String,
+    /// Cap on model requests per interval (`--max-turns`).
+    pub max_turns: Option<u64>,
+    state: Mutex<State>,
+    wake: mpsc::UnboundedSender<()>,
+    wake_rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
+    /// Set by `abort`; the turn ends `aborted{user}` at its next boundary.
+    pub aborted: AtomicBool,
+    exited: Mutex<Option<oneshot::Receiver<()>>>,
+}
+
+impl Agent {
+    /// A new, idle agent.
+    pub fn new(session_id: String, cwd: String, max_turns: Option<u64>, log: LogState) -> Self {
+        let (wake, wake_rx) = mpsc::unbounded();
+        Agent {
+            session_id,
+            cwd,
+            max_turns,
+            state: Mutex::new(State {
+                log,
+                ..State::default()
+            }),
+            wake,
+            wake_rx: Mutex::new(Some(wake_rx)),
+            aborted: AtomicBool::new(false),
+            exited: Mutex::new(None),
+        }
+    }
+
+    /// Locks the state (a poisoned lock is recovered: the state stays consistent per field).
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues a message (LOOP-02); returns its id.
+    pub fn send(&self, content: String, target: InboxTarget) -> String {
+        let mut st = self.state();
+        st.counter += 1;
+        let id = format!("msg_{}_{}", self.session_id, st.counter);
+        let msg = InboxMessage {
+            id: id.clone(),
+            content,
+        };
+        match target {
+            InboxTarget::Followup => st.next_turn_inbox.push_back(msg),
+            InboxTarget::Steer => {
+                st.next_step_inbox.push_back(msg);
+                st.steer_pending = true;
+            }
+            InboxTarget::Inject => st.next_step_inbox.push_back(msg),
+        }
+        drop(st);
+        let _ = self.wake.unbounded_send(());
+        id
+    }
+
+    /// Takes everything queued for the next step.
+    pub fn claim_next_step(&self) -> Vec<InboxMessage> {
+        let mut st = self.state();
+        st.steer_pending = false;
+        st.next_step_inbox.drain(..).collect()
+    }
+
+    /// Puts rejected steering back, first in line (LOOP-09: never stranded).
+    pub fn park(&self, messages: Vec<InboxMessage>) {
+        let mut st = self.state();
+        for m in messages.into_iter().rev() {
+            st.next_step_inbox.push_front(m);
+        }
+    }
+
+    /// Whether steering waits for the next step.
+    pub fn has_steering(&self) -> bool {
+        self.state().steer_pending
+    }
+
+    /// Resolves when the agent is idle, with the interval's report.
+    pub fn wait_idle(&self) -> oneshot::Receiver<RunReport> {
+        let (tx, rx) = oneshot::channel();
+        let mut st = self.state();
+        let busy = st.running || !st.next_turn_inbox.is_empty() || st.steer_pending;
+        if busy {
+            st.idle_waiters.push(tx);
+        } else {
+            let report = std::mem::take(&mut st.report);
+            st.requests = 0;
+            let _ = tx.send(report);
+        }
+        rx
+    }
+
+    /// Starts the driver task on the kernel's runtime.
+    pub fn start(self: &Arc<Self>, seams: Arc<Seams>) -> keel_plugin_api::sdk::Result<()> {
+        let rx = self
+            .wake_rx
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(rx) = rx else {
+            return Ok(());
+        };
+        let (done_tx, done_rx) = oneshot::channel();
+        *self
+            .exited
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(done_rx);
+        let agent = Arc::clone(self);
+        seams.ctx.clone().spawn(async move {
+            agent.drive(&seams, rx).await;
+            let _ = done_tx.send(());
+        })
+    }
+
+    /// Stops the driver and waits for it to exit (LOOP-07).
+    pub async fn stop(&self) {
+        self.state().closing = true;
+        let _ = self.wake.unbounded_send(());
+        let rx = self
+            .exited
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(rx) = rx {
+            let _ = rx.await;
+        }
+    }
+
+    async fn drive(self: &Arc<Self>, seams: &Seams, mut wake: mpsc::UnboundedReceiver<()>) {
+        loop {
+            let job = {
+                let mut st = self.state();
+                if st.closing {
+                    break;
+                }
+                if let Some(m) = st.next_turn_inbox.pop_front() {
+                    Some(vec![m])
+                } else if st.steer_pending {
+                    Some(Vec::new())
+                } else {
+                    None
+                }
+            };
+            let Some(first) = job else {
+                if wake.next().await.is_none() {
+                    break;
+                }
+                continue;
+            };
+            self.set_running(seams, true);
+            self.aborted.store(false, Ordering::Release);
+            if let Err(e) = crate::turn::run(self, seams, first).await {
+                // The session itself refused a write: nothing more can be logged for it.
+                tracing::error!(session = %self.session_id, code = %e.code, "agent stopped: {}", e.message);
+                let mut st = self.state();
+                st.report.turn_end_reason = json!({
+                    "kind": "error",
+                    "error": { "code": e.code.to_string(), "message": e.message.to_string() }
+                });
+                st.next_turn_inbox.clear();
+                st.next_step_inbox.clear();
+                st.steer_pending = false;
+            }
+            let idle = {
+                let st = self.state();
+                st.next_turn_inbox.is_empty() && !st.steer_pending
+            };
+            if idle {
+                self.set_running(seams, false);
+            }
+        }
+        self.set_running(seams, false);
+    }
+
+    fn set_running(&self, seams: &Seams, running: bool) {
+        let waiters = {
+            let mut st = self.state();
+            if st.running == running {
+                return;
+            }
+            st.running = running;
+            if running {
+                Vec::new()
+            } else {
+                let report = std::mem::take(&mut st.report);
+                st.requests = 0;
+                std::mem::take(&mut st.idle_waiters)
+                    .into_iter()
+                    .map(|w| (w, report.clone()))
+                    .collect::<Vec<_>>()
+            }
+        };
+        let status = if running { "running" } else { "idle" };
+        if let Ok(p) = Seams::point(&self.session_id, 0, 0, &json!({ "status": status })) {
+            let _ = seams.ctx.emit::<Status>(&p);
+        }
+        for (w, report) in waiters {
+            let _ = w.send(report);
+        }
+    }
+}

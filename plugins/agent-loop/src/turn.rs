@@ -1,0 +1,493 @@
+//! One turn (LOOP-03, LOOP-08…12, B6, B9): `turn/start` before input is claimed; per step,
+//! admission (`agent/pre-step`), the frozen call config (`agent/request`), the request header
+//! when it changed, one model call through `keel.llm`, the reply, the tools batch; retries
+//! decided after the failed step closed (`agent/request-error`); the serial
+//! `agent/turn-stopping` checkpoint before a normal end. Every path closes the step and the
+//! turn with a recorded reason. A failing seam (a listener error or panic) ends the turn with
+//! an error and leaves the loop running; only a session that refuses writes stops it.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use keel_plugin_api::events::agent::{AgentError, PreStep, Request, RequestError, TurnStopping};
+use keel_plugin_api::events::{Json, agent::InboxClaimed, agent::InboxDiscarded};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::llm::{FinishReason, LlmCallConfig, LlmFailure, LlmRequest};
+use keel_plugin_api::services::tools::BatchRequest;
+use serde_json::{Value, json};
+
+use crate::agent::{Agent, InboxMessage};
+use crate::assemble::{Reply, assemble};
+use crate::retry::{self, Decision};
+use crate::seams::Seams;
+
+/// Why a turn ended, as logged in `turn/end`.
+type Reason = Value;
+
+fn error_reason(code: &str, message: &str) -> Reason {
+    json!({ "kind": "error", "error": { "code": code, "message": message } })
+}
+
+/// Runs one turn. `first` is the claimed followup (empty when steering started the turn).
+///
+/// # Errors
+/// Only when the session refused an append (the log cannot record the turn's end).
+pub async fn run(agent: &Agent, seams: &Seams, first: Vec<InboxMessage>) -> Result<()> {
+    let sid = agent.session_id.clone();
+    let turn = agent.state().log.next_turn;
+    seams
+        .append_one(&sid, "turn/start", json!({ "turn": turn }))
+        .await?;
+    agent.state().log.next_turn = turn + 1;
+    let mut t = Turn {
+        agent,
+        seams,
+        sid,
+        turn,
+        step: 0,
+        step_open: false,
+        attempt: 0,
+    };
+    let reason = t.steps(first).await;
+    let reason = match reason {
+        Ok(r) => r,
+        Err(e) if e.code == "SESSION_APPEND" => return Err(e),
+        Err(e) => {
+            let msg = e.message.to_string();
+            if let Ok(p) = Seams::point(
+                &t.sid,
+                t.turn,
+                t.step,
+                &json!({ "code": e.code.as_str(), "message": msg }),
+            ) {
+                let _ = seams.ctx.emit::<AgentError>(&p);
+            }
+            error_reason(&e.code, &msg)
+        }
+    };
+    if t.step_open {
+        t.close_step().await?;
+    }
+    seams
+        .append_one(
+            &t.sid,
+            "turn/end",
+            json!({ "turn": turn, "reason": reason }),
+        )
+        .await
+        .map_err(session_error)?;
+    let mut st = agent.state();
+    st.report.num_turns += 1;
+    st.report.turn_end_reason = reason;
+    Ok(())
+}
+
+/// Marks a session write failure so it is not mistaken for a contained seam failure.
+fn session_error(e: Error) -> Error {
+    Error::new("SESSION_APPEND", format!("[{}] {}", e.code, e.message))
+}
+
+struct Turn<'a> {
+    agent: &'a Agent,
+    seams: &'a Seams,
+    sid: String,
+    turn: u64,
+    step: u64,
+    step_open: bool,
+    attempt: u32,
+}
+
+enum StepEnd {
+    /// Run another step (tool results to send back, steering, a retry).
+    Continue,
+    /// The turn ends with this reason.
+    End(Reason),
+}
+
+impl Turn<'_> {
+    async fn append(&self, kind: &str, data: Value) -> Result<()> {
+        self.seams
+            .append_one(&self.sid, kind, data)
+            .await
+            .map_err(session_error)
+    }
+
+    async fn close_step(&mut self) -> Result<()> {
+        self.step_open = false;
+        let step = self.step;
+        self.step += 1;
+        self.append("step/end", json!({ "turn": self.turn, "step": step }))
+            .await
+    }
+
+    fn aborted(&self) -> bool {
+        self.agent.aborted.load(Ordering::Acquire)
+    }
+
+    async fn steps(&mut self, first: Vec<InboxMessage>) -> Result<Reason> {
+        let first_is_followup = !first.is_empty();
+        let mut claimed = first;
+        claimed.extend(self.agent.claim_next_step());
+        loop {
+            if self.aborted() {
+                return Ok(json!({ "kind": "aborted", "reason": { "kind": "user" } }));
+            }
+            if let Some(max) = self.agent.max_turns
+                && self.agent.state().requests >= max
+            {
+                return Ok(json!({ "kind": "max-turns", "max_turns": max }));
+            }
+            if self.step >= self.max_steps() {
+                return Ok(json!({ "kind": "max-steps" }));
+            }
+            let batch = std::mem::take(&mut claimed);
+            // Steering in a rejected batch stays parked for a later step (LOOP-02/09); a
+            // followup that opened this turn is consumed by the rejection.
+            let steering: Vec<InboxMessage> = batch
+                .iter()
+                .skip(usize::from(self.step == 0 && first_is_followup))
+                .cloned()
+                .collect();
+            let Some(admitted) = self.admit(batch).await? else {
+                self.agent.park(steering);
+                return Ok(json!({ "kind": "blocked" }));
+            };
+            self.append(
+                "step/start",
+                json!({ "turn": self.turn, "step": self.step }),
+            )
+            .await?;
+            self.step_open = true;
+            for m in &admitted {
+                self.append("user/message", m.to_json()).await?;
+            }
+            let end = self.one_step().await?;
+            if self.step_open {
+                self.close_step().await?;
+            }
+            match end {
+                StepEnd::End(reason) => return Ok(reason),
+                StepEnd::Continue => claimed = self.agent.claim_next_step(),
+            }
+        }
+    }
+
+    fn max_steps(&self) -> u64 {
+        self.seams.config.max_steps
+    }
+
+    /// `agent/pre-step` (LOOP-10, B6 checkpoint): `None` when the step is rejected.
+    async fn admit(&self, claimed: Vec<InboxMessage>) -> Result<Option<Vec<InboxMessage>>> {
+        let batch: Vec<Value> = claimed.iter().map(InboxMessage::to_json).collect();
+        let p = Seams::point(
+            &self.sid,
+            self.turn,
+            self.step,
+            &json!({ "messages": batch }),
+        )?;
+        if !claimed.is_empty() {
+            let _ = self.seams.ctx.emit::<InboxClaimed>(&p);
+        }
+        let out = self
+            .seams
+            .ctx
+            .run_async_waterfall::<PreStep, _, _>(
+                p.clone(),
+                |p: keel_plugin_api::events::agent::AgentPoint| async move {
+                    let messages = p
+                        .data
+                        .parse::<Value>()?
+                        .get("messages")
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    Json::of(&json!({ "kind": "enter", "messages": messages }))
+                },
+            )
+            .await?;
+        let decision: Value = out.parse()?;
+        match decision.get("kind").and_then(Value::as_str) {
+            Some("enter") => {
+                let msgs = decision
+                    .get("messages")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                // Admitted messages keep their ids; ones the decision left out stay removed.
+                Ok(Some(
+                    msgs.iter()
+                        .filter_map(|m| {
+                            Some(InboxMessage {
+                                id: m.get("id")?.as_str()?.to_owned(),
+                                content: m.get("content")?.as_str()?.to_owned(),
+                            })
+                        })
+                        .collect(),
+                ))
+            }
+            Some("reject") => {
+                let _ = self.seams.ctx.emit::<InboxDiscarded>(&p);
+                Ok(None)
+            }
+            _ => Err(Error::new(
+                "INVALID_DECISION",
+                format!("agent/pre-step answered {decision}; expected kind enter or reject"),
+            )),
+        }
+    }
+
+    /// One model request and what follows it.
+    async fn one_step(&mut self) -> Result<StepEnd> {
+        let config = self.call_config().await?;
+        let tools = self.seams.tool_list().await?;
+        let system = self
+            .seams
+            .system_prompt(&self.sid, &self.agent.cwd, &tools)
+            .await?;
+        self.log_header(&config, system.as_deref(), &tools).await?;
+        let messages = self.seams.messages(&self.sid).await?;
+        let request = LlmRequest {
+            session_id: Some(self.sid.clone()),
+            config,
+            system,
+            messages,
+            tools,
+        };
+        self.agent.state().requests += 1;
+        let response = self.stream_or_abort(&request).await?;
+        let Some(response) = response else {
+            return Ok(StepEnd::End(
+                json!({ "kind": "aborted", "reason": { "kind": "user" } }),
+            ));
+        };
+        let reply = assemble(&response.chunks);
+        match &reply.finish {
+            FinishReason::Error { failure } | FinishReason::Aborted { failure } => {
+                let failure = failure.clone();
+                self.close_step().await?;
+                self.after_failure(failure).await
+            }
+            _ => {
+                self.attempt = 0;
+                self.after_reply(reply).await
+            }
+        }
+    }
+
+    async fn stream_or_abort(
+        &self,
+        request: &LlmRequest,
+    ) -> Result<Option<keel_plugin_api::services::llm::LlmResponse>> {
+        let call = std::pin::pin!(self.seams.stream(request));
+        let watch = std::pin::pin!(async {
+            while !self.aborted() {
+                keel_plugin_api::sdk::sleep(Duration::from_millis(25)).await;
+            }
+        });
+        match futures::future::select(call, watch).await {
+            futures::future::Either::Left((r, _)) => r.map(Some),
+            futures::future::Either::Right(((), _)) => Ok(None),
+        }
+    }
+
+    async fn call_config(&self) -> Result<LlmCallConfig> {
+        let base = crate::default_config(self.seams).await?;
+        let p = Seams::point(
+            &self.sid,
+            self.turn,
+            self.step,
+            &serde_json::to_value(&base)?,
+        )?;
+        let out = self
+            .seams
+            .ctx
+            .run_async_waterfall::<Request, _, _>(
+                p,
+                |p: keel_plugin_api::events::agent::AgentPoint| async move { Ok(p.data) },
+            )
+            .await?;
+        out.parse()
+    }
+
+    /// Logs `request/header` when config, system prompt or tools changed, and
+    /// `request/context` when the route changed (LOOP-05).
+    async fn log_header(
+        &self,
+        config: &LlmCallConfig,
+        system: Option<&str>,
+        tools: &[keel_plugin_api::services::llm::ModelTool],
+    ) -> Result<()> {
+        let header = json!({ "config": config, "system": system, "tools": tools });
+        let (reason, route_changed) = {
+            let st = self.agent.state();
+            let reason = match &st.log.last_header {
+                Some(h) if *h == header => None,
+                Some(_) => Some("change"),
+                None => Some(st.log.header_reason),
+            };
+            let route = (config.provider.clone(), config.model.clone());
+            (reason, st.log.last_route.as_ref() != Some(&route))
+        };
+        if let Some(reason) = reason {
+            self.append(
+                "request/header",
+                json!({ "header": header, "reason": reason }),
+            )
+            .await?;
+            self.agent.state().log.last_header = Some(header);
+        }
+        if route_changed {
+            self.append(
+                "request/context",
+                json!({ "provider": config.provider, "model": config.model }),
+            )
+            .await?;
+            self.agent.state().log.last_route =
+                Some((config.provider.clone(), config.model.clone()));
+        }
+        Ok(())
+    }
+
+    /// LOOP-11: the failed step is closed; decide retry before the turn closes.
+    async fn after_failure(&mut self, failure: LlmFailure) -> Result<StepEnd> {
+        if failure.code == "ABORTED" || self.aborted() {
+            return Ok(StepEnd::End(
+                json!({ "kind": "aborted", "reason": { "kind": "user" } }),
+            ));
+        }
+        let policy = self.seams.config.retry.clone();
+        let attempt = self.attempt;
+        let data = json!({ "failure": failure, "attempt": attempt, "policy": policy });
+        let p = Seams::point(&self.sid, self.turn, self.step, &data)?;
+        let out = self
+            .seams
+            .ctx
+            .run_async_waterfall::<RequestError, _, _>(
+                p,
+                move |p: keel_plugin_api::events::agent::AgentPoint| {
+                    let policy = policy.clone();
+                    async move {
+                        let d: Value = p.data.parse()?;
+                        let failure: LlmFailure = serde_json::from_value(
+                            d.get("failure").cloned().unwrap_or(Value::Null),
+                        )?;
+                        let decision =
+                            match retry::decide(&policy, &failure, attempt, retry::jitter_sample())
+                            {
+                                Decision::Retry { delay_ms } => {
+                                    json!({ "kind": "retry", "delay_ms": delay_ms })
+                                }
+                                Decision::Fail => json!({ "kind": "fail" }),
+                            };
+                        Json::of(&decision)
+                    }
+                },
+            )
+            .await?;
+        let decision: Value = out.parse()?;
+        if decision.get("kind").and_then(Value::as_str) == Some("retry") {
+            let delay = decision
+                .get("delay_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            tracing::warn!(session = %self.sid, code = %failure.code, attempt, delay_ms = delay, "model call failed; retrying");
+            self.attempt += 1;
+            let mut waited = 0;
+            while waited < delay && !self.aborted() {
+                let slice = (delay - waited).min(50);
+                keel_plugin_api::sdk::sleep(Duration::from_millis(slice)).await;
+                waited += slice;
+            }
+            return Ok(StepEnd::Continue);
+        }
+        Ok(StepEnd::End(json!({ "kind": "error", "error": failure })))
+    }
+
+    async fn after_reply(&mut self, reply: Reply) -> Result<StepEnd> {
+        let calls: Vec<Value> = reply
+            .calls
+            .iter()
+            .map(|c| json!({ "id": c.id, "name": c.name, "arguments": c.arguments }))
+            .collect();
+        let mut message = json!({ "content": reply.text });
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls);
+        }
+        if !reply.reasoning.is_empty() {
+            message["reasoning"] = Value::String(reply.reasoning.clone());
+        }
+        let mut data = json!({ "turn": self.turn, "step": self.step, "message": message });
+        if let Some(u) = reply.usage {
+            data["usage"] = serde_json::to_value(u)?;
+            let mut st = self.agent.state();
+            st.report.usage.input_tokens += u.input_tokens;
+            st.report.usage.output_tokens += u.output_tokens;
+        }
+        self.append("assistant/message", data).await?;
+        if !reply.text.is_empty() {
+            self.agent.state().report.result.clone_from(&reply.text);
+        }
+        if !reply.calls.is_empty() {
+            return self.run_tools(reply).await;
+        }
+        self.close_step().await?;
+        if reply.finish == FinishReason::MaxTokens {
+            return Ok(StepEnd::End(json!({ "kind": "max-tokens" })));
+        }
+        if self.agent.has_steering() {
+            return Ok(StepEnd::Continue);
+        }
+        self.turn_stopping().await
+    }
+
+    async fn run_tools(&mut self, reply: Reply) -> Result<StepEnd> {
+        let batch = BatchRequest {
+            session_id: self.sid.clone(),
+            turn: self.turn,
+            step: self.step,
+            cwd: self.agent.cwd.clone(),
+            calls: reply.calls,
+        };
+        let outcome = self.seams.run_batch(&batch).await?;
+        self.close_step().await?;
+        if let Some(f) = outcome.failure {
+            return Ok(StepEnd::End(error_reason(&f.code, &f.message)));
+        }
+        if self.aborted() {
+            return Ok(StepEnd::End(
+                json!({ "kind": "aborted", "reason": { "kind": "user" } }),
+            ));
+        }
+        // LOOP-12: a successful result may conclude the turn at this step.
+        if outcome
+            .results
+            .iter()
+            .any(|r| r.concludes_turn && !r.is_error)
+            && !self.agent.has_steering()
+        {
+            return Ok(StepEnd::End(json!({ "kind": "completed" })));
+        }
+        Ok(StepEnd::Continue)
+    }
+
+    /// LOOP-12/09: objectors steer, and the turn continues with their steering.
+    async fn turn_stopping(&self) -> Result<StepEnd> {
+        let p = Seams::point(
+            &self.sid,
+            self.turn,
+            self.step,
+            &json!({ "reason": { "kind": "completed" } }),
+        )?;
+        let objection = self.seams.ctx.serial::<TurnStopping>(p).await?;
+        if let Some(o) = objection {
+            let v: Value = o.parse()?;
+            if let Some(text) = v.get("steer").and_then(Value::as_str) {
+                self.agent.send(
+                    text.to_owned(),
+                    keel_plugin_api::services::agent::InboxTarget::Steer,
+                );
+                return Ok(StepEnd::Continue);
+            }
+        }
+        Ok(StepEnd::End(json!({ "kind": "completed" })))
+    }
+}

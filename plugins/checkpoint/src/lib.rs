@@ -1,0 +1,90 @@
+//! `checkpoint`: the session checkpoint policy of requirements B6 / SES-05, as three waterfall
+//! wrappers. Before a model request (`llm/stream`), before a tool body (`tools/execute`) and at
+//! step admission (`agent/pre-step`) the session is flushed through `keel.session` `flush`
+//! (which runs the `session/flush` barrier), and only then does the chain go on.
+//!
+//! Fail closed: when the flush fails, `next` is never called, so the adapter is not dispatched
+//! and the tool body does not run; the failure ends the turn with an error. A cancelled turn
+//! whose tool has not started yet gets `ABORTED_BEFORE_DISPATCH`, not a body run. Being its own
+//! plugin keeps the loop free of durability policy, and a profile can drop it (an ephemeral
+//! benchmark) by disabling one row.
+
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::agent::PreStep;
+use keel_plugin_api::events::llm::Stream;
+use keel_plugin_api::events::tools::Execute;
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::tools::ToolResult;
+use serde_json::json;
+
+/// Runs before every other listener of the three events, so the flush precedes any work
+/// another wrapper does downstream.
+const ORDER: i32 = -1000;
+
+async fn flush(sessions: &ServiceRef<Sessions>, session_id: &str) -> Result<()> {
+    sessions
+        .call("flush", json!({ "session_id": session_id }))
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            Error::new(
+                "CHECKPOINT_FAILED",
+                format!(
+                    "session '{session_id}' could not be made durable, so nothing was dispatched: [{}] {}",
+                    e.code, e.message
+                ),
+            )
+        })
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct Checkpoint;
+
+impl Plugin for Checkpoint {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("checkpoint", env!("CARGO_PKG_VERSION"))
+            .description("flush the session before each model request, tool body and step (B6)")
+            .requires::<Sessions>()
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let sessions = ctx.service::<Sessions>()?;
+        let s = sessions.clone();
+        ctx.async_waterfall::<Stream, _, _>(ListenerOptions::order(ORDER), move |call, next| {
+            let s = s.clone();
+            async move {
+                // A call outside a live session is not checkpointed (B6).
+                if !call.session_id.is_empty() {
+                    flush(&s, call.session_id.as_str()).await?;
+                }
+                next.run(call).await
+            }
+        })?;
+        let s = sessions.clone();
+        ctx.async_waterfall::<Execute, _, _>(ListenerOptions::order(ORDER), move |exec, next| {
+            let s = s.clone();
+            async move {
+                // `tool/call` is durable before the side effect. A failed checkpoint is an
+                // error result the model reads; the body never runs.
+                if let Err(e) = flush(&s, exec.session_id.as_str()).await {
+                    return Json::of(&ToolResult::error(&e.code, &e.message));
+                }
+                next.run(exec).await
+            }
+        })?;
+        let s = sessions;
+        ctx.async_waterfall::<PreStep, _, _>(ListenerOptions::order(ORDER), move |point, next| {
+            let s = s.clone();
+            async move {
+                // Persists the previous step's results before the next one is admitted.
+                flush(&s, point.session_id.as_str()).await?;
+                next.run(point).await
+            }
+        })?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(Checkpoint);
