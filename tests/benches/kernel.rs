@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use keel_tests::bench::{Summary, machine, summarize};
+use keel_tests::bench::{Summary, machine, release_dir, summarize};
+use keel_tests::plugin_file;
 use serde_json::{Value, json};
 
 /// Plugin libraries the benchmark cannot run without.
@@ -90,43 +91,6 @@ fn main() -> ExitCode {
 
 // ---- locating the build ----------------------------------------------------------------------
 
-/// The release directory holding `keel` and the plugins: this bench executable lives in
-/// `<target>/release/deps/`, so its grandparent is right whatever `CARGO_TARGET_DIR` says.
-fn release_dir() -> Result<PathBuf, Failure> {
-    let mut candidates = Vec::new();
-    if let Some(dir) = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent()?.parent().map(Path::to_path_buf))
-    {
-        candidates.push(dir);
-    }
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        candidates.push(PathBuf::from(dir).join("release"));
-    }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    candidates.push(workspace.join("target").join("release"));
-    candidates
-        .iter()
-        .find(|d| d.join("keel").is_file())
-        .cloned()
-        .ok_or_else(|| {
-            format!(
-                "the release `keel` binary is missing (looked in {}): run `cargo xtask bench`",
-                candidates
-                    .iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-}
-
-fn plugin_file(plugin: &str) -> String {
-    format!("libkeel_plugin_{}.so", plugin.replace('-', "_"))
-}
 
 // ---- running keel ----------------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 //! Shared plumbing of the benchmark harnesses (`tests/benches/*.rs`): sample statistics and the
 //! machine description every report records. Benchmarks report numbers; nothing here asserts.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::{Value, json};
 
 /// Order statistics of a set of samples (0 for an empty set).
@@ -75,4 +77,38 @@ pub fn machine() -> Value {
             .map(|d| d.as_secs())
             .unwrap_or(0),
     })
+}
+
+/// The release directory holding `keel` and the plugins: this bench executable lives in
+/// `<target>/release/deps/`, so its grandparent is right whatever `CARGO_TARGET_DIR` says.
+pub fn release_dir() -> Result<PathBuf, String> {
+    let mut candidates = Vec::new();
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent()?.parent().map(Path::to_path_buf))
+    {
+        candidates.push(dir);
+    }
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        candidates.push(PathBuf::from(dir).join("release"));
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    candidates.push(workspace.join("target").join("release"));
+    candidates
+        .iter()
+        .find(|d| d.join("keel").is_file())
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "the release `keel` binary is missing (looked in {}): run `cargo xtask bench`",
+                candidates
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
 }

@@ -1,8 +1,9 @@
-//! `cargo xtask bench [--quick] [-- ARGS]`: the kernel and session benchmarks (ARCHITECTURE §12).
+//! `cargo xtask bench [--quick] [-- ARGS]`: the kernel, session and agent benchmarks
+//! (ARCHITECTURE §12).
 //!
-//! Benchmarks are bench targets (`tests/benches/kernel.rs` and `tests/benches/session.rs` in
-//! crate `keel-tests`), never timed tests. The release build comes first because the benches load
-//! the release `keel` plugins and binary; `--quick` forwards `--quick` to each harness for a
+//! Benchmarks are bench targets (`tests/benches/{kernel,session,agent}.rs` in crate
+//! `keel-tests`), never timed tests. The release build comes first because the benches load the
+//! release `keel` plugins and binary; `--quick` forwards `--quick` to each harness for a
 //! short smoke run. The bench files are checked before building so a missing target fails in a
 //! second, not after a release build.
 
@@ -13,7 +14,7 @@ use crate::shell::Failure;
 use crate::shell::Result;
 
 /// The bench targets of crate keel-tests, run in this order with the same harness arguments.
-const BENCHES: [&str; 2] = ["kernel", "session"];
+const BENCHES: [&str; 3] = ["kernel", "session", "agent"];
 
 /// Entry point for `cargo xtask bench`.
 pub fn run(args: &[String]) -> Result {

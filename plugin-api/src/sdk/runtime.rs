@@ -55,9 +55,9 @@ where
 }
 
 pub(crate) fn shutdown_runtime() {
-    if let Ok(mut slot) = RUNTIME.lock() {
-        if let Some(rt) = slot.take() {
-            rt.shutdown_background();
-        }
+    if let Ok(mut slot) = RUNTIME.lock()
+        && let Some(rt) = slot.take()
+    {
+        rt.shutdown_background();
     }
 }

@@ -1,0 +1,269 @@
+//! One chat-completions attempt over HTTP: the request, the SSE stream with its idle watchdog,
+//! and every failure turned into a terminal chunk (B14: one attempt, no library retries).
+//!
+//! [`Adapter::generate`] needs a tokio reactor (reqwest): the plugin runs it on its own runtime
+//! through `spawn_bridged`; tests run it on `#[tokio::test]`.
+
+use std::time::{Duration, SystemTime};
+
+use eventsource_stream::Eventsource as _;
+use futures::StreamExt as _;
+use keel_plugin_api::sdk::Error;
+use keel_plugin_api::services::llm::{
+    FailureCode, LlmCallConfig, LlmFailure, LlmRequest, LlmResponse, StreamChunk,
+};
+use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+use crate::config::Config;
+use crate::credential;
+use crate::decode::Decoder;
+use crate::failure::{self, ResponseInfo};
+use crate::request;
+
+/// The most of an error body that is read.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// One adapter row: its config and its HTTP client (connection pool).
+#[derive(Debug)]
+pub struct Adapter {
+    config: Config,
+    http: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+}
+
+fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), Error> {
+    let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| {
+        Error::new(
+            "CONFIG",
+            format!("headers: invalid header name '{name}': {e}"),
+        )
+    })?;
+    let v = HeaderValue::from_str(value).map_err(|e| {
+        Error::new(
+            "CONFIG",
+            format!("headers: invalid value for '{name}': {e}"),
+        )
+    })?;
+    Ok((n, v))
+}
+
+impl Adapter {
+    /// Builds the client. No request is made.
+    ///
+    /// # Errors
+    /// `CONFIG` for an unusable header; `HTTP_CLIENT` when the TLS stack cannot be set up.
+    pub fn new(config: Config) -> Result<Self, Error> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::USER_AGENT,
+            HeaderValue::from_static(concat!("keel/", env!("CARGO_PKG_VERSION"))),
+        );
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        for (name, value) in &config.headers {
+            let (n, v) = header_pair(name, value)?;
+            if n == header::AUTHORIZATION {
+                return Err(Error::new(
+                    "CONFIG",
+                    "headers: Authorization is set from api_key_ref, not from headers",
+                ));
+            }
+            headers.insert(n, v);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .retry(reqwest::retry::never())
+            .build()
+            .map_err(|e| Error::new("HTTP_CLIENT", format!("cannot build the HTTP client: {e}")))?;
+        let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
+        Ok(Adapter {
+            config,
+            http,
+            url,
+            headers,
+        })
+    }
+
+    /// The row config.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// `check`: could a call with `config` be dispatched? No I/O (LLM-03, LLM-05).
+    ///
+    /// # Errors
+    /// `UNSUPPORTED_REASONING_EFFORT`; `CREDENTIAL_MISSING` naming the reference.
+    pub fn check(&self, config: &LlmCallConfig) -> Result<(), Error> {
+        request::check_capabilities(config).map_err(|f| Error::new(&f.code, f.message))?;
+        if credential::resolve(&self.config.api_key_ref).is_none() {
+            return Err(Error::new(
+                FailureCode::CredentialMissing.code(),
+                credential::missing_message(&self.config.api_key_ref),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One attempt. Never fails: every problem is the terminal chunk.
+    pub async fn generate(&self, request: LlmRequest) -> LlmResponse {
+        let chunks = match self.attempt(&request).await {
+            Ok(chunks) => chunks,
+            Err(failure) => vec![StreamChunk::error(failure)],
+        };
+        LlmResponse { chunks }
+    }
+
+    async fn attempt(&self, request: &LlmRequest) -> Result<Vec<StreamChunk>, LlmFailure> {
+        request::check_capabilities(&request.config)?;
+        // Resolved now, for this request only (LLM-05).
+        let Some(key) = credential::resolve(&self.config.api_key_ref) else {
+            return Err(LlmFailure::new(
+                FailureCode::CredentialMissing,
+                credential::missing_message(&self.config.api_key_ref),
+            ));
+        };
+        let mut auth = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+            LlmFailure::new(
+                FailureCode::Auth,
+                format!(
+                    "credential {} holds characters an HTTP header cannot carry",
+                    self.config.api_key_ref
+                ),
+            )
+        })?;
+        auth.set_sensitive(true);
+        let body = serde_json::to_vec(&request::body(request, &self.config)).map_err(|e| {
+            LlmFailure::new(
+                FailureCode::BadRequest,
+                format!("cannot encode the request: {e}"),
+            )
+        })?;
+        let idle = Duration::from_millis(self.config.timeout_ms);
+        tracing::debug!(provider = %self.config.provider, url = %self.url, "chat completions request");
+
+        let send = self
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(header::AUTHORIZATION, auth)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send();
+        let response = match tokio::time::timeout(idle, send).await {
+            Err(_) => return Err(self.timeout(None)),
+            Ok(Err(e)) => return Err(self.transport(&e, None, &key)),
+            Ok(Ok(r)) => r,
+        };
+        let request_id = response
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let status = response.status();
+        if !status.is_success() {
+            let info = ResponseInfo {
+                status: status.as_u16(),
+                retry_after: header_text(response.headers(), "retry-after"),
+                retry_after_ms: header_text(response.headers(), "retry-after-ms"),
+                request_id,
+            };
+            let body = read_error_body(response, idle).await;
+            return Err(failure::from_status(
+                &self.config.provider,
+                &info,
+                &body,
+                &key,
+                SystemTime::now(),
+            ));
+        }
+
+        let mut decoder = Decoder::new(request_id.clone());
+        let mut events = response.bytes_stream().eventsource();
+        loop {
+            match tokio::time::timeout(idle, events.next()).await {
+                Err(_) if decoder.has_finish_reason() => break,
+                Err(_) => return Ok(decoder.fail(self.timeout(request_id))),
+                Ok(None) => break,
+                Ok(Some(Err(e))) if decoder.has_finish_reason() => {
+                    tracing::debug!(error = %e, "stream ended untidily after the finish reason");
+                    break;
+                }
+                Ok(Some(Err(e))) => {
+                    let f = failure::failure(
+                        FailureCode::Transport,
+                        credential::redact(
+                            &format!("the response stream from {} broke: {e}", self.url),
+                            &key,
+                        ),
+                        request_id,
+                    );
+                    return Ok(decoder.fail(f));
+                }
+                Ok(Some(Ok(event))) => {
+                    if let Err(f) = decoder.feed(&event.data) {
+                        return Ok(decoder.fail(f));
+                    }
+                    if decoder.is_done() {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(decoder.complete())
+    }
+
+    fn timeout(&self, request_id: Option<String>) -> LlmFailure {
+        failure::failure(
+            FailureCode::Timeout,
+            format!(
+                "{} sent nothing for {} ms (timeout_ms)",
+                self.config.provider, self.config.timeout_ms
+            ),
+            request_id,
+        )
+    }
+
+    fn transport(&self, e: &reqwest::Error, request_id: Option<String>, key: &str) -> LlmFailure {
+        let what = if e.is_connect() {
+            "cannot connect to"
+        } else {
+            "request failed for"
+        };
+        let mut detail = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            detail.push_str(": ");
+            detail.push_str(&s.to_string());
+            source = s.source();
+        }
+        failure::failure(
+            FailureCode::Transport,
+            credential::redact(&format!("{what} {}: {detail}", self.url), key),
+            request_id,
+        )
+    }
+}
+
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Up to [`MAX_ERROR_BODY`] bytes of an error response, lossily decoded; empty on trouble.
+async fn read_error_body(response: reqwest::Response, idle: Duration) -> String {
+    let mut bytes = Vec::new();
+    let mut stream = response.bytes_stream();
+    while bytes.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout(idle, stream.next()).await {
+            Ok(Some(Ok(chunk))) => bytes.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    bytes.truncate(MAX_ERROR_BODY);
+    String::from_utf8_lossy(&bytes).into_owned()
+}

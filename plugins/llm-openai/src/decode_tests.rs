@@ -1,0 +1,259 @@
+//! SSE event → chunk mapping (B14 chunk protocol, LLM-04 codes).
+
+use super::*;
+use serde_json::json;
+
+fn feed_all(events: &[Value]) -> Decoder {
+    let mut d = Decoder::new(Some("req_9".into()));
+    for e in events {
+        d.feed(&e.to_string()).unwrap();
+    }
+    d
+}
+
+fn delta(delta: Value) -> Value {
+    json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+}
+
+fn finish(reason: &str) -> Value {
+    json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+}
+
+fn usage(i: u64, o: u64) -> Value {
+    json!({"choices": [], "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}})
+}
+
+fn failure_code(chunks: &[StreamChunk]) -> Option<String> {
+    match chunks.last() {
+        Some(StreamChunk::Finish {
+            reason: FinishReason::Error { failure },
+        }) => Some(failure.code.clone()),
+        _ => None,
+    }
+}
+
+#[test]
+fn text_then_usage_then_finish() {
+    let mut d = feed_all(&[
+        delta(json!({"role": "assistant", "content": ""})),
+        delta(json!({"content": "Hel"})),
+        delta(json!({"content": "lo"})),
+        finish("stop"),
+        usage(10, 2),
+    ]);
+    d.feed("[DONE]").unwrap();
+    assert!(d.is_done());
+    assert_eq!(
+        d.complete(),
+        vec![
+            StreamChunk::TextDelta {
+                index: 0,
+                text: "Hel".into()
+            },
+            StreamChunk::TextDelta {
+                index: 0,
+                text: "lo".into()
+            },
+            StreamChunk::Usage {
+                usage: Usage {
+                    input_tokens: 10,
+                    output_tokens: 2
+                }
+            },
+            StreamChunk::Finish {
+                reason: FinishReason::Stop
+            },
+        ]
+    );
+}
+
+#[test]
+fn reasoning_gets_its_own_block_in_order_of_appearance() {
+    let d = feed_all(&[
+        delta(json!({"reasoning_content": "think"})),
+        delta(json!({"reasoning": "more"})),
+        delta(json!({"content": "answer"})),
+        finish("stop"),
+    ]);
+    assert_eq!(
+        d.complete(),
+        vec![
+            StreamChunk::ReasoningDelta {
+                index: 0,
+                text: "think".into()
+            },
+            StreamChunk::ReasoningDelta {
+                index: 0,
+                text: "more".into()
+            },
+            StreamChunk::TextDelta {
+                index: 1,
+                text: "answer".into()
+            },
+            StreamChunk::Finish {
+                reason: FinishReason::Stop
+            },
+        ]
+    );
+}
+
+#[test]
+fn two_parallel_tool_calls_split_across_deltas() {
+    let d = feed_all(&[
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+            "function": {"name": "read_file", "arguments": ""}}]}),
+        ),
+        delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"pa"}}]})),
+        delta(
+            json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
+            "function": {"name": "glob", "arguments": "{\"pattern\""}}]}),
+        ),
+        delta(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": "th\":\"a\"}"}},
+                                    {"index": 1, "function": {"arguments": ":\"*\"}"}}]}),
+        ),
+        finish("tool_calls"),
+        usage(5, 7),
+    ]);
+    let chunks = d.complete();
+    assert_eq!(
+        chunks,
+        vec![
+            StreamChunk::ToolCallDelta {
+                index: 0,
+                id: "call_a".into(),
+                name: Some("read_file".into()),
+                arguments_delta: String::new()
+            },
+            StreamChunk::ToolCallDelta {
+                index: 0,
+                id: String::new(),
+                name: None,
+                arguments_delta: "{\"pa".into()
+            },
+            StreamChunk::ToolCallDelta {
+                index: 1,
+                id: "call_b".into(),
+                name: Some("glob".into()),
+                arguments_delta: "{\"pattern\"".into()
+            },
+            StreamChunk::ToolCallDelta {
+                index: 0,
+                id: String::new(),
+                name: None,
+                arguments_delta: "th\":\"a\"}".into()
+            },
+            StreamChunk::ToolCallDelta {
+                index: 1,
+                id: String::new(),
+                name: None,
+                arguments_delta: ":\"*\"}".into()
+            },
+            StreamChunk::Usage {
+                usage: Usage {
+                    input_tokens: 5,
+                    output_tokens: 7
+                }
+            },
+            StreamChunk::Finish {
+                reason: FinishReason::ToolCalls
+            },
+        ]
+    );
+}
+
+#[test]
+fn tool_calls_win_over_a_stop_reason() {
+    let d = feed_all(&[
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "glob", "arguments": "{}"}}]}),
+        ),
+        finish("stop"),
+    ]);
+    assert_eq!(
+        d.complete().last(),
+        Some(&StreamChunk::Finish {
+            reason: FinishReason::ToolCalls
+        })
+    );
+}
+
+#[test]
+fn length_is_max_tokens() {
+    let d = feed_all(&[delta(json!({"content": "cut"})), finish("length")]);
+    assert_eq!(
+        d.complete().last(),
+        Some(&StreamChunk::Finish {
+            reason: FinishReason::MaxTokens
+        })
+    );
+}
+
+#[test]
+fn llm_04_eof_before_finish_is_transport() {
+    let d = feed_all(&[delta(json!({"content": "partial"}))]);
+    assert!(!d.has_finish_reason());
+    let chunks = d.complete();
+    assert_eq!(
+        chunks[0],
+        StreamChunk::TextDelta {
+            index: 0,
+            text: "partial".into()
+        }
+    );
+    assert_eq!(failure_code(&chunks).as_deref(), Some("TRANSPORT"));
+}
+
+#[test]
+fn eof_after_finish_reason_is_a_complete_answer() {
+    let d = feed_all(&[delta(json!({"content": "ok"})), finish("stop")]);
+    assert!(d.has_finish_reason());
+    assert_eq!(
+        d.complete().last(),
+        Some(&StreamChunk::Finish {
+            reason: FinishReason::Stop
+        })
+    );
+}
+
+#[test]
+fn llm_04_empty_answer_is_empty_response() {
+    let mut d = feed_all(&[delta(json!({"content": ""})), finish("stop"), usage(3, 0)]);
+    d.feed("[DONE]").unwrap();
+    let chunks = d.complete();
+    assert_eq!(failure_code(&chunks).as_deref(), Some("EMPTY_RESPONSE"));
+    // Usage still precedes the finish.
+    assert_eq!(chunks.len(), 2);
+    assert!(matches!(chunks[0], StreamChunk::Usage { .. }));
+}
+
+#[test]
+fn llm_04_undecodable_data_is_transport() {
+    let mut d = Decoder::new(Some("req_1".into()));
+    let f = d.feed("{not json").unwrap_err();
+    assert_eq!(f.code, "TRANSPORT");
+    assert_eq!(f.request_id.as_deref(), Some("req_1"));
+}
+
+#[test]
+fn llm_04_in_stream_error_events() {
+    let mut d = Decoder::default();
+    let f = d
+        .feed(&json!({"error": {"message": "upstream overloaded"}}).to_string())
+        .unwrap_err();
+    assert_eq!(f.code, "SERVER");
+    assert!(f.message.contains("upstream overloaded"));
+    let f = d
+        .feed(&json!({"error": {"message": "x", "code": "context_length_exceeded"}}).to_string())
+        .unwrap_err();
+    assert_eq!(f.code, "CONTEXT_WINDOW_EXCEEDED");
+}
+
+#[test]
+fn nothing_is_read_after_done() {
+    let mut d = feed_all(&[delta(json!({"content": "a"})), finish("stop")]);
+    d.feed("[DONE]").unwrap();
+    d.feed("{garbage").unwrap();
+    assert_eq!(d.complete().len(), 2);
+}

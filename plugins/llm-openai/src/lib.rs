@@ -1,0 +1,145 @@
+//! `llm-openai`: an LLM adapter for OpenAI-compatible chat completions with streaming SSE
+//! (ARCHITECTURE §8 and §11, requirements C8 and B14).
+//!
+//! The row provides the JSON service `keel.llm.adapter.llm-openai` (methods `generate` and
+//! `check`) and registers its `provider` with `keel.llm`, with the row's `model` as the default
+//! model; an effect unregisters it when the row unloads. The HTTP work ([`client`]) runs on the
+//! plugin's own tokio runtime; the request shape ([`request`]), stream decoding ([`decode`]),
+//! failure mapping ([`failure`]) and credential lookup ([`credential`]) are plain Rust.
+
+pub mod client;
+pub mod config;
+pub mod credential;
+pub mod decode;
+pub mod failure;
+pub mod request;
+
+use std::sync::Arc;
+
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::{plugin_runtime, spawn_bridged};
+use keel_plugin_api::services::llm::{
+    Llm, LlmCallConfig, LlmFailure, LlmRequest, LlmResponse, StreamChunk, adapter_service_name,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub use client::Adapter;
+pub use config::Config;
+
+/// The plugin id; the adapter service is named after it.
+pub const PLUGIN_ID: &str = "llm-openai";
+
+#[derive(Deserialize)]
+struct CheckArgs {
+    config: LlmCallConfig,
+}
+
+/// Aborts the plugin-runtime task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One adapter service call (`generate` runs on the plugin runtime). Public so tests can drive
+/// the service exactly as `keel.llm` does.
+///
+/// # Errors
+/// `INVALID_ARGS`, `UNKNOWN_METHOD`, and `check`'s refusals.
+pub async fn serve(adapter: Arc<Adapter>, method: String, args: Value) -> Result<Value> {
+    match method.as_str() {
+        "generate" => {
+            let request: LlmRequest = serde_json::from_value(args)
+                .map_err(|e| Error::new("INVALID_ARGS", format!("generate: {e}")))?;
+            // Spawned on the plugin runtime and aborted if the caller drops this future, so a
+            // cancelled model call closes its connection at once (LLM-06).
+            let task = plugin_runtime()?.spawn(async move { adapter.generate(request).await });
+            let mut task = AbortOnDrop(task);
+            let response = match (&mut task.0).await {
+                Ok(r) => r,
+                Err(e) => LlmResponse {
+                    chunks: vec![StreamChunk::error(LlmFailure {
+                        message: format!("the OpenAI adapter's task failed: {e}"),
+                        code: if e.is_panic() { "PANIC" } else { "ABORTED" }.to_owned(),
+                        status: None,
+                        provider_retry_after_ms: None,
+                        request_id: None,
+                    })],
+                },
+            };
+            Ok(serde_json::to_value(response)?)
+        }
+        "check" => {
+            let a: CheckArgs = serde_json::from_value(args)
+                .map_err(|e| Error::new("INVALID_ARGS", format!("check: {e}")))?;
+            adapter.check(&a.config)?;
+            Ok(json!({}))
+        }
+        other => Err(Error::new(
+            "UNKNOWN_METHOD",
+            format!("{PLUGIN_ID} has no method '{other}'"),
+        )),
+    }
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct OpenAiPlugin;
+
+impl Plugin for OpenAiPlugin {
+    fn manifest(&self) -> Manifest {
+        Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
+            .description("LLM adapter: OpenAI-compatible chat completions (streaming)")
+            .provides_named(&adapter_service_name(PLUGIN_ID), false)
+            .requires::<Llm>()
+            .config_schema(config::schema())
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: Config = ctx.config()?;
+        let provider = config.provider.clone();
+        let model = config.model.clone();
+        // Built on the plugin runtime: the client's pool lives with the reactor it uses.
+        let adapter = Arc::new(spawn_bridged(async move { Adapter::new(config) }).await??);
+        let service = adapter_service_name(PLUGIN_ID);
+        ctx.provide_named(
+            &service,
+            CallHandle::new(move |method, args| serve(Arc::clone(&adapter), method, args)),
+        )?;
+        register(ctx, &service, &provider, &model).await
+    }
+}
+
+/// Registers `provider` with `keel.llm` and unregisters it when the row unloads.
+async fn register(ctx: Context, service: &str, provider: &str, model: &str) -> Result<()> {
+    let llm = ctx.service::<Llm>()?;
+    let answer = llm
+        .call(
+            "register",
+            json!({ "service": service, "providers": [provider], "default_model": model }),
+        )
+        .await?;
+    let Some(registration) = answer.get("registration").and_then(Value::as_u64) else {
+        return Err(Error::new(
+            "LLM_REGISTER",
+            format!("keel.llm answered register without a registration: {answer}"),
+        ));
+    };
+    ctx.effect("unregister the adapter from keel.llm", move || async move {
+        // keel.llm may already be gone (it unloads after its dependents, but a reload can
+        // dispose the registry first); a disposed registration is nothing left to undo.
+        if let Err(e) = llm
+            .call("unregister", json!({ "registration": registration }))
+            .await
+        {
+            tracing::debug!(error = %e, "unregister from keel.llm");
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+keel_plugin_api::export_plugin!(OpenAiPlugin);

@@ -1,0 +1,209 @@
+//! Agent benchmarks (issue 4, ARCHITECTURE §12), against the loopback model server of
+//! `keel_tests::model_server` and the release build:
+//!
+//! 1. **Start → first model request**: from spawning `keel run` to the server holding the first
+//!    chat-completions request (exec, profile resolution, loading every agent plugin, activation,
+//!    session creation, the first checkpoint, the system prompt, the request itself).
+//! 2. **Per-step overhead**: a 50-step headless session (49 steps each calling `list_dir`, a
+//!    trivial in-process tool, then a final answer) against a server that answers at once. The
+//!    time between the first and the last request, divided by the steps in between, is what
+//!    keel spends per step: SSE parsing, the log appends, three checkpoints (pre-step flush,
+//!    `llm/stream` flush, `tools/execute` flush, each an fsync on JSONL), the tool pipeline, the
+//!    projection and the next request. No tool process time is involved.
+//!
+//! Prints a table and writes `target/bench/agent.json`. `--quick` runs fewer repetitions.
+//! Under `cargo test --benches` (no `--bench` flag) it does nothing.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use keel_tests::bench::{Summary, machine, release_dir, summarize};
+use keel_tests::model_server::{ModelServer, Reply};
+use serde_json::{Value, json};
+
+const STEPS: usize = 50;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.iter().any(|a| a == "--bench") {
+        println!("agent benchmarks: nothing to do outside `cargo bench`; run `cargo xtask bench`");
+        return ExitCode::SUCCESS;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    match run(quick) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent bench failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+    keel: PathBuf,
+}
+
+impl Sandbox {
+    fn new(keel: PathBuf) -> Result<Sandbox, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("keel-agent-bench-")
+            .tempdir()
+            .map_err(|e| format!("temp dir: {e}"))?;
+        for sub in ["home", "config/profiles", "work"] {
+            std::fs::create_dir_all(dir.path().join(sub)).map_err(|e| format!("{sub}: {e}"))?;
+        }
+        Ok(Sandbox { dir, keel })
+    }
+
+    fn profile(&self, server: &ModelServer) -> Result<(), String> {
+        let toml = format!(
+            r#"bundles = ["base", "agent"]
+
+[[replace]]
+id = "approval"
+config = {{ mode = "never" }}
+
+[[insert]]
+id = "llm-openai"
+plugin = "llm-openai"
+config = {{ base_url = "{}", model = "bench", api_key_ref = "KEEL_BENCH_KEY" }}
+
+[[insert]]
+id = "driver"
+plugin = "headless"
+"#,
+            server.base_url()
+        );
+        let path = self.dir.path().join("config/profiles/b.toml");
+        std::fs::write(&path, toml).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    fn spawn(&self) -> Result<std::process::Child, String> {
+        Command::new(&self.keel)
+            .args(["run", "--profile", "b", "benchmark"])
+            .current_dir(self.dir.path().join("work"))
+            .env_remove("KEEL_PLUGIN_PATH")
+            .env_remove("KEEL_LOG")
+            .env("KEEL_HOME", self.dir.path().join("home"))
+            .env("KEEL_CONFIG_PATH", self.dir.path().join("config"))
+            .env("KEEL_BENCH_KEY", "bench-key")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", self.keel.display()))
+    }
+}
+
+fn finish(child: std::process::Child) -> Result<(), String> {
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "keel exited {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Start → first request, in ms.
+fn first_request(keel: &Path) -> Result<f64, String> {
+    let sandbox = Sandbox::new(keel.to_path_buf())?;
+    let server = ModelServer::start(vec![Reply::text("ok")]);
+    sandbox.profile(&server)?;
+    let started = Instant::now();
+    let child = sandbox.spawn()?;
+    server.wait_for(1, Duration::from_secs(60));
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    finish(child)?;
+    Ok(ms)
+}
+
+/// Per-step time of a 50-step session, in ms.
+fn per_step(keel: &Path) -> Result<f64, String> {
+    let sandbox = Sandbox::new(keel.to_path_buf())?;
+    let mut replies: Vec<Reply> = (0..STEPS - 1)
+        .map(|i| {
+            Reply::tool_calls(vec![(
+                format!("c{i}"),
+                "list_dir".to_owned(),
+                r#"{"path":"."}"#.to_owned(),
+            )])
+        })
+        .collect();
+    replies.push(Reply::text("done"));
+    let server = ModelServer::start(replies);
+    sandbox.profile(&server)?;
+    let child = sandbox.spawn()?;
+    let mut stamps = Vec::with_capacity(STEPS);
+    for n in 1..=STEPS {
+        server.wait_for(n, Duration::from_secs(120));
+        stamps.push(Instant::now());
+    }
+    finish(child)?;
+    let (Some(first), Some(last)) = (stamps.first(), stamps.last()) else {
+        return Err("no requests".to_owned());
+    };
+    Ok(last.duration_since(*first).as_secs_f64() * 1e3 / (STEPS - 1) as f64)
+}
+
+fn summary_json(s: Summary) -> Value {
+    json!({ "median": round(s.median), "p90": round(s.p90), "min": round(s.min), "max": round(s.max), "n": s.n })
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn run(quick: bool) -> Result<(), String> {
+    let release = release_dir()?;
+    let keel = release.join("keel");
+    let (first_runs, step_runs) = if quick { (3, 1) } else { (20, 5) };
+    // One warm-up run so the page cache holds the libraries, as it does for a user.
+    first_request(&keel)?;
+    let mut first = Vec::new();
+    for _ in 0..first_runs {
+        first.push(first_request(&keel)?);
+    }
+    let mut steps = Vec::new();
+    for _ in 0..step_runs {
+        steps.push(per_step(&keel)?);
+    }
+    let first = summarize(first);
+    let steps = summarize(steps);
+    let mut report = String::new();
+    let _ = writeln!(report, "## Agent\n");
+    let _ = writeln!(report, "| measure | median | p90 | min | runs | target |");
+    let _ = writeln!(report, "|---|---|---|---|---|---|");
+    let _ = writeln!(
+        report,
+        "| start → first model request | {:.1} ms | {:.1} ms | {:.1} ms | {} | ≤ 30 ms |",
+        first.median, first.p90, first.min, first.n
+    );
+    let _ = writeln!(
+        report,
+        "| per step, {STEPS}-step session (checkpoints on) | {:.2} ms | {:.2} ms | {:.2} ms | {} | ≤ 2 ms |",
+        steps.median, steps.p90, steps.min, steps.n
+    );
+    println!("{report}");
+    let out_dir = release
+        .parent()
+        .map(|t| t.join("bench"))
+        .unwrap_or_else(|| PathBuf::from("bench"));
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    let json = json!({
+        "machine": machine(),
+        "first_request_ms": summary_json(first),
+        "per_step_ms": summary_json(steps),
+        "steps": STEPS,
+    });
+    let path = out_dir.join("agent.json");
+    std::fs::write(&path, format!("{json:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
