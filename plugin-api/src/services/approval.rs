@@ -11,7 +11,10 @@ use crate::sdk::{CallHandle, Service};
 ///   (both `ignorable`) to the session; a decision whose audit append failed is not returned
 ///   (the call fails, and the pipeline denies). Without an interactive approver (headless) the
 ///   outcome is `unavailable`.
-/// - `"mode"`: `{}` → `{mode: "never"|"ask"}`.
+/// - `"mode"`: `{session_id?}` → `{mode: "never"|"ask"}`: the session's override when set,
+///   else the row's mode.
+/// - `"set_mode"`: `{session_id, mode}` → `{}`: a per-session override (the headless driver's
+///   `--approval never|ask`); another mode → `INVALID_MODE`.
 #[derive(Debug, Clone, Copy)]
 pub struct Approval;
 

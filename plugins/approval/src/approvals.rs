@@ -1,0 +1,250 @@
+//! The approval state and the audited one-shot ask (TOOL-03, TOOL-05): the row's mode, the
+//! per-session overrides, and `ask`, which appends `approval/asked` before the decision and
+//! `approval/decided` after it, and never returns a decision whose audit append failed.
+//!
+//! Session writes are behind [`Audit`] so the flow is tested without the kernel.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use keel_plugin_api::events::Json;
+use keel_plugin_api::sdk::Result;
+use keel_plugin_api::services::approval::{ApprovalOutcome, ApprovalRequest};
+use serde_json::{Value, json};
+
+use crate::policy::{CallView, Decision, Mode, decide};
+
+/// Where the audit pair goes.
+pub trait Audit: Sync {
+    /// Appends one event (`{type, data, ignorable}`) to `session_id`.
+    fn append(&self, session_id: &str, event: Value) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// The approval row's state.
+pub struct Approvals {
+    default_mode: Mode,
+    overrides: Mutex<HashMap<String, Mode>>,
+    next_id: AtomicU64,
+    /// Distinguishes ids across processes writing the same session over time.
+    epoch: u64,
+}
+
+impl Approvals {
+    /// State with the row's `mode`.
+    pub fn new(default_mode: Mode) -> Self {
+        let epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        Approvals {
+            default_mode,
+            overrides: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            epoch,
+        }
+    }
+
+    fn overrides(&self) -> MutexGuard<'_, HashMap<String, Mode>> {
+        // Single inserts only: a poisoned map is still whole.
+        self.overrides.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The mode in force for `session_id` (its override, else the row's).
+    pub fn mode(&self, session_id: Option<&str>) -> Mode {
+        session_id
+            .and_then(|s| self.overrides().get(s).copied())
+            .unwrap_or(self.default_mode)
+    }
+
+    /// Overrides the mode of one session (the headless driver's `--approval`).
+    pub fn set_mode(&self, session_id: &str, mode: Mode) {
+        self.overrides().insert(session_id.to_owned(), mode);
+    }
+
+    /// The `tools/pre-execute` contribution: `downstream` is the rest of the chain's output.
+    /// A downstream answer that is not a decision is passed on untouched (the pipeline reports
+    /// it as a broken stage).
+    pub fn pre_execute(&self, session_id: &str, call: &CallView<'_>, downstream: Json) -> Json {
+        let Ok(decision) = downstream.parse::<Decision>() else {
+            return downstream;
+        };
+        let decided = decide(self.mode(Some(session_id)), call, decision);
+        Json::of(&decided).unwrap_or(downstream)
+    }
+
+    /// The one-shot ask: audit, decide, audit. `Err` (an audit append failed) is never a
+    /// decision; the pipeline then denies (TOOL-05).
+    ///
+    /// # Errors
+    /// The session's error when either audit append fails.
+    pub async fn ask<A: Audit>(
+        &self,
+        audit: &A,
+        request: &ApprovalRequest,
+    ) -> Result<ApprovalOutcome> {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = format!("apr_{:x}_{n}", self.epoch);
+        let mut asked = json!({
+            "id": id,
+            "tool_name": request.tool_name,
+            "call_id": request.call_id,
+        });
+        if let (Some(reason), Some(data)) = (&request.reason, asked.as_object_mut()) {
+            data.insert("reason".into(), reason.as_str().into());
+        }
+        audit
+            .append(
+                &request.session_id,
+                json!({"type": "approval/asked", "data": asked, "ignorable": true}),
+            )
+            .await?;
+        let outcome = answer(request).await;
+        audit
+            .append(
+                &request.session_id,
+                json!({
+                    "type": "approval/decided",
+                    "data": {"id": id, "outcome": outcome},
+                    "ignorable": true,
+                }),
+            )
+            .await?;
+        Ok(outcome)
+    }
+}
+
+/// Who answers an ask. There is no interactive approver yet (the headless driver is the only
+/// surface), so nobody can: `unavailable`, which the pipeline turns into a denial.
+async fn answer(_request: &ApprovalRequest) -> ApprovalOutcome {
+    ApprovalOutcome::Unavailable
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::executor::block_on;
+    use keel_plugin_api::sdk::Error;
+    use pretty_assertions::assert_eq;
+
+    #[derive(Default)]
+    struct Log {
+        events: Mutex<Vec<(String, Value)>>,
+        fail_on: Option<&'static str>,
+    }
+
+    impl Audit for Log {
+        async fn append(&self, session_id: &str, event: Value) -> Result<()> {
+            if self.fail_on == event["type"].as_str() {
+                return Err(Error::new("SESSION_IO", "disk full"));
+            }
+            self.events
+                .lock()
+                .unwrap()
+                .push((session_id.to_owned(), event));
+            Ok(())
+        }
+    }
+
+    fn request(reason: Option<&str>) -> ApprovalRequest {
+        ApprovalRequest {
+            session_id: "s1".into(),
+            tool_name: "write_file".into(),
+            call_id: "c7".into(),
+            reason: reason.map(str::to_owned),
+            args: json!({"path": "a"}),
+        }
+    }
+
+    #[test]
+    fn tool05_ask_appends_the_audit_pair_and_headless_is_unavailable() {
+        let approvals = Approvals::new(Mode::Ask);
+        let log = Log::default();
+        let outcome = block_on(approvals.ask(&log, &request(Some("changes files")))).unwrap();
+        assert_eq!(outcome, ApprovalOutcome::Unavailable);
+        let events = log.events.lock().unwrap().clone();
+        assert_eq!(events.len(), 2);
+        assert!(events.iter().all(|(s, _)| s == "s1"));
+        let (asked, decided) = (&events[0].1, &events[1].1);
+        let id = asked["data"]["id"].clone();
+        assert_eq!(
+            *asked,
+            json!({"type": "approval/asked", "ignorable": true, "data": {"id": id,
+                "tool_name": "write_file", "call_id": "c7", "reason": "changes files"}})
+        );
+        assert_eq!(
+            *decided,
+            json!({"type": "approval/decided", "ignorable": true,
+                "data": {"id": id, "outcome": "unavailable"}})
+        );
+    }
+
+    #[test]
+    fn tool05_reason_is_optional_and_ids_are_unique() {
+        let approvals = Approvals::new(Mode::Ask);
+        let log = Log::default();
+        block_on(approvals.ask(&log, &request(None))).unwrap();
+        block_on(approvals.ask(&log, &request(None))).unwrap();
+        let events = log.events.lock().unwrap().clone();
+        assert!(events[0].1["data"].get("reason").is_none());
+        assert_ne!(events[0].1["data"]["id"], events[2].1["data"]["id"]);
+    }
+
+    #[test]
+    fn tool05_no_decision_when_an_audit_append_fails() {
+        let approvals = Approvals::new(Mode::Ask);
+        for fail_on in ["approval/asked", "approval/decided"] {
+            let log = Log {
+                fail_on: Some(fail_on),
+                ..Log::default()
+            };
+            let err = block_on(approvals.ask(&log, &request(None))).unwrap_err();
+            assert_eq!(err.code, "SESSION_IO");
+        }
+        // A failed `asked` means nothing was decided, so nothing else was written.
+        let log = Log {
+            fail_on: Some("approval/asked"),
+            ..Log::default()
+        };
+        let _ = block_on(approvals.ask(&log, &request(None)));
+        assert!(log.events.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn per_session_mode_overrides_the_row() {
+        let approvals = Approvals::new(Mode::Ask);
+        approvals.set_mode("ci", Mode::Never);
+        assert_eq!(approvals.mode(Some("ci")), Mode::Never);
+        assert_eq!(approvals.mode(Some("other")), Mode::Ask);
+        assert_eq!(approvals.mode(None), Mode::Ask);
+    }
+
+    fn j(v: Value) -> Json {
+        Json::of(&v).unwrap()
+    }
+
+    #[test]
+    fn pre_execute_follows_the_session_mode_and_keeps_denials() {
+        let approvals = Approvals::new(Mode::Ask);
+        approvals.set_mode("ci", Mode::Never);
+        let args = json!({});
+        let write = CallView {
+            name: "write_file",
+            args: &args,
+            mutating: true,
+        };
+        let allow = || j(json!({"kind": "allow"}));
+        assert_eq!(
+            approvals.pre_execute("s1", &write, allow()),
+            j(json!({"kind": "ask", "reason": "write_file changes the workspace"}))
+        );
+        assert_eq!(approvals.pre_execute("ci", &write, allow()), allow());
+        let deny = j(json!({"kind": "deny", "reason": "no"}));
+        assert_eq!(approvals.pre_execute("s1", &write, deny.clone()), deny);
+        // Not a decision: passed on untouched.
+        let junk = j(json!({"kind": "maybe"}));
+        assert_eq!(approvals.pre_execute("s1", &write, junk.clone()), junk);
+    }
+}

@@ -1,0 +1,155 @@
+//! The [`Host`] over the kernel: the session's `append`, the four `tools/*` dispatches with
+//! their terminals, `keel.approval`, and the body (the `tools/execute` terminal) that calls the
+//! provider's named service under the call's deadline on the host timer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::tools::{
+    Execute, Guard, PostExecute, PreExecute, ToolExecution, ToolOutcome, ToolsResult,
+};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::sleep;
+use keel_plugin_api::services::approval::{Approval, ApprovalOutcome, ApprovalRequest};
+use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::tools::{PROVIDER_METHOD, ToolInvocation, ToolResult, codes};
+use serde_json::{Value, json};
+
+use crate::provider::run_body;
+use crate::registry::Registry;
+use crate::stages::{AskAnswer, Host};
+
+/// One batch's view of the kernel.
+pub struct KernelHost {
+    /// The row's context.
+    pub ctx: Context,
+    /// `keel.session`.
+    pub sessions: ServiceRef<Sessions>,
+    /// `keel.approval`, when loaded.
+    pub approval: Option<ServiceRef<Approval>>,
+    /// The registry (the body looks the provider up at run time).
+    pub registry: Arc<Registry>,
+    /// The batch's session.
+    pub session_id: String,
+}
+
+impl Host for KernelHost {
+    async fn append(&self, event: Value) -> Result<()> {
+        let args = json!({"session_id": self.session_id, "events": [event]});
+        self.sessions.call("append", args).await.map(|_| ())
+    }
+
+    async fn pre_execute(&self, exec: ToolExecution) -> Result<Json> {
+        self.ctx
+            .run_async_waterfall::<PreExecute, _, _>(exec, |_| async {
+                Json::of(&json!({"kind": "allow"}))
+            })
+            .await
+    }
+
+    async fn ask(&self, request: ApprovalRequest) -> AskAnswer {
+        let Some(approval) = &self.approval else {
+            return AskAnswer::NoService;
+        };
+        let args = match serde_json::to_value(&request) {
+            Ok(a) => a,
+            Err(e) => return AskAnswer::Failed(e.into()),
+        };
+        match approval.call("ask", args).await {
+            Err(e) => AskAnswer::Failed(e),
+            // An answer that is not one of the four outcomes is normalised to `unavailable`
+            // (TOOL-05).
+            Ok(v) => AskAnswer::Outcome(
+                v.get("outcome")
+                    .and_then(|o| serde_json::from_value(o.clone()).ok())
+                    .unwrap_or(ApprovalOutcome::Unavailable),
+            ),
+        }
+    }
+
+    async fn guard(&self, exec: ToolExecution) -> Result<Option<Json>> {
+        self.ctx.serial::<Guard>(exec).await
+    }
+
+    async fn execute(&self, exec: ToolExecution) -> Result<Json> {
+        let ctx = self.ctx;
+        let registry = Arc::clone(&self.registry);
+        self.ctx
+            .run_async_waterfall::<Execute, _, _>(exec, move |exec| {
+                let registry = Arc::clone(&registry);
+                async move { Json::of(&body(ctx, &registry, exec).await) }
+            })
+            .await
+    }
+
+    async fn post_execute(&self, outcome: ToolOutcome) -> Result<Json> {
+        self.ctx
+            .run_async_waterfall::<PostExecute, _, _>(outcome, |_| async {
+                Json::of(&json!({"kind": "accept"}))
+            })
+            .await
+    }
+
+    fn notify(&self, outcome: &ToolOutcome) {
+        // Listener failures are contained by the kernel; an error here is misuse (unknown
+        // event), which must not cost the call its result.
+        if let Err(e) = self.ctx.emit::<ToolsResult>(outcome) {
+            tracing::warn!(error = %e, "tools/result could not be emitted");
+        }
+    }
+}
+
+/// The tool body: the provider's `"execute"` under `exec.timeout_ms`.
+async fn body(ctx: Context, registry: &Registry, exec: ToolExecution) -> ToolResult {
+    let name = exec.name.as_str();
+    let Some(entry) = registry.lookup(name) else {
+        return ToolResult::error(
+            codes::UNKNOWN_TOOL,
+            format!("the tool '{name}' was unregistered before it ran"),
+        );
+    };
+    let handle = match ctx.named_service(&entry.service) {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            return ToolResult::error(
+                codes::TOOL_FAILED,
+                format!("the provider of '{name}' ({}) is not active", entry.service),
+            );
+        }
+        Err(e) => {
+            return ToolResult::error(
+                codes::TOOL_FAILED,
+                format!("the provider of '{name}' cannot be reached: {e}"),
+            );
+        }
+    };
+    let args = match serde_json::from_str::<Value>(exec.args.text.as_str()) {
+        Ok(a) => a,
+        Err(e) => {
+            return ToolResult::error(
+                codes::TOOL_FAILED,
+                format!("an execute listener left arguments that are not JSON: {e}"),
+            );
+        }
+    };
+    let invocation = ToolInvocation {
+        name: name.to_owned(),
+        call_id: exec.call_id.to_string(),
+        session_id: exec.session_id.to_string(),
+        cwd: exec.cwd.to_string(),
+        args,
+        timeout_ms: exec.timeout_ms,
+    };
+    let invocation = match serde_json::to_value(&invocation) {
+        Ok(v) => v,
+        Err(e) => return ToolResult::error(codes::TOOL_FAILED, e.to_string()),
+    };
+    let deadline = (exec.timeout_ms > 0).then(|| sleep(Duration::from_millis(exec.timeout_ms)));
+    run_body(
+        handle.call(PROVIDER_METHOD, invocation),
+        deadline,
+        exec.timeout_ms,
+    )
+    .await
+}

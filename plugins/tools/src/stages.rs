@@ -1,0 +1,442 @@
+//! The B9 stages of one call (TOOL-01…04, TOOL-08): `tool/call`, argument parsing, policy
+//! (pre-execute, one-shot approval, monotonic guards), the execute stage, post-execute, the
+//! frozen result and the durable `tool/result`. Everything the kernel does is behind [`Host`],
+//! so the decisions are unit-tested with a scripted host; [`CallPipeline`] plugs these stages
+//! into the scheduler ([`crate::schedule`]).
+//!
+//! Authority is one-way: a deny or a failed approval is final (no later stage is asked), guards
+//! can only deny (TOOL-02), and a stage listener that fails turns its call into `TOOL_FAILED`
+//! plus a [`BatchFailure`] that stops the batch — it never leaves a call without a result.
+
+use std::future::Future;
+
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::tools::{ToolExecution, ToolOutcome};
+use keel_plugin_api::sdk::{Error, Result};
+use keel_plugin_api::services::approval::{ApprovalOutcome, ApprovalRequest};
+use keel_plugin_api::services::tools::{BatchRequest, ModelCall, ToolResult, codes};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::registry::{Entry, Registry};
+use crate::schedule::{Admission, BatchFailure, Mode, Pipeline, Settled};
+
+/// The batch failure code: a listener of a pipeline stage failed.
+pub const TOOL_STAGE_FAILED: &str = "TOOL_STAGE_FAILED";
+
+/// What `keel.approval` answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AskAnswer {
+    /// No approval service is loaded.
+    NoService,
+    /// The request failed (including an audit append that failed: no decision, TOOL-05).
+    Failed(Error),
+    /// A decision.
+    Outcome(ApprovalOutcome),
+}
+
+/// The kernel as the stages see it (one batch, one session).
+pub trait Host: Sync {
+    /// Appends one event (`{type, data, ignorable?, surface_op?}`) to the batch's session.
+    fn append(&self, event: Value) -> impl Future<Output = Result<()>> + Send;
+    /// Runs `tools/pre-execute` (terminal: allow).
+    fn pre_execute(&self, exec: ToolExecution) -> impl Future<Output = Result<Json>> + Send;
+    /// Asks `keel.approval`.
+    fn ask(&self, request: ApprovalRequest) -> impl Future<Output = AskAnswer> + Send;
+    /// Runs `tools/guard`: the first `{reason}` denies.
+    fn guard(&self, exec: ToolExecution) -> impl Future<Output = Result<Option<Json>>> + Send;
+    /// Runs `tools/execute` (terminal: the provider's body under its deadline).
+    fn execute(&self, exec: ToolExecution) -> impl Future<Output = Result<Json>> + Send;
+    /// Runs `tools/post-execute` (terminal: accept).
+    fn post_execute(&self, outcome: ToolOutcome) -> impl Future<Output = Result<Json>> + Send;
+    /// Emits `tools/result` (failures contained).
+    fn notify(&self, outcome: &ToolOutcome);
+}
+
+/// A pre-execute decision.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum PreDecision {
+    Allow,
+    Deny {
+        #[serde(default)]
+        reason: String,
+    },
+    Ask {
+        #[serde(default)]
+        reason: Option<String>,
+    },
+}
+
+/// A post-execute decision.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum PostDecision {
+    Accept {
+        #[serde(default)]
+        content: Option<String>,
+    },
+    Block {
+        #[serde(default)]
+        feedback: String,
+    },
+}
+
+/// Parses the model's argument text: `""` is `{}`; anything but a JSON object is refused with a
+/// message the model can act on.
+pub fn parse_args(raw: &str) -> std::result::Result<Value, String> {
+    if raw.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(other) => Err(format!(
+            "the arguments must be a JSON object, got {}",
+            kind_of(&other)
+        )),
+        Err(e) => Err(format!("the arguments are not valid JSON: {e}")),
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Classification (TOOL-10): parallel iff the tool is known, `parallel_safe`, and its arguments
+/// parse; everything else is exclusive.
+pub fn classify(entry: Option<&Entry>, raw_args: &str) -> Mode {
+    match entry {
+        Some(e) if e.definition.parallel_safe && parse_args(raw_args).is_ok() => Mode::Parallel,
+        _ => Mode::Exclusive,
+    }
+}
+
+/// The error result for a call whose approval did not come back `allowed-once` (TOOL-03:
+/// distinct codes for a human "no", a cancel and a missing channel); `None` proceeds.
+pub fn approval_denial(tool: &str, reason: Option<&str>, answer: &AskAnswer) -> Option<ToolResult> {
+    let why = reason.map(|r| format!(" ({r})")).unwrap_or_default();
+    let (code, message) = match answer {
+        AskAnswer::Outcome(ApprovalOutcome::AllowedOnce) => return None,
+        AskAnswer::Outcome(ApprovalOutcome::Rejected) => (
+            codes::APPROVAL_REJECTED,
+            format!("the user rejected this '{tool}' call{why}"),
+        ),
+        AskAnswer::Outcome(ApprovalOutcome::Cancelled) => (
+            codes::APPROVAL_CANCELLED,
+            format!("the approval request for this '{tool}' call was cancelled{why}"),
+        ),
+        AskAnswer::Outcome(ApprovalOutcome::Unavailable) => (
+            codes::APPROVAL_UNAVAILABLE,
+            format!(
+                "this '{tool}' call needs approval{why}, but nobody can answer (no interactive \
+                 approver); it was not run"
+            ),
+        ),
+        AskAnswer::NoService => (
+            codes::APPROVAL_UNAVAILABLE,
+            format!(
+                "this '{tool}' call needs approval{why}, but no approval service is loaded; it \
+                 was not run"
+            ),
+        ),
+        AskAnswer::Failed(e) => (
+            codes::APPROVAL_UNAVAILABLE,
+            format!(
+                "this '{tool}' call needs approval{why}, but the approval request failed ({e}); \
+                 it was not run"
+            ),
+        ),
+    };
+    Some(ToolResult::error(code, message))
+}
+
+/// A stage listener failed: the call's result and the failure that stops the batch.
+pub fn stage_failed(stage: &str, call: &ToolExecution, e: &Error) -> Settled {
+    Settled {
+        result: ToolResult::error(
+            codes::TOOL_FAILED,
+            format!("the {stage} stage failed ({e}); the call did not complete"),
+        ),
+        failure: Some(BatchFailure {
+            code: TOOL_STAGE_FAILED.to_owned(),
+            message: format!(
+                "{stage} failed for call '{}' ({}): {e}",
+                call.call_id, call.name
+            ),
+        }),
+    }
+}
+
+/// Reads a tool result (from `tools/execute`) or says why it is not one.
+pub fn read_result(json: &Json) -> ToolResult {
+    serde_json::from_str::<ToolResult>(json.text.as_str()).unwrap_or_else(|e| {
+        ToolResult::error(
+            codes::INVALID_TOOL_OUTPUT,
+            format!("the tool's answer is not a tool result: {e}"),
+        )
+    })
+}
+
+/// The frozen result (TOOL-04): the final value, serialised once; observers and the log get
+/// the same snapshot. `concludes_turn` only survives on success.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frozen {
+    /// The result as returned to the loop.
+    pub result: ToolResult,
+    /// Its snapshot.
+    pub value: Value,
+}
+
+/// Freezes `result` (a snapshot failure becomes an error result).
+pub fn freeze(mut result: ToolResult) -> Frozen {
+    if result.is_error {
+        result.concludes_turn = false;
+    }
+    match serde_json::to_value(&result) {
+        Ok(value) => Frozen { result, value },
+        Err(e) => {
+            let result = ToolResult::error(
+                codes::TOOL_FAILED,
+                format!("the tool's result could not be snapshotted: {e}"),
+            );
+            let value = json!({
+                "content": result.content,
+                "is_error": true,
+                "error": {"code": codes::TOOL_FAILED},
+            });
+            Frozen { result, value }
+        }
+    }
+}
+
+/// The `tool/call` event (raw argument text, B9).
+pub fn tool_call_event(request: &BatchRequest, call: &ModelCall) -> Value {
+    json!({
+        "type": "tool/call",
+        "data": {
+            "turn": request.turn,
+            "step": request.step,
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+        },
+    })
+}
+
+/// The `tool/result` event: the snapshot's model-facing fields under the model's call id.
+pub fn tool_result_event(request: &BatchRequest, call_id: &str, frozen: &Value) -> Value {
+    let mut data = serde_json::Map::new();
+    data.insert("turn".into(), request.turn.into());
+    data.insert("step".into(), request.step.into());
+    data.insert("call_id".into(), call_id.into());
+    for key in ["content", "is_error", "error", "meta"] {
+        if let Some(v) = frozen.get(key) {
+            data.insert(key.into(), v.clone());
+        }
+    }
+    json!({"type": "tool/result", "data": data, "surface_op": "append"})
+}
+
+/// What admission hands to the later stages.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    /// The call as every stage sees it.
+    pub exec: ToolExecution,
+}
+
+/// The stages of one batch over a [`Host`].
+pub struct CallPipeline<'a, H> {
+    /// The kernel.
+    pub host: &'a H,
+    /// Where tools are looked up (live: a tool registered mid-batch is found).
+    pub registry: &'a Registry,
+    /// The batch.
+    pub request: &'a BatchRequest,
+    /// `timeout_ms` handed to the execute stage.
+    pub timeout_ms: u64,
+}
+
+impl<H: Host> CallPipeline<'_, H> {
+    fn call(&self, index: usize) -> Result<&ModelCall> {
+        self.request
+            .calls
+            .get(index)
+            .ok_or_else(|| Error::new("SCHEDULER", format!("the batch has no call {index}")))
+    }
+
+    fn exec(&self, call: &ModelCall, entry: Option<&Entry>, args: &Value) -> ToolExecution {
+        ToolExecution {
+            session_id: self.request.session_id.as_str().into(),
+            turn: self.request.turn,
+            step: self.request.step,
+            call_id: call.id.as_str().into(),
+            name: call.name.as_str().into(),
+            arguments: call.arguments.as_str().into(),
+            args: Json {
+                text: args.to_string().into(),
+            },
+            cwd: self.request.cwd.as_str().into(),
+            mutating: entry.is_some_and(|e| e.definition.mutating),
+            timeout_ms: self.timeout_ms,
+        }
+    }
+
+    /// Logs the call and builds its execution (invalid argument text is kept as a string).
+    async fn open(&self, index: usize) -> Result<(Ticket, Option<Entry>, Result<(), String>)> {
+        let call = self.call(index)?;
+        self.host
+            .append(tool_call_event(self.request, call))
+            .await?;
+        let entry = self.registry.lookup(&call.name);
+        let (args, parsed) = match parse_args(&call.arguments) {
+            Ok(v) => (v, Ok(())),
+            Err(msg) => (Value::String(call.arguments.clone()), Err(msg)),
+        };
+        let exec = self.exec(call, entry.as_ref(), &args);
+        Ok((Ticket { exec }, entry, parsed))
+    }
+
+    /// Pre-execute, approval and guards; `Some` ends the call.
+    async fn policy(&self, exec: &ToolExecution) -> Option<Settled> {
+        let name = exec.name.as_str();
+        let decision = match self.host.pre_execute(exec.clone()).await {
+            Ok(d) => d,
+            Err(e) => return Some(stage_failed("tools/pre-execute", exec, &e)),
+        };
+        match serde_json::from_str::<PreDecision>(decision.text.as_str()) {
+            Err(e) => {
+                let e = Error::new("INVALID_DECISION", format!("{e}: {}", decision.text));
+                return Some(stage_failed("tools/pre-execute", exec, &e));
+            }
+            Ok(PreDecision::Allow) => {}
+            Ok(PreDecision::Deny { reason }) => {
+                return Some(Settled::ok(ToolResult::error(
+                    codes::TOOL_DENIED,
+                    format!("this '{name}' call was denied by policy: {reason}"),
+                )));
+            }
+            Ok(PreDecision::Ask { reason }) => {
+                let request = ApprovalRequest {
+                    session_id: exec.session_id.to_string(),
+                    tool_name: name.to_owned(),
+                    call_id: exec.call_id.to_string(),
+                    reason: reason.clone(),
+                    args: serde_json::from_str(exec.args.text.as_str()).unwrap_or(Value::Null),
+                };
+                let answer = self.host.ask(request).await;
+                if let Some(denied) = approval_denial(name, reason.as_deref(), &answer) {
+                    return Some(Settled::ok(denied));
+                }
+            }
+        }
+        match self.host.guard(exec.clone()).await {
+            Err(e) => Some(stage_failed("tools/guard", exec, &e)),
+            Ok(Some(reason)) => {
+                let reason = serde_json::from_str::<Value>(reason.text.as_str())
+                    .ok()
+                    .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_else(|| reason.text.to_string());
+                Some(Settled::ok(ToolResult::error(
+                    codes::TOOL_DENIED,
+                    format!("this '{name}' call was denied by a guard: {reason}"),
+                )))
+            }
+            Ok(None) => None,
+        }
+    }
+}
+
+impl<H: Host> Pipeline for CallPipeline<'_, H> {
+    type Ticket = Ticket;
+
+    fn classify(&self, index: usize) -> Mode {
+        match self.request.calls.get(index) {
+            Some(call) => classify(self.registry.lookup(&call.name).as_ref(), &call.arguments),
+            None => Mode::Exclusive,
+        }
+    }
+
+    async fn admit(&self, index: usize) -> Result<Admission<Ticket>> {
+        let (ticket, entry, parsed) = self.open(index).await?;
+        let name = ticket.exec.name.as_str();
+        if entry.is_none() {
+            let known = self.registry.names().join(", ");
+            let result = ToolResult::error(
+                codes::UNKNOWN_TOOL,
+                format!("there is no tool named '{name}' (available: {known})"),
+            );
+            return Ok(Admission::Settled(ticket, Settled::ok(result)));
+        }
+        if let Err(msg) = parsed {
+            let result = ToolResult::error(codes::INVALID_ARGUMENTS, msg);
+            return Ok(Admission::Settled(ticket, Settled::ok(result)));
+        }
+        match self.policy(&ticket.exec).await {
+            Some(settled) => Ok(Admission::Settled(ticket, settled)),
+            None => Ok(Admission::Run(ticket)),
+        }
+    }
+
+    async fn execute(&self, ticket: &Ticket) -> Settled {
+        match self.host.execute(ticket.exec.clone()).await {
+            Ok(json) => Settled::ok(read_result(&json)),
+            Err(e) => stage_failed("tools/execute", &ticket.exec, &e),
+        }
+    }
+
+    async fn finish(&self, ticket: &Ticket, result: ToolResult) -> Settled {
+        let outcome = match Json::of(&result) {
+            Ok(json) => ToolOutcome {
+                exec: ticket.exec.clone(),
+                result: json,
+            },
+            Err(e) => return stage_failed("tools/post-execute", &ticket.exec, &e),
+        };
+        let decision = match self.host.post_execute(outcome).await {
+            Ok(d) => d,
+            Err(e) => return stage_failed("tools/post-execute", &ticket.exec, &e),
+        };
+        match serde_json::from_str::<PostDecision>(decision.text.as_str()) {
+            Ok(PostDecision::Accept { content: None }) => Settled::ok(result),
+            Ok(PostDecision::Accept {
+                content: Some(content),
+            }) => Settled::ok(ToolResult { content, ..result }),
+            Ok(PostDecision::Block { feedback }) => {
+                Settled::ok(ToolResult::error(codes::TOOL_BLOCKED, feedback))
+            }
+            Err(e) => {
+                let e = Error::new("INVALID_DECISION", format!("{e}: {}", decision.text));
+                stage_failed("tools/post-execute", &ticket.exec, &e)
+            }
+        }
+    }
+
+    async fn commit(&self, ticket: &Ticket, result: ToolResult) -> Result<ToolResult> {
+        let frozen = freeze(result);
+        let outcome = ToolOutcome {
+            exec: ticket.exec.clone(),
+            result: Json {
+                text: frozen.value.to_string().into(),
+            },
+        };
+        self.host.notify(&outcome);
+        let event = tool_result_event(self.request, ticket.exec.call_id.as_str(), &frozen.value);
+        self.host.append(event).await?;
+        Ok(frozen.result)
+    }
+
+    async fn skip(&self, index: usize) -> Result<Ticket> {
+        Ok(self.open(index).await?.0)
+    }
+}
+
+#[cfg(test)]
+#[path = "stages_tests.rs"]
+mod tests;
