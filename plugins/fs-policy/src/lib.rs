@@ -1,0 +1,116 @@
+//! `fs-policy`: the observation policy of the file tools (requirements B11, FS-01…03) as its
+//! own plugin, so a profile can drop or replace it without touching the tools.
+//!
+//! It listens on `fs/observed` to keep (session, target) → present(version) | absent, and
+//! answers the single-slot decision waterfalls `fs/write-intent` and `fs/edit-intent` without
+//! calling `next` (FS-01): a write of a target the session has not read becomes
+//! create-if-absent, a write of a read target must still match the version read, and an edit
+//! needs a prior read. The table itself ([`ObservationTable`]) is plain Rust; this file only
+//! wires it to the kernel. No I/O; a session's state goes when the session is disposed, and all
+//! of it when the plugin is.
+
+pub mod table;
+
+use std::sync::Arc;
+
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::fs::{EditIntent, FsIntent, FsObserved, Observed, WriteIntent};
+use keel_plugin_api::events::session::SessionDisposed;
+use keel_plugin_api::prelude::*;
+
+pub use table::{Observation, ObservationTable};
+
+/// The plugin value.
+#[derive(Default)]
+struct FsPolicy;
+
+/// Sets the intent's decision from the table; never calls `next` (single slot, FS-01).
+fn decide(intent: &mut FsIntent, decision: &serde_json::Value) -> Result<()> {
+    intent.decision = Json::of(decision)?;
+    Ok(())
+}
+
+impl Plugin for FsPolicy {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("fs-policy", env!("CARGO_PKG_VERSION"))
+            .description("file tools: writes and edits need a prior read of the same version")
+            .config_schema(serde_json::json!({
+                "type": "object",
+                "additionalProperties": false
+            }))
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let table = Arc::new(ObservationTable::new());
+
+        let t = Arc::clone(&table);
+        ctx.on::<Observed>(ListenerOptions::default(), move |o: &FsObserved| {
+            // FS-02: side-effect only and never fails; a malformed report is ignored.
+            t.observe(
+                o.session_id.as_str(),
+                o.target.as_str(),
+                o.observation.text.as_str(),
+            );
+            Ok(())
+        })?;
+
+        let t = Arc::clone(&table);
+        ctx.waterfall::<WriteIntent>(
+            ListenerOptions::default(),
+            move |intent: &mut FsIntent, _next: Next<'_, FsIntent>| {
+                let decision = t.write_decision(intent.session_id.as_str(), intent.target.as_str());
+                decide(intent, &decision)
+            },
+        )?;
+
+        let t = Arc::clone(&table);
+        ctx.waterfall::<EditIntent>(
+            ListenerOptions::default(),
+            move |intent: &mut FsIntent, _next: Next<'_, FsIntent>| {
+                let decision = t.edit_decision(intent.session_id.as_str(), intent.target.as_str());
+                decide(intent, &decision)
+            },
+        )?;
+
+        let t = Arc::clone(&table);
+        ctx.on::<SessionDisposed>(ListenerOptions::default(), move |s| {
+            t.forget_session(s.session_id.as_str());
+            Ok(())
+        })?;
+
+        ctx.effect("drop the fs observation state", move || async move {
+            table.clear();
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(FsPolicy);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intent(decision: &str) -> FsIntent {
+        FsIntent {
+            session_id: RString::from("s"),
+            target: RString::from("/t"),
+            decision: Json {
+                text: decision.into(),
+            },
+        }
+    }
+
+    // FS-01: the policy overwrites the pre-set terminal decision with its own.
+    #[test]
+    fn fs01_decide_replaces_the_preset_decision() {
+        let table = ObservationTable::new();
+        let mut i = intent(r#"{"kind":"unconditional"}"#);
+        decide(&mut i, &table.write_decision("s", "/t")).unwrap();
+        assert_eq!(
+            i.decision.parse::<serde_json::Value>().unwrap(),
+            serde_json::json!({ "kind": "create-if-absent" })
+        );
+    }
+}

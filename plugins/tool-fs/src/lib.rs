@@ -1,0 +1,151 @@
+//! `tool-fs`: the file tools `read_file`, `write_file`, `edit_file`, `list_dir`, `glob` and
+//! `grep` (ARCHITECTURE §8, requirements C10 FS-01…05, B11).
+//!
+//! The bodies are plain Rust ([`FsTools`]) behind an [`FsHooks`] seam; this file adapts them
+//! to the kernel: the manifest and row config (`max_read_bytes`, `max_results`), the provider
+//! service `keel.tool.tool-fs` whose `execute` runs each call on its own std thread (file I/O
+//! never blocks the kernel's async workers), the registration with `keel.tools`, and the hooks
+//! that dispatch `fs/write-intent`, `fs/edit-intent` and `fs/observed`. Without a policy
+//! plugin the intents keep the terminal's `unconditional` decision (FS-01).
+
+pub mod atomic;
+pub mod content;
+pub mod error;
+pub mod hooks;
+pub mod mutate;
+pub mod path;
+pub mod read;
+pub mod search;
+pub mod tools;
+
+#[cfg(test)]
+mod behaviour_tests;
+
+use std::sync::Arc;
+
+use futures::channel::oneshot;
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::fs::{EditIntent, FsIntent, FsObserved, Observed, WriteIntent};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::tools::{
+    PROVIDER_METHOD, ToolInvocation, Tools, provider_service_name,
+};
+use serde_json::{Value, json};
+
+pub use error::{FsError, FsErrorCode};
+pub use hooks::{FsHooks, Intent, NoPolicy, Observation};
+pub use tools::{FsConfig, FsTools, definitions};
+
+/// The plugin id; the provider service is `keel.tool.tool-fs`.
+pub const PLUGIN_ID: &str = "tool-fs";
+
+/// Hooks that dispatch the real `fs/*` events through the kernel.
+struct KernelHooks {
+    ctx: Context,
+}
+
+impl FsHooks for KernelHooks {
+    fn decide(&self, intent: Intent, session_id: &str, target: &str) -> Result<Value, String> {
+        let mut payload = FsIntent {
+            session_id: session_id.into(),
+            target: target.into(),
+            decision: Json::of(&hooks::unconditional()).map_err(|e| e.to_string())?,
+        };
+        // The terminal keeps the pre-set decision: no policy → unconditional.
+        let ran = match intent {
+            Intent::Write => self
+                .ctx
+                .run_waterfall::<WriteIntent>(&mut payload, |_| Ok(())),
+            Intent::Edit => self
+                .ctx
+                .run_waterfall::<EditIntent>(&mut payload, |_| Ok(())),
+        };
+        ran.map_err(|e| e.to_string())?;
+        payload.decision.parse::<Value>().map_err(|e| e.to_string())
+    }
+
+    fn observed(&self, session_id: &str, target: &str, observation: &Observation) {
+        let Ok(observation) = Json::of(observation) else {
+            return;
+        };
+        let payload = FsObserved {
+            session_id: session_id.into(),
+            target: target.into(),
+            observation,
+        };
+        // Listener failures are contained by the kernel; only misuse errors come back.
+        if let Err(e) = self.ctx.emit::<Observed>(&payload) {
+            tracing::warn!(error = %e, "fs/observed could not be emitted");
+        }
+    }
+}
+
+/// One `execute` call: parse, run the body on a std thread, hand the result back.
+async fn execute(tools: Arc<FsTools>, method: &str, args: Value) -> Result<Value> {
+    if method != PROVIDER_METHOD {
+        return Err(Error::new(
+            "UNKNOWN_METHOD",
+            format!("{PLUGIN_ID} provides only '{PROVIDER_METHOD}', not '{method}'"),
+        ));
+    }
+    let call: ToolInvocation = serde_json::from_value(args)?;
+    let (tx, rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name(format!("keel-{PLUGIN_ID}"))
+        .spawn(move || {
+            let _ = tx.send(tools.execute(&call));
+        })?;
+    let result = rx
+        .await
+        .map_err(|_| Error::new("TOOL_FAILED", "the file tool's worker thread died"))?;
+    Ok(serde_json::to_value(result)?)
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct ToolFs;
+
+impl Plugin for ToolFs {
+    fn manifest(&self) -> Manifest {
+        Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
+            .description("file tools: read_file, write_file, edit_file, list_dir, glob, grep")
+            .provides_named(&provider_service_name(PLUGIN_ID), false)
+            .requires::<Tools>()
+            .config_schema(FsConfig::schema())
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: FsConfig = ctx.config()?;
+        let tools = Arc::new(FsTools::new(config, Arc::new(KernelHooks { ctx })));
+        let service = provider_service_name(PLUGIN_ID);
+        ctx.provide_named(
+            &service,
+            CallHandle::new(move |method, args| {
+                let tools = Arc::clone(&tools);
+                async move { execute(tools, &method, args).await }
+            }),
+        )?;
+        let registry: CallHandle = (*ctx.service::<Tools>()?).clone();
+        let answer = registry
+            .call(
+                "register",
+                json!({ "service": service, "tools": definitions() }),
+            )
+            .await?;
+        let registration = answer.get("registration").cloned().ok_or_else(|| {
+            Error::new(
+                "INVALID_ANSWER",
+                format!("keel.tools register answered without a registration: {answer}"),
+            )
+        })?;
+        ctx.effect("unregister the file tools", move || async move {
+            registry
+                .call("unregister", json!({ "registration": registration }))
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(ToolFs);

@@ -1,0 +1,121 @@
+//! `tool-shell`: the `shell` tool (ARCHITECTURE §8 and §9, requirements B12, SBX-01…03).
+//!
+//! The run itself is plain blocking Rust ([`Shell`], [`run`]); this file adapts it to the
+//! kernel: the manifest and row config (`default_timeout_ms`, `max_timeout_ms`, `grace_ms`,
+//! `max_output_bytes`, `env`), the provider service `keel.tool.tool-shell` whose `execute` runs
+//! each call on a std thread and hands the result back over a oneshot channel (no tokio: the
+//! kernel's executor only ever awaits the channel), the registration with `keel.tools`, and
+//! disposal, which terminates and joins every process tree still running (SBX-02). A caller
+//! that stops waiting (the pipeline's deadline, cancellation) drops the channel, and the run
+//! terminates its tree.
+
+pub mod capture;
+pub mod env;
+pub mod group;
+pub mod run;
+pub mod tool;
+
+#[cfg(test)]
+mod behaviour_tests;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::channel::oneshot;
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::tools::{
+    PROVIDER_METHOD, ToolInvocation, Tools, provider_service_name,
+};
+use serde_json::{Value, json};
+
+pub use group::LiveGroups;
+pub use tool::{SHELL_EXIT, SHELL_SPAWN, SHELL_TIMEOUT, Shell, ShellConfig, definition};
+
+/// The plugin id; the provider service is `keel.tool.tool-shell`.
+pub const PLUGIN_ID: &str = "tool-shell";
+
+/// Extra time disposal waits, beyond the grace period, for trees to be gone.
+const DISPOSE_SLACK: Duration = Duration::from_secs(5);
+
+/// One `execute` call: parse, run on a std thread, hand the result back.
+async fn execute(shell: Arc<Shell>, method: &str, args: Value) -> Result<Value> {
+    if method != PROVIDER_METHOD {
+        return Err(Error::new(
+            "UNKNOWN_METHOD",
+            format!("{PLUGIN_ID} provides only '{PROVIDER_METHOD}', not '{method}'"),
+        ));
+    }
+    let call: ToolInvocation = serde_json::from_value(args)?;
+    let (tx, rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name(format!("keel-{PLUGIN_ID}"))
+        .spawn(move || {
+            // The receiver is dropped when the caller stops waiting: terminate the tree.
+            let result = shell.execute(&call, &|| tx.is_canceled());
+            let _ = tx.send(result);
+        })?;
+    let result = rx
+        .await
+        .map_err(|_| Error::new("TOOL_FAILED", "the shell tool's worker thread died"))?;
+    Ok(serde_json::to_value(result)?)
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct ToolShell;
+
+impl Plugin for ToolShell {
+    fn manifest(&self) -> Manifest {
+        Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
+            .description("shell tool: bash -c in its own process group, scrubbed environment")
+            .provides_named(&provider_service_name(PLUGIN_ID), false)
+            .requires::<Tools>()
+            .config_schema(ShellConfig::schema())
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: ShellConfig = ctx.config()?;
+        let groups = Arc::new(LiveGroups::default());
+        let grace = Duration::from_millis(config.grace_ms);
+        let tools = vec![definition(&config)];
+        let shell = Arc::new(Shell::new(config, Arc::clone(&groups)));
+        let service = provider_service_name(PLUGIN_ID);
+        ctx.provide_named(
+            &service,
+            CallHandle::new(move |method, args| {
+                let shell = Arc::clone(&shell);
+                async move { execute(shell, &method, args).await }
+            }),
+        )?;
+        // Effects run last-in first-out: the tool is unregistered first, then running trees
+        // are stopped and joined (SBX-02).
+        ctx.effect("stop running shell commands", move || async move {
+            groups.stop_all();
+            let started = Instant::now();
+            while !groups.is_empty() && started.elapsed() < grace + DISPOSE_SLACK {
+                keel_plugin_api::sdk::sleep(Duration::from_millis(20)).await;
+            }
+            groups.kill_all();
+            Ok(())
+        })?;
+        let registry: CallHandle = (*ctx.service::<Tools>()?).clone();
+        let answer = registry
+            .call("register", json!({ "service": service, "tools": tools }))
+            .await?;
+        let registration = answer.get("registration").cloned().ok_or_else(|| {
+            Error::new(
+                "INVALID_ANSWER",
+                format!("keel.tools register answered without a registration: {answer}"),
+            )
+        })?;
+        ctx.effect("unregister the shell tool", move || async move {
+            registry
+                .call("unregister", json!({ "registration": registration }))
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(ToolShell);

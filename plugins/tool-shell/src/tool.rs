@@ -1,0 +1,277 @@
+//! The `shell` tool as the model sees it (ARCHITECTURE §8: `shell{command, timeout_ms?,
+//! workdir?}`), its row config, and the translation of a run's [`Outcome`] into a
+//! [`ToolResult`]: exit code, then stdout, then stderr, each labelled; `SHELL_EXIT` for a
+//! non-zero exit, `SHELL_TIMEOUT` for a deadline, `SHELL_SPAWN` when nothing could start.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use keel_plugin_api::services::tools::{ToolDefinition, ToolInvocation, ToolResult, codes};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::env::scrubbed;
+use crate::group::LiveGroups;
+use crate::run::{Ending, Outcome, RunSpec, run};
+
+/// The command exited with a non-zero code or was killed by a signal.
+pub const SHELL_EXIT: &str = "SHELL_EXIT";
+/// The command ran past its timeout; its process group was terminated.
+pub const SHELL_TIMEOUT: &str = "SHELL_TIMEOUT";
+/// The command could not be started (missing workdir, no shell, resources).
+pub const SHELL_SPAWN: &str = "SHELL_SPAWN";
+
+/// The row config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellConfig {
+    /// Timeout when the call gives none, ms.
+    #[serde(default = "default_timeout_ms")]
+    pub default_timeout_ms: u64,
+    /// Largest timeout a call may ask for, ms (larger requests are capped).
+    #[serde(default = "max_timeout_ms")]
+    pub max_timeout_ms: u64,
+    /// SIGTERM → SIGKILL grace, ms.
+    #[serde(default = "grace_ms")]
+    pub grace_ms: u64,
+    /// Bytes kept per stream (head and tail halves).
+    #[serde(default = "max_output_bytes")]
+    pub max_output_bytes: usize,
+    /// Variables added to the scrubbed environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+fn default_timeout_ms() -> u64 {
+    120_000
+}
+fn max_timeout_ms() -> u64 {
+    600_000
+}
+fn grace_ms() -> u64 {
+    2_000
+}
+fn max_output_bytes() -> usize {
+    65_536
+}
+
+impl Default for ShellConfig {
+    fn default() -> Self {
+        ShellConfig {
+            default_timeout_ms: default_timeout_ms(),
+            max_timeout_ms: max_timeout_ms(),
+            grace_ms: grace_ms(),
+            max_output_bytes: max_output_bytes(),
+            env: BTreeMap::new(),
+        }
+    }
+}
+
+impl ShellConfig {
+    /// The JSON Schema of the row config.
+    pub fn schema() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "default_timeout_ms": { "type": "integer", "minimum": 1 },
+                "max_timeout_ms": { "type": "integer", "minimum": 1 },
+                "grace_ms": { "type": "integer", "minimum": 0 },
+                "max_output_bytes": { "type": "integer", "minimum": 1 },
+                "env": { "type": "object", "additionalProperties": { "type": "string" } }
+            },
+            "additionalProperties": false
+        })
+    }
+}
+
+/// `shell` arguments.
+#[derive(Debug, Deserialize)]
+struct ShellArgs {
+    command: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    workdir: Option<String>,
+}
+
+/// The tool: config, the registry of running groups, and where the parent env comes from.
+#[derive(Debug)]
+pub struct Shell {
+    config: ShellConfig,
+    groups: Arc<LiveGroups>,
+    /// `None`: the process environment at call time. Tests pass a fixed one.
+    parent_env: Option<Vec<(OsString, OsString)>>,
+}
+
+impl Shell {
+    /// A tool taking its parent environment from the process.
+    pub fn new(config: ShellConfig, groups: Arc<LiveGroups>) -> Self {
+        Shell {
+            config,
+            groups,
+            parent_env: None,
+        }
+    }
+
+    /// A tool with a fixed parent environment (tests: no process-wide `set_var`).
+    pub fn with_parent_env(
+        config: ShellConfig,
+        groups: Arc<LiveGroups>,
+        parent_env: Vec<(OsString, OsString)>,
+    ) -> Self {
+        Shell {
+            config,
+            groups,
+            parent_env: Some(parent_env),
+        }
+    }
+
+    /// Runs one call; blocks until the command and its whole group are gone. `cancelled` is
+    /// polled while it runs. Never fails: failures are error results with codes.
+    pub fn execute(&self, call: &ToolInvocation, cancelled: &dyn Fn() -> bool) -> ToolResult {
+        if call.name != "shell" {
+            return ToolResult::error(
+                codes::UNKNOWN_TOOL,
+                format!("this provider has no tool named '{}'", call.name),
+            );
+        }
+        let args: ShellArgs = match serde_json::from_value(call.args.clone()) {
+            Ok(a) => a,
+            Err(e) => return ToolResult::error(codes::INVALID_ARGUMENTS, e.to_string()),
+        };
+        if args.command.trim().is_empty() {
+            return ToolResult::error(codes::INVALID_ARGUMENTS, "command must not be empty");
+        }
+        let cwd = match workdir(Path::new(&call.cwd), args.workdir.as_deref()) {
+            Ok(d) => d,
+            Err(message) => return ToolResult::error(SHELL_SPAWN, message),
+        };
+        let timeout_ms = args
+            .timeout_ms
+            .filter(|t| *t > 0)
+            .unwrap_or(self.config.default_timeout_ms)
+            .min(self.config.max_timeout_ms);
+        let parent = match &self.parent_env {
+            Some(env) => env.clone(),
+            None => std::env::vars_os().collect(),
+        };
+        let spec = RunSpec {
+            command: args.command,
+            cwd,
+            env: scrubbed(parent, &self.config.env),
+            timeout: Duration::from_millis(timeout_ms),
+            grace: Duration::from_millis(self.config.grace_ms),
+            max_output_bytes: self.config.max_output_bytes,
+        };
+        match run(&spec, &self.groups, cancelled) {
+            Ok(outcome) => render(&outcome, timeout_ms),
+            Err(e) => ToolResult::error(SHELL_SPAWN, format!("could not start the command: {e}")),
+        }
+    }
+}
+
+/// The command's directory: `workdir` resolved against the session's `cwd`, existing.
+fn workdir(cwd: &Path, workdir: Option<&str>) -> Result<PathBuf, String> {
+    let dir = match workdir {
+        Some(w) if !w.is_empty() => cwd.join(w),
+        _ => cwd.to_path_buf(),
+    };
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => {
+            std::fs::canonicalize(&dir).map_err(|e| format!("{}: {e}", dir.display()))
+        }
+        Ok(_) => Err(format!("workdir {} is not a directory", dir.display())),
+        Err(e) => Err(format!("workdir {} is not usable: {e}", dir.display())),
+    }
+}
+
+fn section(label: &str, text: &str) -> String {
+    if text.is_empty() {
+        format!("--- {label} ---\n(empty)\n")
+    } else if text.ends_with('\n') {
+        format!("--- {label} ---\n{text}")
+    } else {
+        format!("--- {label} ---\n{text}\n")
+    }
+}
+
+fn render(o: &Outcome, timeout_ms: u64) -> ToolResult {
+    let status = match (o.exit_code, o.signal) {
+        (Some(code), _) => format!("exit code: {code}"),
+        (None, Some(sig)) => format!("exit code: none (killed by signal {sig})"),
+        (None, None) => String::from("exit code: unknown"),
+    };
+    let body = format!(
+        "{status}\n{}{}",
+        section("stdout", &o.stdout),
+        section("stderr", &o.stderr)
+    );
+    let meta = json!({
+        "exit_code": o.exit_code,
+        "signal": o.signal,
+        "duration_ms": u64::try_from(o.duration.as_millis()).unwrap_or(u64::MAX),
+        "truncated": o.stdout_cut > 0 || o.stderr_cut > 0,
+        "timed_out": o.ending == Ending::TimedOut,
+        "timeout_ms": timeout_ms,
+        "shell": o.shell,
+    });
+    let result = match o.ending {
+        Ending::TimedOut => ToolResult::error(
+            SHELL_TIMEOUT,
+            format!(
+                "the command timed out after {timeout_ms} ms; its process group was terminated\n{body}"
+            ),
+        ),
+        Ending::Cancelled => ToolResult::error(
+            codes::ABORTED,
+            format!("the call was cancelled; its process group was terminated\n{body}"),
+        ),
+        Ending::Exited if o.exit_code == Some(0) => ToolResult::ok(body),
+        Ending::Exited => ToolResult::error(SHELL_EXIT, body),
+    };
+    ToolResult {
+        meta: Some(meta),
+        ..result
+    }
+}
+
+/// The definition registered with `keel.tools`.
+pub fn definition(config: &ShellConfig) -> ToolDefinition {
+    let timeouts = format!(
+        "Deadline in milliseconds (default {}, at most {}).",
+        config.default_timeout_ms, config.max_timeout_ms
+    );
+    ToolDefinition {
+        name: "shell".into(),
+        description: "Run a shell command with `bash -c` (or `/bin/sh -c` where bash is \
+            missing) and return its exit code, stdout and stderr. Runs non-interactively: stdin \
+            is empty, so never run commands that prompt or wait for input (use flags like `-y`). \
+            Relative paths and the default working directory are the session's working \
+            directory; `workdir` changes it for this call only (each call starts fresh, `cd` \
+            does not persist). Output is capped per stream, keeping the beginning and the end. \
+            The command is killed with its whole process group when it exceeds `timeout_ms` \
+            (SHELL_TIMEOUT); background jobs (`cmd &`) are killed when the command exits, so \
+            do not start servers or daemons expecting them to keep running. A non-zero exit is \
+            reported as an error (SHELL_EXIT) with the output. Credentials in the environment \
+            (names containing KEY, SECRET, TOKEN, PASSWORD) are not passed on."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "command": { "type": "string", "minLength": 1,
+                             "description": "The command line, interpreted by bash." },
+                "timeout_ms": { "type": "integer", "minimum": 1,
+                                "description": timeouts },
+                "workdir": { "type": "string",
+                             "description": "Directory to run in, absolute or relative to the working directory." }
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        }),
+        parallel_safe: false,
+        mutating: true,
+    }
+}
