@@ -13,6 +13,7 @@
 )]
 
 pub mod bench;
+pub mod model_server;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -356,8 +357,14 @@ impl Env {
     /// if it has not exited within `limit` (for tests whose failure mode is a hang). The limit
     /// is a generous safety net, never a timing assertion.
     pub fn drive_within(&self, profile: &str, script: &str, limit: std::time::Duration) -> Run {
+        self.keel_within(&["run", "--profile", profile, script], limit)
+    }
+
+    /// Runs `keel ARGS`, killing it and failing the test if it has not exited within `limit`
+    /// (a safety net for tests whose failure mode is a hang, never a timing assertion).
+    pub fn keel_within(&self, args: &[&str], limit: std::time::Duration) -> Run {
         let mut child = self
-            .command(&["run", "--profile", profile, script])
+            .command(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

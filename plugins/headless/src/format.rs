@@ -1,0 +1,370 @@
+//! What a headless run prints (ARCHITECTURE §11, a public contract): the three
+//! `--output-format`s, the stderr lines and the exit code. Pure functions over a
+//! [`RunReport`], pinned by golden-string tests, so the contract lives in one place.
+
+use std::fmt;
+
+use keel_plugin_api::services::agent::RunReport;
+use serde_json::{Value, json};
+
+/// `--output-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Only the final assistant text.
+    Text,
+    /// One result object.
+    Json,
+    /// JSONL: init, one line per durable event, the result object.
+    StreamJson,
+}
+
+impl OutputFormat {
+    /// Parses the kernel's option (`null` → text).
+    ///
+    /// # Errors
+    /// A usage message for an unknown format.
+    pub fn parse(value: &Value) -> Result<OutputFormat, String> {
+        match value {
+            Value::Null => Ok(OutputFormat::Text),
+            Value::String(s) => match s.as_str() {
+                "text" => Ok(OutputFormat::Text),
+                "json" => Ok(OutputFormat::Json),
+                "stream-json" => Ok(OutputFormat::StreamJson),
+                other => Err(format!(
+                    "unknown output format {other:?}: expected text, json or stream-json"
+                )),
+            },
+            other => Err(format!(
+                "output_format must be a string (text, json or stream-json), got {other}"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for OutputFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OutputFormat::Text => "text",
+            OutputFormat::Json => "json",
+            OutputFormat::StreamJson => "stream-json",
+        })
+    }
+}
+
+/// Exit codes (ARCHITECTURE §11).
+pub mod exit {
+    /// The turn ended `completed`.
+    pub const COMPLETED: i32 = 0;
+    /// The turn ended otherwise, or the run failed after the session existed.
+    pub const TURN_FAILED: i32 = 1;
+    /// Usage, config or credential errors, before any model request.
+    pub const USAGE: i32 = 2;
+    /// SIGINT, after the session was flushed and closed.
+    pub const INTERRUPTED: i32 = 130;
+}
+
+/// `keel: error[CODE]: message`.
+pub fn error_line(code: &str, message: &str) -> String {
+    format!("keel: error[{code}]: {message}")
+}
+
+/// A usage error line (`keel: error[USAGE]: …`).
+pub fn usage_line(message: &str) -> String {
+    error_line("USAGE", message)
+}
+
+/// The line printed when SIGINT ended the run.
+pub const INTERRUPTED_LINE: &str = "keel: interrupted";
+
+/// The stream-json first line.
+pub fn init_line(session_id: &str, profile: &str, cwd: &str) -> String {
+    json!({
+        "type": "system",
+        "subtype": "init",
+        "schema_version": 1,
+        "session_id": session_id,
+        "profile": profile,
+        "cwd": cwd,
+    })
+    .to_string()
+}
+
+/// A stream-json event line around a session event record (the envelope JSON, embedded as
+/// JSON; a record that does not parse is embedded as a string rather than dropped).
+pub fn event_line(record: &str) -> String {
+    let event = serde_json::from_str::<Value>(record).unwrap_or_else(|_| json!(record));
+    json!({"type": "event", "event": event}).to_string()
+}
+
+/// Whether the report's turn ended `completed`.
+pub fn completed(report: &RunReport) -> bool {
+    report.reason_kind() == "completed"
+}
+
+/// The result object (`json`, and the last `stream-json` line).
+pub fn result_object(report: &RunReport, duration_ms: u64) -> Value {
+    let ok = completed(report);
+    json!({
+        "type": "result",
+        "subtype": if ok { "success" } else { "error" },
+        "is_error": !ok,
+        "session_id": report.session_id,
+        "num_turns": report.num_turns,
+        "result": report.result,
+        "turn_end_reason": report.reason_kind(),
+        "usage": {
+            "input_tokens": report.usage.input_tokens,
+            "output_tokens": report.usage.output_tokens,
+        },
+        "duration_ms": duration_ms,
+    })
+}
+
+/// What `text` prints on stdout: the final assistant text and a newline (nothing when the text
+/// is empty).
+pub fn text_output(report: &RunReport) -> Option<String> {
+    (!report.result.is_empty()).then(|| report.result.clone())
+}
+
+/// The exit code a report alone implies (0 completed, else 1).
+pub fn exit_code(report: &RunReport) -> i32 {
+    if completed(report) {
+        exit::COMPLETED
+    } else {
+        exit::TURN_FAILED
+    }
+}
+
+fn default_message(kind: &str) -> &'static str {
+    match kind {
+        "aborted" => "the turn was aborted",
+        "blocked" => "the turn was blocked",
+        "interrupted" => "the turn was interrupted",
+        "max-turns" => "the turn limit was reached",
+        "max-tokens" => "the model reached its output token limit",
+        "error" => "the turn failed",
+        _ => "the turn did not complete",
+    }
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter()
+        .try_fold(v, |v, k| v.get(*k))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// `keel: turn ended <kind>[ CODE]: <message>` for a turn that did not complete (`None` when
+/// it did). Code and message come from the reason's `error` (or the reason itself) when
+/// present; otherwise the message describes the kind.
+pub fn turn_failure_line(report: &RunReport) -> Option<String> {
+    if completed(report) {
+        return None;
+    }
+    let reason = &report.turn_end_reason;
+    let kind = report.reason_kind();
+    let code = str_at(reason, &["error", "code"]).or_else(|| str_at(reason, &["code"]));
+    let message = str_at(reason, &["error", "message"])
+        .or_else(|| str_at(reason, &["message"]))
+        .unwrap_or_else(|| default_message(kind));
+    Some(match code {
+        Some(code) => format!("keel: turn ended {kind} {code}: {message}"),
+        None => format!("keel: turn ended {kind}: {message}"),
+    })
+}
+
+/// A report for a run whose `wait_idle` failed: the turn counts as ended by that error.
+pub fn failed_report(session_id: &str, code: &str, message: &str) -> RunReport {
+    RunReport {
+        session_id: session_id.to_owned(),
+        turn_end_reason: json!({"kind": "error", "error": {"code": code, "message": message}}),
+        ..RunReport::default()
+    }
+}
+
+/// A short progress line for a session event (stderr, only on a terminal), or `None` for
+/// events not worth a line.
+pub fn progress_line(kind: &str, record: &str) -> Option<String> {
+    let data = || {
+        serde_json::from_str::<Value>(record)
+            .map(|r| r["data"].clone())
+            .unwrap_or(Value::Null)
+    };
+    match kind {
+        "turn/start" => Some("› turn started".to_owned()),
+        "step/start" => Some("› step".to_owned()),
+        "tool/call" => {
+            let d = data();
+            let name = str_at(&d, &["name"])
+                .or_else(|| str_at(&d, &["tool_name"]))
+                .or_else(|| str_at(&d, &["function", "name"]))
+                .unwrap_or("?");
+            Some(format!("› tool {name}"))
+        }
+        "turn/end" => {
+            let d = data();
+            let reason = str_at(&d, &["reason", "kind"])
+                .or_else(|| str_at(&d, &["reason"]))
+                .unwrap_or("?");
+            Some(format!("› turn ended {reason}"))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_plugin_api::services::llm::Usage;
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn report(reason: Value) -> RunReport {
+        RunReport {
+            session_id: "s1".to_owned(),
+            num_turns: 2,
+            turn_end_reason: reason,
+            result: "All done.".to_owned(),
+            usage: Usage {
+                input_tokens: 30,
+                output_tokens: 7,
+            },
+        }
+    }
+
+    #[test]
+    fn surf01_output_formats_parse() {
+        assert_eq!(OutputFormat::parse(&Value::Null), Ok(OutputFormat::Text));
+        assert_eq!(OutputFormat::parse(&json!("text")), Ok(OutputFormat::Text));
+        assert_eq!(OutputFormat::parse(&json!("json")), Ok(OutputFormat::Json));
+        assert_eq!(
+            OutputFormat::parse(&json!("stream-json")),
+            Ok(OutputFormat::StreamJson)
+        );
+        assert!(
+            OutputFormat::parse(&json!("yaml"))
+                .unwrap_err()
+                .contains("\"yaml\"")
+        );
+        assert!(OutputFormat::parse(&json!(1)).is_err());
+        assert_eq!(OutputFormat::StreamJson.to_string(), "stream-json");
+    }
+
+    #[test]
+    fn surf01_init_line_golden() {
+        assert_eq!(
+            init_line("s1", "default", "/work"),
+            r#"{"type":"system","subtype":"init","schema_version":1,"session_id":"s1","profile":"default","cwd":"/work"}"#
+        );
+    }
+
+    #[test]
+    fn surf01_event_line_embeds_the_envelope() {
+        let record = r#"{"seq":3,"time":1,"type":"turn/start","data":{"n":1}}"#;
+        assert_eq!(
+            event_line(record),
+            r#"{"type":"event","event":{"seq":3,"time":1,"type":"turn/start","data":{"n":1}}}"#
+        );
+        assert_eq!(
+            event_line("not json"),
+            r#"{"type":"event","event":"not json"}"#
+        );
+    }
+
+    #[test]
+    fn surf01_result_object_golden_success() {
+        let r = report(json!({"kind": "completed"}));
+        assert_eq!(
+            result_object(&r, 1234).to_string(),
+            r#"{"type":"result","subtype":"success","is_error":false,"session_id":"s1","num_turns":2,"result":"All done.","turn_end_reason":"completed","usage":{"input_tokens":30,"output_tokens":7},"duration_ms":1234}"#
+        );
+        assert_eq!(exit_code(&r), 0);
+        assert_eq!(turn_failure_line(&r), None);
+        assert_eq!(text_output(&r).as_deref(), Some("All done."));
+    }
+
+    #[test]
+    fn surf01_result_object_golden_error() {
+        let r = report(
+            json!({"kind": "error", "error": {"code": "RATE_LIMIT", "message": "slow down"}}),
+        );
+        assert_eq!(
+            result_object(&r, 5).to_string(),
+            r#"{"type":"result","subtype":"error","is_error":true,"session_id":"s1","num_turns":2,"result":"All done.","turn_end_reason":"error","usage":{"input_tokens":30,"output_tokens":7},"duration_ms":5}"#
+        );
+        assert_eq!(exit_code(&r), 1);
+        assert_eq!(
+            turn_failure_line(&r).as_deref(),
+            Some("keel: turn ended error RATE_LIMIT: slow down")
+        );
+    }
+
+    #[test]
+    fn surf01_failure_lines_for_every_other_kind() {
+        let line = |reason: Value| turn_failure_line(&report(reason)).unwrap();
+        assert_eq!(
+            line(json!({"kind": "aborted", "by": "user"})),
+            "keel: turn ended aborted: the turn was aborted"
+        );
+        assert_eq!(
+            line(json!({"kind": "max-turns"})),
+            "keel: turn ended max-turns: the turn limit was reached"
+        );
+        assert_eq!(
+            line(json!({"kind": "blocked", "message": "policy said no"})),
+            "keel: turn ended blocked: policy said no"
+        );
+        assert_eq!(
+            line(json!({"kind": "error", "code": "SERVER", "message": "500"})),
+            "keel: turn ended error SERVER: 500"
+        );
+        assert_eq!(
+            line(json!("garbage")),
+            "keel: turn ended unknown: the turn did not complete"
+        );
+    }
+
+    #[test]
+    fn failed_report_reads_as_an_error_turn() {
+        let r = failed_report("s9", "AGENT", "wait_idle failed");
+        assert_eq!(r.reason_kind(), "error");
+        assert_eq!(
+            turn_failure_line(&r).as_deref(),
+            Some("keel: turn ended error AGENT: wait_idle failed")
+        );
+        assert_eq!(text_output(&r), None);
+    }
+
+    #[test]
+    fn error_lines_golden() {
+        assert_eq!(
+            error_line("CREDENTIAL_MISSING", "set llm.key"),
+            "keel: error[CREDENTIAL_MISSING]: set llm.key"
+        );
+        assert_eq!(usage_line("no prompt"), "keel: error[USAGE]: no prompt");
+    }
+
+    #[test]
+    fn progress_lines_name_turns_steps_and_tools() {
+        let rec = |kind: &str, data: Value| {
+            json!({"seq": 0, "time": 0, "type": kind, "data": data}).to_string()
+        };
+        assert_eq!(
+            progress_line("turn/start", &rec("turn/start", json!({}))).as_deref(),
+            Some("› turn started")
+        );
+        assert_eq!(
+            progress_line("tool/call", &rec("tool/call", json!({"name": "read_file"}))).as_deref(),
+            Some("› tool read_file")
+        );
+        assert_eq!(
+            progress_line(
+                "turn/end",
+                &rec("turn/end", json!({"reason": {"kind": "completed"}}))
+            )
+            .as_deref(),
+            Some("› turn ended completed")
+        );
+        assert_eq!(progress_line("assistant/chunk", "{}"), None);
+    }
+}

@@ -1,0 +1,181 @@
+//! `headless`: the one-shot driver behind `keel run` and `keel resume` (SURF-01, SURF-02,
+//! ARCHITECTURE §11). It provides `keel.driver` (method `"run"`: [`DriverInvocation`] →
+//! [`DriverOutcome`]), requires `keel.agent`, and uses `keel.approval` when a row provides it.
+//!
+//! This file is only the SDK adapter. The job lives in SDK-free modules:
+//!
+//! - [`run`]: the flow (prompt, create/resume, send, wait, close, exit code);
+//! - [`format`]: every line printed, per `--output-format` (the public contract);
+//! - [`feed`]: the output thread and the ordered `session/event` feed for stream-json;
+//! - [`interrupt`]: SIGINT → `abort`.
+//!
+//! The kernel itself also races the driver against Ctrl-C (`kernel/src/cli/run.rs`): when it
+//! wins, it drops the driver's future and unloads the rows, dependents first. The disposer
+//! registered here then finishes the session that run left open ([`run::finish_stopped`]:
+//! abort, wait for the turn to close, close and flush, print the result), so an interrupted
+//! run is flushed and its output complete either way.
+
+pub mod feed;
+pub mod format;
+pub mod interrupt;
+pub mod run;
+
+use std::io::{IsTerminal as _, Read as _};
+use std::sync::Arc;
+
+use keel_plugin_api::events::session::{SessionEvent, SessionEventNotice};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::agent::Agent;
+use keel_plugin_api::services::approval::Approval;
+use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome};
+use keel_plugin_api::services::session::Sessions;
+use serde_json::json;
+
+use crate::feed::{Hub, Notice, StdSink};
+use crate::interrupt::{Interrupts, SigintWatch};
+use crate::run::{Active, RunEnv, Services};
+
+fn read_stdin() -> std::io::Result<String> {
+    let mut s = String::new();
+    std::io::stdin().read_to_string(&mut s)?;
+    Ok(s)
+}
+
+async fn driver_call(
+    ctx: Context,
+    agent: ServiceRef<Agent>,
+    hub: Arc<Hub>,
+    active: Arc<Active>,
+    method: String,
+    args: serde_json::Value,
+) -> Result<serde_json::Value> {
+    if method != "run" {
+        return Err(Error::new(
+            "UNKNOWN_METHOD",
+            format!("keel.driver (headless) has no method {method:?}"),
+        ));
+    }
+    let inv: DriverInvocation = serde_json::from_value(args)
+        .map_err(|e| Error::new("INVALID_ARGS", format!("driver invocation: {e}")))?;
+    let approval = ctx.get_service::<Approval>()?;
+    let (watch, interrupts) = match SigintWatch::start() {
+        Ok((w, i)) => (Some(w), i),
+        Err(e) => {
+            tracing::warn!("no SIGINT handler for this run: {e}");
+            (None, Interrupts::never())
+        }
+    };
+    let services = Services {
+        agent: &agent,
+        approval: approval.as_deref(),
+    };
+    let env = RunEnv {
+        hub,
+        active,
+        sink: Box::new(StdSink),
+        progress: std::io::stderr().is_terminal(),
+        interrupts,
+        stdin: Box::new(read_stdin),
+    };
+    let exit_code = run::run(&inv, services, env).await;
+    drop(watch);
+    Ok(serde_json::to_value(DriverOutcome { exit_code })?)
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct Headless;
+
+impl Plugin for Headless {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("headless", env!("CARGO_PKG_VERSION"))
+            .description("one-shot driver: run a prompt to idle, print the result, exit")
+            .provides::<Driver>()
+            .requires::<Agent>()
+            .optional::<Approval>()
+            .optional::<Sessions>()
+            .config_schema(json!({"type": "object", "additionalProperties": false}))
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let agent = ctx.service::<Agent>()?;
+        // Read back at teardown only (see `run::finish_stopped`); `keel.agent` needs it anyway.
+        let sessions = ctx.get_service::<Sessions>()?;
+        let hub = Arc::new(Hub::default());
+        let active = Arc::new(Active::default());
+        let listening = Arc::clone(&hub);
+        ctx.on::<SessionEvent>(ListenerOptions::default(), move |n: &SessionEventNotice| {
+            listening.notice(|| Notice {
+                session_id: n.session_id.to_string(),
+                seq: n.seq,
+                kind: n.kind.to_string(),
+                record: n.record.to_string(),
+            });
+            Ok(())
+        })?;
+        let (run_agent, run_active) = (agent.clone(), Arc::clone(&active));
+        ctx.provide::<Driver>(CallHandle::new(move |method, args| {
+            driver_call(
+                ctx,
+                run_agent.clone(),
+                Arc::clone(&hub),
+                Arc::clone(&run_active),
+                method,
+                args,
+            )
+        }))?;
+        ctx.effect("finish a run the kernel stopped", move || async move {
+            if let Some(open) = active.take_open() {
+                run::finish_stopped(&agent, sessions.as_deref(), open).await;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(Headless);
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A sink that captures lines, for the feed and run tests.
+
+    use std::sync::{Arc, Mutex};
+
+    use crate::feed::Sink;
+
+    /// Captured lines: `('o', line)` for stdout, `('e', line)` for stderr.
+    #[derive(Clone, Default)]
+    pub(crate) struct Captured(pub(crate) Arc<Mutex<Vec<(char, String)>>>);
+
+    impl Captured {
+        pub(crate) fn stdout(&self) -> Vec<String> {
+            self.lines('o')
+        }
+
+        pub(crate) fn stderr(&self) -> Vec<String> {
+            self.lines('e')
+        }
+
+        fn lines(&self, which: char) -> Vec<String> {
+            self.0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(w, _)| *w == which)
+                .map(|(_, l)| l.clone())
+                .collect()
+        }
+    }
+
+    impl Sink for Captured {
+        fn out(&mut self, line: &str) -> bool {
+            self.0.lock().unwrap().push(('o', line.to_owned()));
+            true
+        }
+
+        fn err(&mut self, line: &str) {
+            self.0.lock().unwrap().push(('e', line.to_owned()));
+        }
+    }
+}

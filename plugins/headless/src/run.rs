@@ -1,0 +1,501 @@
+//! One headless run (SURF-01, SURF-02, ARCHITECTURE §11), over the `keel.agent` and
+//! `keel.approval` handles only, so the whole flow is tested with in-process fakes:
+//!
+//! 1. options and the prompt (`-` reads stdin) — a missing or empty prompt is a usage error
+//!    (exit 2); `resume` never invents one;
+//! 2. `create {cwd, ephemeral, max_turns?}` or `resume {session_id, max_turns?}` — a failure
+//!    (`CREDENTIAL_MISSING`, `SESSION_NOT_FOUND`, `SESSION_LOCKED`, …) exits 2 before any model
+//!    request;
+//! 3. `set_mode` on `keel.approval` when `--approval` is given and an approval row exists;
+//! 4. `send {target: "followup"}`, then `wait_idle` — SIGINT meanwhile calls `abort`;
+//! 5. `close` (stops the loop, flushes, closes), then the output and the exit code.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures::FutureExt as _;
+use futures::channel::oneshot;
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::agent::RunReport;
+use keel_plugin_api::services::driver::DriverInvocation;
+use serde_json::{Value, json};
+
+use crate::feed::{Feed, FeedOptions, Hub, Notice, Sink};
+use crate::format::{self, OutputFormat, exit};
+use crate::interrupt::Interrupts;
+
+/// The options the kernel passes (`output_format`, `ephemeral`, `max_turns`, `sandbox`,
+/// `approval`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `--output-format`.
+    pub format: OutputFormat,
+    /// `--ephemeral`.
+    pub ephemeral: bool,
+    /// `--max-turns`.
+    pub max_turns: Option<u64>,
+    /// `--approval never|ask`.
+    pub approval: Option<String>,
+}
+
+impl Options {
+    /// Parses the invocation's `options` object (absent keys take their defaults).
+    ///
+    /// # Errors
+    /// A usage message.
+    pub fn parse(v: &Value) -> Result<Options, String> {
+        let field = |k: &str| v.get(k).unwrap_or(&Value::Null);
+        let max_turns = match field("max_turns") {
+            Value::Null => None,
+            n => Some(n.as_u64().ok_or_else(|| {
+                format!("--max-turns takes a non-negative whole number, got {n}")
+            })?),
+        };
+        let approval = match field("approval") {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            other => return Err(format!("--approval takes never or ask, got {other}")),
+        };
+        Ok(Options {
+            format: OutputFormat::parse(field("output_format"))?,
+            ephemeral: field("ephemeral").as_bool().unwrap_or(false),
+            max_turns,
+            approval,
+        })
+    }
+}
+
+/// Where the prompt comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptSource {
+    /// Given on the command line.
+    Text(String),
+    /// `-`: read all of stdin.
+    Stdin,
+}
+
+/// The prompt source for `run` / `resume`.
+///
+/// # Errors
+/// A usage message: unknown command, no session id for `resume`, a missing or blank prompt.
+pub fn prompt_source(inv: &DriverInvocation) -> Result<PromptSource, String> {
+    let how = "pass it as an argument, or `-` to read it from stdin";
+    match inv.command.as_str() {
+        "run" => {}
+        "resume" => {
+            if inv.session_id.as_deref().is_none_or(str::is_empty) {
+                return Err("keel resume needs a session id".to_owned());
+            }
+        }
+        other => {
+            return Err(format!(
+                "the headless driver runs `run` and `resume`, not {other:?}"
+            ));
+        }
+    }
+    match inv.prompt.as_deref() {
+        Some("-") => Ok(PromptSource::Stdin),
+        Some(p) if !p.trim().is_empty() => Ok(PromptSource::Text(p.to_owned())),
+        Some(_) => Err("the prompt is empty".to_owned()),
+        None if inv.command == "resume" => Err(format!(
+            "keel resume needs a prompt to continue the session ({how}); none is assumed"
+        )),
+        None => Err(format!("keel run needs a prompt: {how}")),
+    }
+}
+
+/// The one run in flight (a driver runs once per process; a second concurrent call is
+/// refused) and its open session, which the plugin's disposer finishes if the kernel stops the
+/// run from outside ([`finish_stopped`]).
+#[derive(Default)]
+pub struct Active {
+    running: AtomicBool,
+    open: Mutex<Option<Open>>,
+}
+
+/// A session a run has opened and not yet closed, with what is needed to finish its output.
+pub struct Open {
+    /// Session id.
+    pub session_id: String,
+    feed: Arc<Feed>,
+    format: OutputFormat,
+    started: Instant,
+}
+
+impl Active {
+    fn try_begin(&self) -> bool {
+        self.running
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    fn end(&self) {
+        self.running.store(false, Ordering::SeqCst);
+    }
+
+    fn set_open(&self, open: Option<Open>) {
+        if let Ok(mut s) = self.open.lock() {
+            *s = open;
+        }
+    }
+
+    /// Takes the open session, if a run left one (then it was stopped from outside).
+    pub fn take_open(&self) -> Option<Open> {
+        self.open.lock().ok().and_then(|mut s| s.take())
+    }
+}
+
+/// The services a run calls.
+#[derive(Clone, Copy)]
+pub struct Services<'a> {
+    /// `keel.agent`.
+    pub agent: &'a CallHandle,
+    /// `keel.approval`, when a row provides it.
+    pub approval: Option<&'a CallHandle>,
+}
+
+/// Reads all of stdin (run on a thread of its own).
+pub type StdinReader = Box<dyn FnOnce() -> std::io::Result<String> + Send>;
+
+/// Everything a run needs besides its services.
+pub struct RunEnv {
+    /// The `session/event` forwarder.
+    pub hub: Arc<Hub>,
+    /// The in-flight marker shared with the disposer.
+    pub active: Arc<Active>,
+    /// stdout/stderr.
+    pub sink: Box<dyn Sink>,
+    /// Progress lines on stderr (stderr is a terminal).
+    pub progress: bool,
+    /// SIGINT.
+    pub interrupts: Interrupts,
+    /// For `-`.
+    pub stdin: StdinReader,
+}
+
+/// Runs one invocation and returns the exit code.
+pub async fn run(inv: &DriverInvocation, services: Services<'_>, env: RunEnv) -> i32 {
+    let started = Instant::now();
+    let RunEnv {
+        hub,
+        active,
+        mut sink,
+        progress,
+        mut interrupts,
+        stdin,
+    } = env;
+    let options = match Options::parse(&inv.options) {
+        Ok(o) => o,
+        Err(m) => {
+            sink.err(&format::usage_line(&m));
+            return exit::USAGE;
+        }
+    };
+    if !active.try_begin() {
+        sink.err(&format::error_line(
+            "DRIVER_BUSY",
+            "the headless driver is already running a session in this process",
+        ));
+        return exit::USAGE;
+    }
+    let feed_options = FeedOptions {
+        stream_json: options.format == OutputFormat::StreamJson,
+        progress,
+    };
+    let code = match Feed::start(sink, feed_options, &hub) {
+        Ok(feed) => {
+            let feed = Arc::new(feed);
+            let mut run = Run {
+                inv,
+                options: &options,
+                services,
+                feed: &feed,
+                active: &active,
+                interrupts: &mut interrupts,
+                started,
+            };
+            let code = run.drive(stdin).await;
+            feed.finish().await;
+            code
+        }
+        Err(e) => {
+            // The sink went with the thread that could not start: say it on stderr directly.
+            crate::feed::StdSink.err(&format::error_line(
+                "DRIVER_IO",
+                &format!("cannot start the output thread: {e}"),
+            ));
+            exit::USAGE
+        }
+    };
+    active.end();
+    code
+}
+
+struct Run<'a> {
+    inv: &'a DriverInvocation,
+    options: &'a Options,
+    services: Services<'a>,
+    feed: &'a Arc<Feed>,
+    active: &'a Active,
+    interrupts: &'a mut Interrupts,
+    started: Instant,
+}
+
+impl Run<'_> {
+    async fn drive(&mut self, stdin: StdinReader) -> i32 {
+        let prompt = match self.prompt(stdin).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return self.interrupted(),
+            Err(m) => {
+                self.feed.err(format::usage_line(&m));
+                return exit::USAGE;
+            }
+        };
+        let (session_id, first_seq) = match self.open().await {
+            Ok(opened) => opened,
+            Err(e) => {
+                self.feed.err(format::error_line(&e.code, &e.message));
+                return exit::USAGE;
+            }
+        };
+        self.active.set_open(Some(Open {
+            session_id: session_id.clone(),
+            feed: Arc::clone(self.feed),
+            format: self.options.format,
+            started: self.started,
+        }));
+        let init = (self.options.format == OutputFormat::StreamJson)
+            .then(|| format::init_line(&session_id, &self.inv.profile, &self.inv.cwd));
+        self.feed.start_session(&session_id, first_seq, init);
+        self.session(&session_id, prompt).await
+    }
+
+    fn interrupted(&self) -> i32 {
+        self.feed.err(format::INTERRUPTED_LINE.to_owned());
+        exit::INTERRUPTED
+    }
+
+    /// `Ok(None)`: SIGINT before the prompt was read.
+    async fn prompt(&mut self, stdin: StdinReader) -> Result<Option<String>, String> {
+        match prompt_source(self.inv)? {
+            PromptSource::Text(p) => Ok(Some(p)),
+            PromptSource::Stdin => {
+                let (tx, rx) = oneshot::channel();
+                std::thread::Builder::new()
+                    .name("keel-headless-stdin".to_owned())
+                    .spawn(move || {
+                        let _ = tx.send(stdin());
+                    })
+                    .map_err(|e| format!("cannot read stdin: {e}"))?;
+                let read = futures::select! {
+                    r = rx.fuse() => r,
+                    fired = self.interrupts.next().fuse() => {
+                        if fired {
+                            return Ok(None);
+                        }
+                        // No interrupt source: nothing to race.
+                        return Err("the interrupt source closed while reading stdin".to_owned());
+                    }
+                };
+                let text = read
+                    .map_err(|_| "stdin reader stopped".to_owned())?
+                    .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+                if text.trim().is_empty() {
+                    return Err("the prompt read from stdin is empty".to_owned());
+                }
+                Ok(Some(text))
+            }
+        }
+    }
+
+    /// `create` or `resume`: the session id and, for a new session, its first seq.
+    async fn open(&self) -> Result<(String, Option<u64>)> {
+        let resume = self.inv.command == "resume";
+        let (method, mut args) = if resume {
+            ("resume", json!({"session_id": self.inv.session_id}))
+        } else {
+            let args = json!({"cwd": self.inv.cwd, "ephemeral": self.options.ephemeral});
+            ("create", args)
+        };
+        if let Some(n) = self.options.max_turns {
+            args["max_turns"] = json!(n);
+        }
+        let answer = self.services.agent.call(method, args).await?;
+        let id = answer["session_id"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .or_else(|| resume.then(|| self.inv.session_id.clone()).flatten())
+            .ok_or_else(|| {
+                Error::new(
+                    "AGENT_PROTOCOL",
+                    format!("keel.agent {method} answered without a session_id: {answer}"),
+                )
+            })?;
+        Ok((id, (!resume).then_some(0)))
+    }
+
+    async fn session(&mut self, id: &str, prompt: String) -> i32 {
+        let agent = self.services.agent;
+        if let (Some(mode), Some(approval)) = (&self.options.approval, self.services.approval) {
+            let set = approval
+                .call("set_mode", json!({"session_id": id, "mode": mode}))
+                .await;
+            if let Err(e) = set {
+                self.feed.err(format::error_line(&e.code, &e.message));
+                self.close(id).await;
+                return exit::USAGE;
+            }
+        }
+        if self.interrupts.pending() {
+            self.close(id).await;
+            return self.interrupted();
+        }
+        let send = json!({"session_id": id, "content": prompt, "target": "followup"});
+        if let Err(e) = agent.call("send", send).await {
+            self.feed.err(format::error_line(&e.code, &e.message));
+            self.close(id).await;
+            return exit::TURN_FAILED;
+        }
+        let (report, interrupted) = self.wait(id).await;
+        let closed = self.close(id).await;
+        print_result(self.feed, self.options.format, &report, self.started);
+        if interrupted {
+            return self.interrupted();
+        }
+        if let Some(line) = format::turn_failure_line(&report) {
+            self.feed.err(line);
+        }
+        if closed {
+            format::exit_code(&report)
+        } else {
+            exit::TURN_FAILED
+        }
+    }
+
+    /// `wait_idle`, aborting the turn on the first SIGINT. `(report, interrupted)`.
+    async fn wait(&mut self, id: &str) -> (RunReport, bool) {
+        let agent = self.services.agent;
+        let wait = agent.call("wait_idle", json!({"session_id": id})).fuse();
+        futures::pin_mut!(wait);
+        let mut interrupted = false;
+        let answer = loop {
+            if interrupted {
+                break wait.await;
+            }
+            // Biased: `wait_idle` is always in flight before an interrupt is looked at.
+            futures::select_biased! {
+                r = wait => break r,
+                fired = self.interrupts.next().fuse() => {
+                    if !fired {
+                        break wait.await;
+                    }
+                    interrupted = true;
+                    if let Err(e) = agent.call("abort", json!({"session_id": id})).await {
+                        tracing::warn!(session = id, "abort failed: {e}");
+                    }
+                }
+            }
+        };
+        (to_report(id, answer), interrupted)
+    }
+
+    async fn close(&self, id: &str) -> bool {
+        self.active.set_open(None);
+        close(self.services.agent, self.feed, id).await
+    }
+}
+
+/// `wait_idle`'s answer as a report; a failure or a malformed answer reads as an error turn.
+fn to_report(id: &str, answer: Result<Value>) -> RunReport {
+    answer
+        .and_then(|v| {
+            serde_json::from_value::<RunReport>(v).map_err(|e| {
+                Error::new(
+                    "AGENT_PROTOCOL",
+                    format!("wait_idle answered no report: {e}"),
+                )
+            })
+        })
+        .unwrap_or_else(|e| format::failed_report(id, &e.code, &e.message))
+}
+
+/// `close`; `false` (and an error line) when it failed: durability is then not known.
+async fn close(agent: &CallHandle, feed: &Feed, id: &str) -> bool {
+    match agent.call("close", json!({"session_id": id})).await {
+        Ok(_) => true,
+        Err(e) => {
+            feed.err(format::error_line(
+                &e.code,
+                &format!("closing session {id} failed: {}", e.message),
+            ));
+            false
+        }
+    }
+}
+
+/// The stdout part of the outcome, per format.
+fn print_result(feed: &Feed, output: OutputFormat, report: &RunReport, started: Instant) {
+    match output {
+        OutputFormat::Text => {
+            if let Some(text) = format::text_output(report) {
+                feed.out(text);
+            }
+        }
+        OutputFormat::Json | OutputFormat::StreamJson => {
+            let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            feed.out(format::result_object(report, duration_ms).to_string());
+        }
+    }
+}
+
+/// Finishes a run the kernel stopped from outside (its Ctrl-C handling drops the driver's
+/// future, then unloads the rows, this one before `keel.agent`): aborts the turn, waits for
+/// the loop to close it, closes (flushes) the session, prints the result as the run would
+/// have, and drains the output. The kernel prints `keel: interrupted` and exits 130 itself.
+///
+/// The kernel no longer delivers `session/event` to a row it is unloading, so for stream-json
+/// the events committed meanwhile (the turn's closers) are read back from `keel.session`
+/// `inspect` (which commits nothing) when `sessions` is given.
+pub async fn finish_stopped(agent: &CallHandle, sessions: Option<&CallHandle>, open: Open) {
+    let id = open.session_id.as_str();
+    let args = json!({"session_id": id});
+    if let Err(e) = agent.call("abort", args.clone()).await {
+        tracing::warn!(session = id, "abort at teardown failed: {e}");
+    }
+    let report = to_report(id, agent.call("wait_idle", args.clone()).await);
+    close(agent, &open.feed, id).await;
+    if let (OutputFormat::StreamJson, Some(sessions)) = (open.format, sessions) {
+        match sessions.call("inspect", args).await {
+            Ok(log) => open.feed.replay(notices_of(id, &log)),
+            Err(e) => tracing::warn!(session = id, "cannot read the session back: {e}"),
+        }
+    }
+    print_result(&open.feed, open.format, &report, open.started);
+    open.feed.finish().await;
+}
+
+/// The events of a `keel.session` `load`/`inspect` answer as feed notices.
+fn notices_of(id: &str, log: &Value) -> Vec<Notice> {
+    log["events"]
+        .as_array()
+        .map(|events| {
+            events
+                .iter()
+                .filter_map(|e| {
+                    Some(Notice {
+                        session_id: id.to_owned(),
+                        seq: e["seq"].as_u64()?,
+                        kind: e["type"].as_str().unwrap_or_default().to_owned(),
+                        record: e.to_string(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;

@@ -1,0 +1,671 @@
+//! The headless flow against an in-process fake `keel.agent` (SURF-01, SURF-02, §11 exit
+//! codes and output formats). The fake records every call and feeds `session/event` notices
+//! through the hub the way the session plugin's listener would.
+
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt as _;
+use futures::channel::{mpsc, oneshot};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::driver::DriverInvocation;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::feed::{Hub, Notice};
+use crate::interrupt::Interrupts;
+use crate::testing::Captured;
+
+type Calls = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// How the fake agent behaves.
+#[derive(Clone)]
+struct Script {
+    create: std::result::Result<Value, (String, String)>,
+    report: std::result::Result<Value, (String, String)>,
+    close_fails: bool,
+    /// Notices fed at `create` (before the driver knows the id) and at `send`.
+    at_create: Vec<Notice>,
+    at_send: Vec<Notice>,
+    /// `wait_idle` waits for `abort`.
+    wait_for_abort: bool,
+    /// `send` fires an interrupt (as a SIGINT during the turn would).
+    interrupt_on_send: bool,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script {
+            create: Ok(json!({"session_id": "s1"})),
+            report: Ok(report(json!({"kind": "completed"}), "All done.")),
+            close_fails: false,
+            at_create: Vec::new(),
+            at_send: Vec::new(),
+            wait_for_abort: false,
+            interrupt_on_send: false,
+        }
+    }
+}
+
+fn report(reason: Value, result: &str) -> Value {
+    json!({
+        "session_id": "s1",
+        "num_turns": 1,
+        "turn_end_reason": reason,
+        "result": result,
+        "usage": {"input_tokens": 12, "output_tokens": 4},
+    })
+}
+
+fn notice(session: &str, seq: u64, kind: &str) -> Notice {
+    Notice {
+        session_id: session.to_owned(),
+        seq,
+        kind: kind.to_owned(),
+        record: json!({"seq": seq, "time": 0, "type": kind, "data": {}}).to_string(),
+    }
+}
+
+struct Harness {
+    calls: Calls,
+    out: Captured,
+    code: i32,
+}
+
+impl Harness {
+    fn methods(&self) -> Vec<String> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(m, _)| m.clone())
+            .collect()
+    }
+
+    fn args(&self, method: &str) -> Value {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(m, _)| m == method)
+            .map(|(_, a)| a.clone())
+            .unwrap_or_else(|| panic!("no {method} call"))
+    }
+}
+
+fn fail(e: &(String, String)) -> Error {
+    Error::new(&e.0, e.1.clone())
+}
+
+fn fake_agent(
+    script: Script,
+    calls: Calls,
+    hub: Arc<Hub>,
+    interrupt: mpsc::UnboundedSender<()>,
+) -> CallHandle {
+    let (abort_tx, abort_rx) = oneshot::channel::<()>();
+    let abort_tx = Arc::new(Mutex::new(Some(abort_tx)));
+    let abort_rx = Arc::new(Mutex::new(Some(abort_rx)));
+    CallHandle::new(move |method, args| {
+        calls.lock().unwrap().push((method.clone(), args));
+        let (script, hub, interrupt) = (script.clone(), Arc::clone(&hub), interrupt.clone());
+        let (abort_tx, abort_rx) = (Arc::clone(&abort_tx), Arc::clone(&abort_rx));
+        async move {
+            match method.as_str() {
+                "create" | "resume" => {
+                    for n in &script.at_create {
+                        hub.notice(|| n.clone());
+                    }
+                    script.create.clone().map_err(|e| fail(&e))
+                }
+                "send" => {
+                    for n in &script.at_send {
+                        hub.notice(|| n.clone());
+                    }
+                    if script.interrupt_on_send {
+                        let _ = interrupt.unbounded_send(());
+                    }
+                    Ok(json!({"id": "m1"}))
+                }
+                "wait_idle" => {
+                    if script.wait_for_abort {
+                        let rx = abort_rx.lock().unwrap().take();
+                        if let Some(rx) = rx {
+                            let _ = rx.await;
+                        }
+                    }
+                    script.report.clone().map_err(|e| fail(&e))
+                }
+                "abort" => {
+                    if let Some(tx) = abort_tx.lock().unwrap().take() {
+                        let _ = tx.send(());
+                    }
+                    Ok(json!({}))
+                }
+                "close" if script.close_fails => Err(Error::new("SESSION_IO", "disk full")),
+                "close" => Ok(json!({})),
+                other => Err(Error::new("UNKNOWN_METHOD", other.to_owned())),
+            }
+        }
+    })
+}
+
+fn inv(command: &str, prompt: Option<&str>, options: Value) -> DriverInvocation {
+    DriverInvocation {
+        command: command.to_owned(),
+        session_id: (command == "resume").then(|| "s1".to_owned()),
+        prompt: prompt.map(str::to_owned),
+        cwd: "/work/p".to_owned(),
+        profile: "default".to_owned(),
+        options,
+    }
+}
+
+fn drive_with(
+    inv: &DriverInvocation,
+    script: Script,
+    approval: Option<&CallHandle>,
+    stdin: &'static str,
+) -> Harness {
+    let calls = Calls::default();
+    let hub = Arc::new(Hub::default());
+    let (tx, interrupts) = Interrupts::channel();
+    let agent = fake_agent(script, Arc::clone(&calls), Arc::clone(&hub), tx);
+    let out = Captured::default();
+    let env = RunEnv {
+        hub,
+        active: Arc::new(Active::default()),
+        sink: Box::new(out.clone()),
+        progress: false,
+        interrupts,
+        stdin: Box::new(move || Ok(stdin.to_owned())),
+    };
+    let services = Services {
+        agent: &agent,
+        approval,
+    };
+    let code = futures::executor::block_on(run(inv, services, env));
+    Harness { calls, out, code }
+}
+
+fn drive(inv: &DriverInvocation, script: Script) -> Harness {
+    drive_with(inv, script, None, "")
+}
+
+fn text() -> Value {
+    json!({"output_format": "text", "ephemeral": false, "max_turns": null})
+}
+
+#[test]
+fn surf01_run_creates_sends_a_followup_waits_closes_and_prints_the_text() {
+    let h = drive(&inv("run", Some("fix the bug"), text()), Script::default());
+    assert_eq!(h.out.stderr(), Vec::<String>::new());
+    assert_eq!(h.code, 0);
+    assert_eq!(h.methods(), ["create", "send", "wait_idle", "close"]);
+    assert_eq!(
+        h.args("create"),
+        json!({"cwd": "/work/p", "ephemeral": false})
+    );
+    assert_eq!(
+        h.args("send"),
+        json!({"session_id": "s1", "content": "fix the bug", "target": "followup"})
+    );
+    assert_eq!(h.args("wait_idle"), json!({"session_id": "s1"}));
+    assert_eq!(h.args("close"), json!({"session_id": "s1"}));
+    assert_eq!(h.out.stdout(), ["All done."]);
+    assert_eq!(h.out.stderr(), Vec::<String>::new());
+}
+
+#[test]
+fn surf01_ephemeral_and_max_turns_reach_create() {
+    let options = json!({"output_format": "text", "ephemeral": true, "max_turns": 3});
+    let h = drive(&inv("run", Some("x"), options), Script::default());
+    assert_eq!(
+        h.args("create"),
+        json!({"cwd": "/work/p", "ephemeral": true, "max_turns": 3})
+    );
+}
+
+#[test]
+fn surf01_json_prints_the_result_object_alone() {
+    let h = drive(
+        &inv("run", Some("x"), json!({"output_format": "json"})),
+        Script::default(),
+    );
+    assert_eq!(h.code, 0);
+    let stdout = h.out.stdout();
+    assert_eq!(stdout.len(), 1);
+    let mut v: Value = serde_json::from_str(&stdout[0]).unwrap();
+    assert!(v["duration_ms"].is_u64());
+    v["duration_ms"] = json!(0);
+    assert_eq!(
+        v,
+        json!({
+            "type": "result", "subtype": "success", "is_error": false, "session_id": "s1",
+            "num_turns": 1, "result": "All done.", "turn_end_reason": "completed",
+            "usage": {"input_tokens": 12, "output_tokens": 4}, "duration_ms": 0
+        })
+    );
+}
+
+#[test]
+fn surf01_stream_json_is_init_then_this_sessions_events_in_seq_order_then_the_result() {
+    let script = Script {
+        at_create: vec![
+            notice("s1", 1, "request/header"),
+            notice("s1", 0, "session/x"),
+        ],
+        at_send: vec![
+            notice("other", 0, "turn/start"),
+            notice("s1", 3, "turn/end"),
+            notice("s1", 2, "turn/start"),
+            notice("s1", 2, "turn/start"),
+        ],
+        ..Script::default()
+    };
+    let h = drive(
+        &inv("run", Some("x"), json!({"output_format": "stream-json"})),
+        script,
+    );
+    assert_eq!(h.code, 0);
+    let lines: Vec<Value> = h
+        .out
+        .stdout()
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines[0],
+        json!({"type": "system", "subtype": "init", "schema_version": 1,
+               "session_id": "s1", "profile": "default", "cwd": "/work/p"})
+    );
+    let seqs: Vec<u64> = lines[1..lines.len() - 1]
+        .iter()
+        .map(|l| {
+            assert_eq!(l["type"], "event");
+            l["event"]["seq"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(seqs, [0, 1, 2, 3]);
+    let last = lines.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["subtype"].as_str()),
+        (Some("result"), Some("success"))
+    );
+}
+
+#[test]
+fn surf01_a_turn_that_did_not_complete_exits_1_with_its_code_on_stderr() {
+    let script = Script {
+        report: Ok(report(
+            json!({"kind": "error", "error": {"code": "RATE_LIMIT", "message": "429 after 3 tries"}}),
+            "",
+        )),
+        ..Script::default()
+    };
+    let h = drive(&inv("run", Some("x"), text()), script);
+    assert_eq!(h.code, 1);
+    assert_eq!(h.out.stdout(), Vec::<String>::new());
+    assert_eq!(
+        h.out.stderr(),
+        ["keel: turn ended error RATE_LIMIT: 429 after 3 tries"]
+    );
+    assert_eq!(h.methods().last().map(String::as_str), Some("close"));
+}
+
+#[test]
+fn surf01_stream_json_error_result_is_marked() {
+    let script = Script {
+        report: Ok(report(json!({"kind": "max-turns"}), "partial")),
+        ..Script::default()
+    };
+    let h = drive(
+        &inv("run", Some("x"), json!({"output_format": "stream-json"})),
+        script,
+    );
+    assert_eq!(h.code, 1);
+    let last: Value = serde_json::from_str(h.out.stdout().last().unwrap()).unwrap();
+    assert_eq!(last["subtype"], "error");
+    assert_eq!(last["is_error"], true);
+    assert_eq!(last["turn_end_reason"], "max-turns");
+    assert_eq!(
+        h.out.stderr(),
+        ["keel: turn ended max-turns: the turn limit was reached"]
+    );
+}
+
+#[test]
+fn surf01_create_failure_exits_2_before_any_model_request() {
+    let script = Script {
+        create: Err((
+            "CREDENTIAL_MISSING".into(),
+            "no credential: set `keel secrets set openai`".into(),
+        )),
+        ..Script::default()
+    };
+    let h = drive(
+        &inv("run", Some("x"), json!({"output_format": "stream-json"})),
+        script,
+    );
+    assert_eq!(h.code, 2);
+    assert_eq!(h.methods(), ["create"]);
+    assert_eq!(
+        h.out.stdout(),
+        Vec::<String>::new(),
+        "not even the init line"
+    );
+    assert_eq!(
+        h.out.stderr(),
+        ["keel: error[CREDENTIAL_MISSING]: no credential: set `keel secrets set openai`"]
+    );
+}
+
+#[test]
+fn surf01_missing_or_blank_prompts_are_usage_errors() {
+    for (prompt, stdin, needle) in [
+        (None, "", "keel run needs a prompt"),
+        (Some("   "), "", "the prompt is empty"),
+        (Some("-"), " \n", "the prompt read from stdin is empty"),
+    ] {
+        let h = drive_with(&inv("run", prompt, text()), Script::default(), None, stdin);
+        assert_eq!(h.code, 2, "{prompt:?}");
+        assert_eq!(h.methods(), Vec::<String>::new());
+        let err = h.out.stderr();
+        assert_eq!(err.len(), 1);
+        assert!(err[0].starts_with("keel: error[USAGE]: "), "{err:?}");
+        assert!(err[0].contains(needle), "{err:?}");
+    }
+}
+
+#[test]
+fn surf01_dash_reads_the_prompt_from_stdin() {
+    let h = drive_with(
+        &inv("run", Some("-"), text()),
+        Script::default(),
+        None,
+        "from stdin\n",
+    );
+    assert_eq!(h.code, 0);
+    assert_eq!(h.args("send")["content"], "from stdin\n");
+}
+
+#[test]
+fn surf02_resume_opens_the_given_session_and_never_invents_a_prompt() {
+    let h = drive(&inv("resume", None, text()), Script::default());
+    assert_eq!(h.code, 2);
+    assert_eq!(h.methods(), Vec::<String>::new());
+    assert!(h.out.stderr()[0].contains("keel resume needs a prompt"));
+
+    let options = json!({"output_format": "text", "max_turns": 2});
+    let h = drive(&inv("resume", Some("go on"), options), Script::default());
+    assert_eq!(h.code, 0);
+    assert_eq!(h.methods(), ["resume", "send", "wait_idle", "close"]);
+    assert_eq!(
+        h.args("resume"),
+        json!({"session_id": "s1", "max_turns": 2})
+    );
+}
+
+#[test]
+fn surf02_resume_failures_exit_2() {
+    for code in ["SESSION_NOT_FOUND", "SESSION_LOCKED"] {
+        let script = Script {
+            create: Err((code.into(), "nope".into())),
+            ..Script::default()
+        };
+        let h = drive(&inv("resume", Some("go on"), text()), script);
+        assert_eq!(h.code, 2);
+        assert_eq!(h.out.stderr(), [format!("keel: error[{code}]: nope")]);
+        assert_eq!(h.methods(), ["resume"]);
+    }
+}
+
+fn approval_handle(calls: Calls, fails: bool) -> CallHandle {
+    CallHandle::new(move |method, args| {
+        calls
+            .lock()
+            .unwrap()
+            .push((format!("approval.{method}"), args));
+        async move {
+            if fails {
+                Err(Error::new("UNKNOWN_METHOD", "no set_mode"))
+            } else {
+                Ok(json!({}))
+            }
+        }
+    })
+}
+
+#[test]
+fn approval_mode_is_set_when_asked_and_a_row_provides_it() {
+    let seen = Calls::default();
+    let approval = approval_handle(Arc::clone(&seen), false);
+    let options = json!({"output_format": "text", "approval": "never"});
+    let h = drive_with(
+        &inv("run", Some("x"), options),
+        Script::default(),
+        Some(&approval),
+        "",
+    );
+    assert_eq!(h.code, 0);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(
+            "approval.set_mode".to_owned(),
+            json!({"session_id": "s1", "mode": "never"})
+        )]
+    );
+    // Without the option nothing is set.
+    let seen = Calls::default();
+    let approval = approval_handle(Arc::clone(&seen), false);
+    drive_with(
+        &inv("run", Some("x"), text()),
+        Script::default(),
+        Some(&approval),
+        "",
+    );
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_refused_approval_mode_exits_2_and_still_closes_the_session() {
+    let approval = approval_handle(Calls::default(), true);
+    let options = json!({"output_format": "text", "approval": "ask"});
+    let h = drive_with(
+        &inv("run", Some("x"), options),
+        Script::default(),
+        Some(&approval),
+        "",
+    );
+    assert_eq!(h.code, 2);
+    assert_eq!(h.methods(), ["create", "close"]);
+    assert_eq!(h.out.stderr(), ["keel: error[UNKNOWN_METHOD]: no set_mode"]);
+}
+
+#[test]
+fn surf01_sigint_aborts_the_turn_then_closes_and_exits_130() {
+    let script = Script {
+        wait_for_abort: true,
+        interrupt_on_send: true,
+        report: Ok(report(json!({"kind": "aborted", "by": "user"}), "")),
+        ..Script::default()
+    };
+    let h = drive(
+        &inv("run", Some("x"), json!({"output_format": "json"})),
+        script,
+    );
+    assert_eq!(h.code, 130);
+    assert_eq!(
+        h.methods(),
+        ["create", "send", "wait_idle", "abort", "close"]
+    );
+    assert_eq!(h.out.stderr(), ["keel: interrupted"]);
+    let result: Value = serde_json::from_str(&h.out.stdout()[0]).unwrap();
+    assert_eq!(result["turn_end_reason"], "aborted");
+}
+
+#[test]
+fn a_failed_close_turns_success_into_exit_1() {
+    let script = Script {
+        close_fails: true,
+        ..Script::default()
+    };
+    let h = drive(&inv("run", Some("x"), text()), script);
+    assert_eq!(h.code, 1);
+    assert_eq!(
+        h.out.stderr(),
+        ["keel: error[SESSION_IO]: closing session s1 failed: disk full"]
+    );
+}
+
+#[test]
+fn a_failed_wait_reads_as_an_error_turn() {
+    let script = Script {
+        report: Err(("AGENT_GONE".into(), "the loop stopped".into())),
+        ..Script::default()
+    };
+    let h = drive(&inv("run", Some("x"), text()), script);
+    assert_eq!(h.code, 1);
+    assert_eq!(
+        h.out.stderr(),
+        ["keel: turn ended error AGENT_GONE: the loop stopped"]
+    );
+    assert_eq!(h.methods().last().map(String::as_str), Some("close"));
+}
+
+#[test]
+fn options_parse_and_refuse_nonsense() {
+    assert_eq!(
+        Options::parse(&json!({})),
+        Ok(Options {
+            format: OutputFormat::Text,
+            ephemeral: false,
+            max_turns: None,
+            approval: None,
+        })
+    );
+    assert!(Options::parse(&json!({"max_turns": -1})).is_err());
+    assert!(Options::parse(&json!({"output_format": "xml"})).is_err());
+    assert!(Options::parse(&json!({"approval": 1})).is_err());
+    let h = drive(
+        &inv("run", Some("x"), json!({"output_format": "xml"})),
+        Script::default(),
+    );
+    assert_eq!(h.code, 2);
+    assert!(h.out.stderr()[0].starts_with("keel: error[USAGE]: unknown output format"));
+}
+
+#[test]
+fn unknown_commands_are_usage_errors() {
+    let h = drive(&inv("fork", Some("x"), text()), Script::default());
+    assert_eq!(h.code, 2);
+    assert!(h.out.stderr()[0].contains("not \"fork\""));
+}
+
+#[test]
+fn a_second_concurrent_run_is_refused() {
+    let active = Arc::new(Active::default());
+    assert!(active.try_begin());
+    let out = Captured::default();
+    let agent = CallHandle::new(|_m, _a| async { Ok(json!({})) });
+    let env = RunEnv {
+        hub: Arc::new(Hub::default()),
+        active: Arc::clone(&active),
+        sink: Box::new(out.clone()),
+        progress: false,
+        interrupts: Interrupts::never(),
+        stdin: Box::new(|| Ok(String::new())),
+    };
+    let services = Services {
+        agent: &agent,
+        approval: None,
+    };
+    let code = futures::executor::block_on(run(&inv("run", Some("x"), text()), services, env));
+    assert_eq!(code, 2);
+    assert!(out.stderr()[0].starts_with("keel: error[DRIVER_BUSY]"));
+}
+
+#[test]
+fn surf01_a_run_stopped_from_outside_is_finished_by_the_disposer() {
+    // The kernel's own Ctrl-C handling drops the run's future mid-wait; the disposer then
+    // finishes the session the run left open.
+    let calls = Calls::default();
+    let hub = Arc::new(Hub::default());
+    let (tx, interrupts) = Interrupts::channel();
+    let script = Script {
+        wait_for_abort: true,
+        at_send: vec![notice("s1", 0, "turn/start")],
+        report: Ok(report(json!({"kind": "aborted"}), "")),
+        ..Script::default()
+    };
+    let agent = fake_agent(script, Arc::clone(&calls), Arc::clone(&hub), tx);
+    let out = Captured::default();
+    let active = Arc::new(Active::default());
+    let env = RunEnv {
+        hub,
+        active: Arc::clone(&active),
+        sink: Box::new(out.clone()),
+        progress: false,
+        interrupts,
+        stdin: Box::new(|| Ok(String::new())),
+    };
+    let services = Services {
+        agent: &agent,
+        approval: None,
+    };
+    let invocation = inv("run", Some("x"), json!({"output_format": "stream-json"}));
+    futures::executor::block_on(async {
+        let mut running = Box::pin(run(&invocation, services, env).fuse());
+        // Poll until the run waits for idle, then drop it as the kernel's select would.
+        for _ in 0..1000 {
+            if calls.lock().unwrap().iter().any(|(m, _)| m == "wait_idle") {
+                break;
+            }
+            futures::select_biased! {
+                _ = running => panic!("the run should be waiting"),
+                default => std::thread::yield_now(),
+            }
+        }
+    });
+    let open = active.take_open().expect("the run left its session open");
+    assert_eq!(open.session_id, "s1");
+    // The log as `keel.session` `inspect` answers after close: what was printed, and the
+    // turn's closers the listener no longer saw.
+    let sessions = CallHandle::new(|method, args| async move {
+        assert_eq!(
+            (method.as_str(), &args),
+            ("inspect", &json!({"session_id": "s1"}))
+        );
+        let ev = |seq: u64, kind: &str| json!({"seq": seq, "time": 0, "type": kind, "data": {}});
+        Ok(json!({"events": [ev(0, "turn/start"), ev(1, "step/end"), ev(2, "turn/end")]}))
+    });
+    futures::executor::block_on(finish_stopped(&agent, Some(&sessions), open));
+    let methods: Vec<String> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(m, _)| m.clone())
+        .collect();
+    assert_eq!(
+        methods,
+        ["create", "send", "wait_idle", "abort", "wait_idle", "close"]
+    );
+    let stdout: Vec<Value> = out
+        .stdout()
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(stdout.len(), 5, "{stdout:?}");
+    assert_eq!(stdout[0]["subtype"], "init");
+    let kinds: Vec<&str> = stdout[1..4]
+        .iter()
+        .map(|l| l["event"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["turn/start", "step/end", "turn/end"],
+        "no duplicate seq 0"
+    );
+    assert_eq!(stdout[4]["turn_end_reason"], "aborted");
+    assert!(active.take_open().is_none());
+}

@@ -1,0 +1,208 @@
+//! `system-prompt`: provides `keel.system-prompt` (LOOP-14). Method `"assemble"` takes
+//! `{session_id?, cwd, tools?: [name]}` and answers `{text}`.
+//!
+//! It starts from the row config (`sections`: `[{id, order, text, complete?}]`, default one
+//! base section; `variables`: a string table), adds the built-in variables (`cwd`, `date` in
+//! UTC, `os`, `tools`) under the config's (so a profile can pin `date`), runs the
+//! `system-prompt/assemble` waterfall so other plugins add or replace sections and variables,
+//! and hands the result to [`assemble`], the SDK-free rules. Errors: `PROMPT_CONFLICT` (more
+//! than one effective `complete` section), `INVALID_ARGS`, `INVALID_JSON` (a listener left
+//! a payload that is not the documented shape), `UNKNOWN_METHOD`.
+
+pub mod assemble;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::prompt::{Assemble, PromptAssembly};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::prompt::{PromptSection, SystemPrompt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub use assemble::{PromptError, Variables};
+
+/// The row config.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The starting sections; absent → [`assemble::default_sections`].
+    #[serde(default)]
+    pub sections: Option<Vec<PromptSection>>,
+    /// Extra `{{name}}` values; they win over the built-ins.
+    #[serde(default)]
+    pub variables: BTreeMap<String, String>,
+}
+
+/// What `"assemble"` takes.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AssembleArgs {
+    /// Session id (passed to the waterfall's listeners).
+    #[serde(default)]
+    pub session_id: String,
+    /// The session's working directory.
+    pub cwd: String,
+    /// Tool names offered to the model.
+    #[serde(default)]
+    pub tools: Vec<String>,
+}
+
+impl Config {
+    /// The sections and variables assembly starts from, before the waterfall.
+    pub fn start(&self, args: &AssembleArgs, now_secs: i64) -> (Vec<PromptSection>, Variables) {
+        let sections = self
+            .sections
+            .clone()
+            .unwrap_or_else(assemble::default_sections);
+        let mut vars = assemble::builtins(&args.cwd, &args.tools, now_secs);
+        vars.extend(self.variables.clone());
+        (sections, vars)
+    }
+}
+
+/// The waterfall payload's variables back as strings (a listener may put any JSON value; a
+/// non-string becomes its JSON text).
+///
+/// # Errors
+/// `INVALID_JSON` when `variables` is not an object.
+pub fn variables_from(json: &Json) -> Result<Variables> {
+    let map: serde_json::Map<String, Value> = json.parse()?;
+    Ok(map
+        .into_iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => (k, s),
+            other => (k, other.to_string()),
+        })
+        .collect())
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn assemble_call(ctx: Context, config: &Config, args: Value) -> Result<Value> {
+    let args: AssembleArgs = serde_json::from_value(args)
+        .map_err(|e| Error::new("INVALID_ARGS", format!("assemble: {e}")))?;
+    let (sections, vars) = config.start(&args, now_secs());
+    let mut payload = PromptAssembly {
+        session_id: args.session_id.as_str().into(),
+        sections: Json::of(&sections)?,
+        variables: Json::of(&vars)?,
+    };
+    ctx.run_waterfall::<Assemble>(&mut payload, |_| Ok(()))?;
+    let sections: Vec<PromptSection> = payload.sections.parse()?;
+    let vars = variables_from(&payload.variables)?;
+    let text =
+        assemble::assemble(sections, &vars).map_err(|e| Error::new(e.code(), e.message()))?;
+    Ok(json!({ "text": text }))
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct SystemPromptPlugin;
+
+impl Plugin for SystemPromptPlugin {
+    fn manifest(&self) -> Manifest {
+        let section = json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "minLength": 1},
+                "order": {"type": "integer"},
+                "text": {"type": "string"},
+                "complete": {"type": "boolean"}
+            },
+            "required": ["id", "order", "text"],
+            "additionalProperties": false
+        });
+        Manifest::new("system-prompt", env!("CARGO_PKG_VERSION"))
+            .description("assembles the system prompt from sections, tools and variables")
+            .provides::<SystemPrompt>()
+            .config_schema(json!({
+                "type": "object",
+                "properties": {
+                    "sections": {"type": "array", "items": section},
+                    "variables": {
+                        "type": "object",
+                        "additionalProperties": {"type": "string"}
+                    }
+                },
+                "additionalProperties": false
+            }))
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: Arc<Config> = Arc::new(ctx.config()?);
+        ctx.provide::<SystemPrompt>(CallHandle::new(move |method, args| {
+            let config = Arc::clone(&config);
+            async move {
+                match method.as_str() {
+                    "assemble" => assemble_call(ctx, &config, args),
+                    other => Err(Error::new(
+                        "UNKNOWN_METHOD",
+                        format!("keel.system-prompt has no method {other:?}"),
+                    )),
+                }
+            }
+        }))?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(SystemPromptPlugin);
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn args(cwd: &str, tools: &[&str]) -> AssembleArgs {
+        serde_json::from_value(json!({"session_id": "s", "cwd": cwd, "tools": tools})).unwrap()
+    }
+
+    #[test]
+    fn loop14_config_variables_win_over_builtins() {
+        let config: Config = serde_json::from_value(json!({
+            "sections": [{"id": "x", "order": 0, "text": "{{date}} {{team}} {{cwd}}"}],
+            "variables": {"date": "2000-01-01", "team": "core"}
+        }))
+        .unwrap();
+        let (sections, vars) = config.start(&args("/w", &[]), 1_700_000_000);
+        assert_eq!(
+            assemble::assemble(sections, &vars),
+            Ok("2000-01-01 core /w".to_owned())
+        );
+    }
+
+    #[test]
+    fn loop14_no_sections_in_config_means_the_default_base() {
+        let (sections, vars) = Config::default().start(&args("/w", &["shell"]), 0);
+        assert_eq!(sections, assemble::default_sections());
+        assert_eq!(vars["tools"], "shell");
+        let empty: Config = serde_json::from_value(json!({"sections": []})).unwrap();
+        assert_eq!(empty.start(&args("/w", &[]), 0).0, vec![]);
+    }
+
+    #[test]
+    fn config_rejects_unknown_keys_and_args_need_cwd() {
+        assert!(serde_json::from_value::<Config>(json!({"section": []})).is_err());
+        assert!(serde_json::from_value::<AssembleArgs>(json!({"tools": []})).is_err());
+        let a: AssembleArgs = serde_json::from_value(json!({"cwd": "/w"})).unwrap();
+        assert_eq!((a.session_id.as_str(), a.tools.len()), ("", 0));
+    }
+
+    #[test]
+    fn waterfall_variables_accept_any_json_value() {
+        let json = Json::of(&json!({"a": "x", "n": 3, "b": true})).unwrap();
+        let vars = variables_from(&json).unwrap();
+        assert_eq!(vars["a"], "x");
+        assert_eq!(vars["n"], "3");
+        assert_eq!(vars["b"], "true");
+        let bad = Json::of(&json!([1])).unwrap();
+        assert_eq!(variables_from(&bad).unwrap_err().code, "INVALID_JSON");
+    }
+}

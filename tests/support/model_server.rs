@@ -1,0 +1,686 @@
+//! A scripted OpenAI chat-completions model server on loopback, for tests that drive the built
+//! `keel` binary against a real HTTP endpoint (ARCHITECTURE §12: mocks only at the model).
+//!
+//! It is a plain HTTP/1.1 server (std only: a `TcpListener` on `127.0.0.1:0` and one thread per
+//! connection; every response carries `Connection: close` and ends when the socket closes). A
+//! test hands [`ModelServer::start`] a script of [`Reply`]s: each `POST …/chat/completions`
+//! consumes the next one, streamed as OpenAI SSE (`data: {chunk}` lines, a usage chunk, then
+//! `data: [DONE]`), or one of the faults real providers produce (HTTP errors, a context
+//! overflow, a cut stream, a garbled line, a stall). Past the end of the script the server
+//! answers 500 saying so. Every request, whatever its path, is recorded with its headers
+//! (lowercase names) and its parsed JSON body, so tests assert what keel actually sent, and
+//! [`check_tool_call_contract`] checks a recorded `messages` array against TOOL-06.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Default usage reported by a streamed reply: prompt tokens.
+pub const DEFAULT_INPUT_TOKENS: u64 = 10;
+/// Default usage reported by a streamed reply: completion tokens.
+pub const DEFAULT_OUTPUT_TOKENS: u64 = 5;
+
+/// The model name the server puts in its chunks.
+const MODEL: &str = "keel-mock";
+
+/// One scripted answer to one chat-completions request.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    kind: Kind,
+    delay: Option<Duration>,
+    usage: (u64, u64),
+    headers: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    /// A well-formed stream: optional text, then tool calls.
+    Stream {
+        text: Option<String>,
+        calls: Vec<(String, String, String)>,
+    },
+    /// A plain HTTP answer with a JSON body.
+    Status { code: u16, body: String },
+    /// Some deltas, then the socket closes (no finish, no `[DONE]`).
+    Disconnect,
+    /// A `data:` line that is not JSON.
+    Garbled,
+    /// Headers, then silence for the duration, then close.
+    Stall(Duration),
+    /// `finish_reason: stop` with no content.
+    Empty,
+}
+
+impl Reply {
+    fn of(kind: Kind) -> Reply {
+        Reply {
+            kind,
+            delay: None,
+            usage: (DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS),
+            headers: Vec::new(),
+        }
+    }
+
+    /// Streams `text` in several content deltas, `finish_reason: "stop"`.
+    pub fn text(text: impl Into<String>) -> Reply {
+        Reply::of(Kind::Stream {
+            text: Some(text.into()),
+            calls: Vec::new(),
+        })
+    }
+
+    /// Streams tool calls `(id, name, arguments JSON string)`: the arguments of each call split
+    /// across several chunks, the calls interleaved by `index`, `finish_reason: "tool_calls"`.
+    pub fn tool_calls<I, N, A>(calls: Vec<(I, N, A)>) -> Reply
+    where
+        I: Into<String>,
+        N: Into<String>,
+        A: Into<String>,
+    {
+        Reply::text_and_calls("", calls)
+    }
+
+    /// Text deltas first (none when `text` is empty), then tool calls as in [`Reply::tool_calls`].
+    pub fn text_and_calls<I, N, A>(text: impl Into<String>, calls: Vec<(I, N, A)>) -> Reply
+    where
+        I: Into<String>,
+        N: Into<String>,
+        A: Into<String>,
+    {
+        let text = text.into();
+        Reply::of(Kind::Stream {
+            text: (!text.is_empty()).then_some(text),
+            calls: calls
+                .into_iter()
+                .map(|(i, n, a)| (i.into(), n.into(), a.into()))
+                .collect(),
+        })
+    }
+
+    /// A non-streamed HTTP answer `code` with `body` (sent as `application/json`).
+    pub fn status(code: u16, body: impl Into<String>) -> Reply {
+        Reply::of(Kind::Status {
+            code,
+            body: body.into(),
+        })
+    }
+
+    /// 429 with `retry-after: <secs>` and an OpenAI `rate_limit_exceeded` error body.
+    pub fn rate_limited(retry_after_secs: u64) -> Reply {
+        Reply::status(
+            429,
+            error_body(
+                "Rate limit reached for requests",
+                "requests",
+                "rate_limit_exceeded",
+            ),
+        )
+        .header("retry-after", &retry_after_secs.to_string())
+    }
+
+    /// 400 with an OpenAI `context_length_exceeded` error body.
+    pub fn context_overflow() -> Reply {
+        Reply::status(
+            400,
+            error_body(
+                "This model's maximum context length is 8192 tokens. However, your messages \
+                 resulted in 9000 tokens. Please reduce the length of the messages.",
+                "invalid_request_error",
+                "context_length_exceeded",
+            ),
+        )
+    }
+
+    /// 200 and a few content deltas, then the connection closes without a finish chunk or
+    /// `[DONE]`.
+    pub fn disconnect_mid_stream() -> Reply {
+        Reply::of(Kind::Disconnect)
+    }
+
+    /// 200 and one valid delta, then a `data:` line that is not JSON, then `[DONE]`.
+    pub fn garbled() -> Reply {
+        Reply::of(Kind::Garbled)
+    }
+
+    /// 200 headers, then nothing for `silence`, then the connection closes.
+    pub fn stall(silence: Duration) -> Reply {
+        Reply::of(Kind::Stall(silence))
+    }
+
+    /// A well-formed stream with `finish_reason: "stop"` and no content at all.
+    pub fn empty() -> Reply {
+        Reply::of(Kind::Empty)
+    }
+
+    /// Waits `delay` before sending anything (modifier).
+    #[must_use]
+    pub fn delay(mut self, delay: Duration) -> Reply {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// The usage chunk's `prompt_tokens` / `completion_tokens` (modifier; default
+    /// [`DEFAULT_INPUT_TOKENS`] / [`DEFAULT_OUTPUT_TOKENS`]).
+    #[must_use]
+    pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Reply {
+        self.usage = (input_tokens, output_tokens);
+        self
+    }
+
+    /// Adds a response header (modifier).
+    #[must_use]
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+}
+
+/// An OpenAI-style error body.
+pub fn error_body(message: &str, kind: &str, code: &str) -> String {
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}}).to_string()
+}
+
+/// One request the server received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// `POST`, `GET`, …
+    pub method: String,
+    /// The request target as sent (path and query).
+    pub path: String,
+    /// Headers, names lowercased (a repeated header keeps its last value).
+    pub headers: BTreeMap<String, String>,
+    /// The body parsed as JSON (`Null` when empty or not JSON).
+    pub body: Value,
+}
+
+impl Request {
+    /// The `messages` array of a chat-completions body (`Null` when absent).
+    pub fn messages(&self) -> &Value {
+        &self.body["messages"]
+    }
+}
+
+#[derive(Default)]
+struct State {
+    script: Mutex<Script>,
+    arrived: Condvar,
+    stop: AtomicBool,
+}
+
+#[derive(Default)]
+struct Script {
+    replies: VecDeque<Reply>,
+    consumed: usize,
+    requests: Vec<Request>,
+}
+
+/// The running server. Dropping it stops accepting connections.
+pub struct ModelServer {
+    addr: SocketAddr,
+    state: Arc<State>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl ModelServer {
+    /// Binds `127.0.0.1:0` and serves `replies` in order.
+    pub fn start(replies: Vec<Reply>) -> ModelServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the model server");
+        let addr = listener.local_addr().expect("model server address");
+        let state = Arc::new(State {
+            script: Mutex::new(Script {
+                replies: replies.into(),
+                ..Script::default()
+            }),
+            ..State::default()
+        });
+        let shared = Arc::clone(&state);
+        let acceptor = std::thread::Builder::new()
+            .name("model-server".to_owned())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if shared.stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = conn else { continue };
+                    let state = Arc::clone(&shared);
+                    let _ = std::thread::Builder::new()
+                        .name("model-server-conn".to_owned())
+                        .spawn(move || serve(stream, &state));
+                }
+            })
+            .expect("spawn the model server");
+        ModelServer {
+            addr,
+            state,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    /// The socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The OpenAI base URL, `http://127.0.0.1:PORT/v1` (for `llm-openai.base_url`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.lock().requests.clone()
+    }
+
+    /// The chat-completions requests so far (the ones that consumed a reply or hit the end).
+    pub fn completions(&self) -> Vec<Request> {
+        self.requests().into_iter().filter(is_completion).collect()
+    }
+
+    /// How many replies of the script were consumed.
+    pub fn consumed(&self) -> usize {
+        self.lock().consumed
+    }
+
+    /// Waits until at least `n` requests arrived and returns them all; panics after `timeout`.
+    pub fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Request> {
+        let deadline = Instant::now() + timeout;
+        let mut script = self.lock();
+        while script.requests.len() < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "model server: expected {n} requests within {timeout:?}, got {}",
+                script.requests.len()
+            );
+            script = self
+                .state
+                .arrived
+                .wait_timeout(script, left)
+                .expect("model server lock")
+                .0;
+        }
+        script.requests.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Script> {
+        self.state.script.lock().expect("model server lock")
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        self.state.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept so the acceptor sees the flag.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+    }
+}
+
+fn is_completion(r: &Request) -> bool {
+    r.method == "POST"
+        && r.path
+            .split('?')
+            .next()
+            .unwrap_or("")
+            .ends_with("/chat/completions")
+}
+
+/// Serves one connection: one request, one response, close.
+fn serve(stream: TcpStream, state: &State) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let Some(request) = read_request(&stream) else {
+        return;
+    };
+    let completion = is_completion(&request);
+    let reply = {
+        let mut script = state.script.lock().expect("model server lock");
+        script.requests.push(request);
+        let reply = if completion {
+            let next = script.replies.pop_front();
+            if next.is_some() {
+                script.consumed += 1;
+            }
+            Some(next)
+        } else {
+            None
+        };
+        state.arrived.notify_all();
+        (reply, script.consumed)
+    };
+    let mut out = stream;
+    match reply {
+        (None, _) => {
+            let body = error_body(
+                "no such route on the model server",
+                "not_found",
+                "not_found",
+            );
+            let _ = write_status(&mut out, 404, &[], &body);
+        }
+        (Some(None), consumed) => {
+            let body = error_body(
+                &format!("model server script exhausted after {consumed} replies"),
+                "server_error",
+                "script_exhausted",
+            );
+            let _ = write_status(&mut out, 500, &[], &body);
+        }
+        (Some(Some(reply)), _) => {
+            if let Some(d) = reply.delay {
+                std::thread::sleep(d);
+            }
+            let _ = respond(&mut out, &reply);
+        }
+    }
+    let _ = out.flush();
+    let _ = out.shutdown(Shutdown::Both);
+}
+
+/// Reads the request line, headers and body (`content-length` or chunked).
+fn read_request(stream: &TcpStream) -> Option<Request> {
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_owned();
+    let path = parts.next()?.to_owned();
+    let mut headers = BTreeMap::new();
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).ok()? == 0 {
+            return None;
+        }
+        let h = h.trim_end_matches(['\r', '\n']);
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+        }
+    }
+    let body = if headers
+        .get("transfer-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+    {
+        read_chunked(&mut reader)?
+    } else {
+        let len: usize = headers
+            .get("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body).ok()?;
+        body
+    };
+    Some(Request {
+        method,
+        path,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    })
+}
+
+fn read_chunked(reader: &mut impl BufRead) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        reader.read_line(&mut size).ok()?;
+        let size = size.trim().split(';').next()?;
+        let n = usize::from_str_radix(size, 16).ok()?;
+        let mut chunk = vec![0; n + 2];
+        if n == 0 {
+            // Trailer section: read up to the empty line.
+            loop {
+                let mut t = String::new();
+                if reader.read_line(&mut t).ok()? == 0 || t.trim().is_empty() {
+                    return Some(body);
+                }
+            }
+        }
+        reader.read_exact(&mut chunk).ok()?;
+        body.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn reason_phrase(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Status",
+    }
+}
+
+fn write_status(
+    out: &mut impl Write,
+    code: u16,
+    headers: &[(String, String)],
+    body: &str,
+) -> std::io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 {code} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n",
+        reason_phrase(code),
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    out.write_all(head.as_bytes())?;
+    out.write_all(body.as_bytes())
+}
+
+fn write_sse_head(out: &mut impl Write, headers: &[(String, String)]) -> std::io::Result<()> {
+    let mut head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                    Cache-Control: no-cache\r\nConnection: close\r\n"
+        .to_owned();
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    out.write_all(head.as_bytes())?;
+    out.flush()
+}
+
+fn event(out: &mut impl Write, data: &str) -> std::io::Result<()> {
+    out.write_all(format!("data: {data}\n\n").as_bytes())?;
+    out.flush()
+}
+
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    json!({
+        "id": "chatcmpl-keel-mock",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    })
+    .to_string()
+}
+
+fn usage_chunk(input: u64, output: u64) -> String {
+    json!({
+        "id": "chatcmpl-keel-mock",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": MODEL,
+        "choices": [],
+        "usage": {
+            "prompt_tokens": input,
+            "completion_tokens": output,
+            "total_tokens": input + output,
+        },
+    })
+    .to_string()
+}
+
+/// Splits `s` into `parts` pieces at char boundaries (fewer when `s` is short; none when empty).
+pub fn split_pieces(s: &str, parts: usize) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    if chars.is_empty() {
+        return Vec::new();
+    }
+    let size = chars.len().div_ceil(parts.max(1));
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+fn respond(out: &mut TcpStream, reply: &Reply) -> std::io::Result<()> {
+    let role = || chunk(json!({"role": "assistant", "content": ""}), None);
+    match &reply.kind {
+        Kind::Status { code, body } => write_status(out, *code, &reply.headers, body),
+        Kind::Stall(silence) => {
+            write_sse_head(out, &reply.headers)?;
+            std::thread::sleep(*silence);
+            Ok(())
+        }
+        Kind::Disconnect => {
+            write_sse_head(out, &reply.headers)?;
+            event(out, &role())?;
+            event(out, &chunk(json!({"content": "partial "}), None))?;
+            event(out, &chunk(json!({"content": "answer"}), None))
+        }
+        Kind::Garbled => {
+            write_sse_head(out, &reply.headers)?;
+            event(out, &role())?;
+            event(out, &chunk(json!({"content": "ok"}), None))?;
+            event(out, r#"{"choices":[{"index":0,"delta":{"content":"#)?;
+            event(out, "[DONE]")
+        }
+        Kind::Empty => {
+            write_sse_head(out, &reply.headers)?;
+            event(out, &role())?;
+            event(out, &chunk(json!({}), Some("stop")))?;
+            event(out, &usage_chunk(reply.usage.0, reply.usage.1))?;
+            event(out, "[DONE]")
+        }
+        Kind::Stream { text, calls } => {
+            write_sse_head(out, &reply.headers)?;
+            event(out, &role())?;
+            for piece in text
+                .as_deref()
+                .map(|t| split_pieces(t, 3))
+                .unwrap_or_default()
+            {
+                event(out, &chunk(json!({"content": piece}), None))?;
+            }
+            for c in call_chunks(calls) {
+                event(out, &chunk(json!({"tool_calls": [c]}), None))?;
+            }
+            let finish = if calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
+            event(out, &chunk(json!({}), Some(finish)))?;
+            event(out, &usage_chunk(reply.usage.0, reply.usage.1))?;
+            event(out, "[DONE]")
+        }
+    }
+}
+
+/// The `tool_calls` delta entries: each call opens with its id and name, then its arguments
+/// follow in three pieces; calls are interleaved round-robin by `index`.
+fn call_chunks(calls: &[(String, String, String)]) -> Vec<Value> {
+    let mut per_call: Vec<VecDeque<Value>> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, (id, name, args))| {
+            let mut q = VecDeque::new();
+            q.push_back(json!({
+                "index": index,
+                "id": id,
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }));
+            for piece in split_pieces(args, 3) {
+                q.push_back(json!({"index": index, "function": {"arguments": piece}}));
+            }
+            q
+        })
+        .collect();
+    let mut out = Vec::new();
+    while per_call.iter().any(|q| !q.is_empty()) {
+        for q in &mut per_call {
+            if let Some(v) = q.pop_front() {
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
+/// TOOL-06 over an OpenAI wire `messages` array: every assistant message that declares
+/// `tool_calls` is immediately followed by exactly one `role: "tool"` message per call id, in
+/// call order, and no tool message appears anywhere else.
+///
+/// # Errors
+/// A sentence naming the first violation and its index.
+pub fn check_tool_call_contract(messages: &Value) -> Result<(), String> {
+    let list = messages
+        .as_array()
+        .ok_or_else(|| format!("messages is not an array: {messages}"))?;
+    let mut i = 0;
+    while i < list.len() {
+        let m = &list[i];
+        let role = m["role"].as_str().unwrap_or("");
+        if role == "tool" {
+            return Err(format!(
+                "message {i} is a tool message ({}) outside a tool-call batch",
+                m["tool_call_id"]
+            ));
+        }
+        let calls = m["tool_calls"].as_array().filter(|c| !c.is_empty());
+        i += 1;
+        let Some(calls) = calls.filter(|_| role == "assistant") else {
+            continue;
+        };
+        for (k, call) in calls.iter().enumerate() {
+            let id = call["id"]
+                .as_str()
+                .ok_or_else(|| format!("message {}: tool call {k} has no id", i - 1))?;
+            let Some(next) = list.get(i) else {
+                return Err(format!(
+                    "message {}: tool call {id} has no tool message (the array ends)",
+                    i - 1
+                ));
+            };
+            if next["role"] != "tool" {
+                return Err(format!(
+                    "message {i} (role {}) sits inside the tool-call batch of message {}; \
+                     expected the tool message for {id}",
+                    next["role"],
+                    i - 1 - k
+                ));
+            }
+            if next["tool_call_id"] != id {
+                return Err(format!(
+                    "message {i} answers {} but call {k} of the batch is {id}",
+                    next["tool_call_id"]
+                ));
+            }
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "model_server_tests.rs"]
+mod tests;
