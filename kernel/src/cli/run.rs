@@ -113,10 +113,21 @@ fn hand_off(
                 }
             }
         };
+        tokio::pin!(work);
         let code = tokio::select! {
-            r = work => r,
+            r = &mut work => r,
             _ = tokio::signal::ctrl_c() => {
                 eprintln!("keel: interrupted");
+                // The driver hears SIGINT too and owns the clean stop (abort the turn, flush,
+                // close: §11). It gets a grace period; a second SIGINT or the end of the grace
+                // cuts it short, and teardown below still drains every row.
+                tokio::select! {
+                    _ = &mut work => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                    () = tokio::time::sleep(INTERRUPT_GRACE) => {
+                        eprintln!("keel: the driver did not stop within {} s", INTERRUPT_GRACE.as_secs());
+                    }
+                }
                 Ok(130)
             }
         };
@@ -131,6 +142,9 @@ fn hand_off(
         }
     })
 }
+
+/// How long the driver may take to stop cleanly after SIGINT.
+const INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn no_command(profile: &str, command: &str) -> KernelError {
     KernelError::NoCommand {
