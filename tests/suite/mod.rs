@@ -1,5 +1,13 @@
 //! Suites, one per behaviour.
 
+/// Model faults through the binary: named terminal states, retries, exit codes (B14, §11).
+mod agent_faults;
+/// The agent survives crashes and failing plugins (SES-06, LOOP-08/09/12).
+mod agent_recovery;
+/// The agent end to end against the loopback model server (issue 4 acceptance).
+mod agent_run;
+/// Helpers for the agent suites.
+mod agent_support;
 /// Listener errors, panics, faults, deadlines and ABI misuse (EVT-01/05/10, Cordis cases 4–13).
 mod bus_faults;
 /// The five dispatch modes, through real cdylibs (EVT-01/02/05, Cordis cases A–B).

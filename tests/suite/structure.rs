@@ -291,3 +291,25 @@ fn normalize(path: &Path) -> PathBuf {
     }
     out
 }
+
+/// LOOP-01: consumers drive the loop through `keel.agent`; no crate may depend on the concrete
+/// loop (drivers, tools and tests included), so another loop can replace it row for row.
+#[test]
+fn loop01_no_crate_depends_on_the_agent_loop_crate() {
+    let root = workspace_root();
+    let meta = metadata(&root);
+    let pkgs = packages(&meta);
+    assert!(
+        pkgs.contains_key("keel-plugin-agent-loop"),
+        "the agent-loop crate is missing from the workspace"
+    );
+    let dependents: Vec<String> = pkgs
+        .iter()
+        .filter(|(name, (_, deps))| {
+            name.as_str() != "keel-plugin-agent-loop"
+                && deps.iter().any(|d| d.name == "keel-plugin-agent-loop")
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    assert_eq!(dependents, Vec::<String>::new());
+}

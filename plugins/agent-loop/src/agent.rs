@@ -206,13 +206,21 @@ impl Agent {
                 if st.closing {
                     break;
                 }
-                if let Some(m) = st.next_turn_inbox.pop_front() {
+                let job = if let Some(m) = st.next_turn_inbox.pop_front() {
                     Some(vec![m])
                 } else if st.steer_pending {
                     Some(Vec::new())
                 } else {
                     None
+                };
+                // Busy from the moment the message leaves the inbox, under the same lock, so a
+                // `wait_idle` in between never sees an idle agent with work in hand.
+                if job.is_some() && !st.running {
+                    st.running = true;
+                    drop(st);
+                    emit_status(seams, &self.session_id, "running");
                 }
+                job
             };
             let Some(first) = job else {
                 if wake.next().await.is_none() {
@@ -220,7 +228,6 @@ impl Agent {
                 }
                 continue;
             };
-            self.set_running(seams, true);
             self.aborted.store(false, Ordering::Release);
             if let Err(e) = crate::turn::run(self, seams, first).await {
                 // The session itself refused a write: nothing more can be logged for it.
@@ -263,12 +270,19 @@ impl Agent {
                     .collect::<Vec<_>>()
             }
         };
-        let status = if running { "running" } else { "idle" };
-        if let Ok(p) = Seams::point(&self.session_id, 0, 0, &json!({ "status": status })) {
-            let _ = seams.ctx.emit::<Status>(&p);
-        }
+        emit_status(
+            seams,
+            &self.session_id,
+            if running { "running" } else { "idle" },
+        );
         for (w, report) in waiters {
             let _ = w.send(report);
         }
+    }
+}
+
+fn emit_status(seams: &Seams, session_id: &str, status: &str) {
+    if let Ok(p) = Seams::point(session_id, 0, 0, &json!({ "status": status })) {
+        let _ = seams.ctx.emit::<Status>(&p);
     }
 }

@@ -390,6 +390,24 @@ impl Turn<'_> {
                 .and_then(Value::as_u64)
                 .unwrap_or(0);
             tracing::warn!(session = %self.sid, code = %failure.code, attempt, delay_ms = delay, "model call failed; retrying");
+            // B2 `llm/retry`: the retry is a fact of the log, not only of the tracing output.
+            self.seams
+                .append(
+                    &self.sid,
+                    vec![json!({
+                        "type": "llm/retry",
+                        "ignorable": true,
+                        "data": {
+                            "turn": self.turn,
+                            "failed_step": self.step - 1,
+                            "attempt": attempt + 1,
+                            "delay_ms": delay,
+                            "code": failure.code,
+                        }
+                    })],
+                )
+                .await
+                .map_err(session_error)?;
             self.attempt += 1;
             let mut waited = 0;
             while waited < delay && !self.aborted() {

@@ -25,10 +25,11 @@ pub const TOOL_NOT_STARTED: &str = "TOOL_NOT_STARTED";
 /// Error code of a closer for a call that was logged as started but has no result.
 pub const TOOL_OUTCOME_UNKNOWN: &str = "TOOL_OUTCOME_UNKNOWN";
 
-/// What the model reads for a call that started but never reported back.
+/// What the model reads for a call that started but never reported back. Like every error
+/// result (`ToolResult::error`), it opens with `Error [CODE]:` so the code reaches the model.
 pub fn outcome_unknown_text(name: &str) -> String {
     format!(
-        "The session stopped while the `{name}` call was running, so nobody knows whether it \
+        "Error [TOOL_OUTCOME_UNKNOWN]: The session stopped while the `{name}` call was running, so nobody knows whether it \
          took effect: it may have completed, partly completed, or not run at all. Repeat it only \
          if it is read-only or idempotent. Otherwise first check the external state it would \
          have changed, or ask the user, before doing anything that could apply it twice."
@@ -38,7 +39,7 @@ pub fn outcome_unknown_text(name: &str) -> String {
 /// What the model reads for a call that never started.
 pub fn not_started_text(name: &str) -> String {
     format!(
-        "The session stopped before the `{name}` call was started, so it had no effect. If it \
+        "Error [TOOL_NOT_STARTED]: The session stopped before the `{name}` call was started, so it had no effect. If it \
          is still needed, it is safe to issue it again."
     )
 }

@@ -1,0 +1,124 @@
+//! `proof-agent-hooks`: joins one agent seam and misbehaves there, once, so the integration
+//! tests can prove a failing plugin listener ends only its turn (LOOP-08).
+//!
+//! Row config: `seam` (`tools/pre-execute`, `llm/stream`, `tools/execute`, `agent/turn-stopping`),
+//! `action` (`panic` or `error` the first time, `steer` for turn-stopping), and `marker`: a
+//! file created on the first call; while it exists the listener passes through, so the next turn
+//! (for example after `keel resume`) runs normally.
+
+#![allow(
+    clippy::panic,
+    reason = "this proof plugin panics on purpose to test containment"
+)]
+
+use std::path::PathBuf;
+
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::agent::TurnStopping;
+use keel_plugin_api::events::llm::Stream;
+use keel_plugin_api::events::tools::{Execute, PreExecute};
+use keel_plugin_api::prelude::*;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+struct Config {
+    seam: String,
+    #[serde(default = "panic_action")]
+    action: String,
+    marker: PathBuf,
+}
+
+fn panic_action() -> String {
+    "panic".to_owned()
+}
+
+impl Config {
+    /// `true` the first time (and creates the marker).
+    fn first_time(&self) -> bool {
+        if self.marker.exists() {
+            return false;
+        }
+        let _ = std::fs::write(&self.marker, b"fired\n");
+        true
+    }
+
+    fn misbehave(&self) -> Result<()> {
+        if !self.first_time() {
+            return Ok(());
+        }
+        if self.action == "error" {
+            return Err(Error::new(
+                "INJECTED",
+                format!("proof-agent-hooks failed {} on purpose", self.seam),
+            ));
+        }
+        panic!("proof-agent-hooks panics in {} on purpose", self.seam);
+    }
+}
+
+#[derive(Default)]
+struct Hooks;
+
+impl Plugin for Hooks {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("proof-agent-hooks", env!("CARGO_PKG_VERSION"))
+            .description("fails one agent seam once, on purpose")
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: Config = ctx.config()?;
+        let opts = ListenerOptions::default();
+        match config.seam.as_str() {
+            "tools/pre-execute" => {
+                ctx.async_waterfall::<PreExecute, _, _>(opts, move |exec, next| {
+                    let c = config.clone();
+                    async move {
+                        c.misbehave()?;
+                        next.run(exec).await
+                    }
+                })?;
+            }
+            "tools/execute" => {
+                ctx.async_waterfall::<Execute, _, _>(opts, move |exec, next| {
+                    let c = config.clone();
+                    async move {
+                        c.misbehave()?;
+                        next.run(exec).await
+                    }
+                })?;
+            }
+            "llm/stream" => {
+                ctx.async_waterfall::<Stream, _, _>(opts, move |call, next| {
+                    let c = config.clone();
+                    async move {
+                        c.misbehave()?;
+                        next.run(call).await
+                    }
+                })?;
+            }
+            "agent/turn-stopping" => {
+                ctx.on_serial::<TurnStopping, _, _>(opts, move |_point| {
+                    let c = config.clone();
+                    async move {
+                        if c.action == "steer" && c.first_time() {
+                            return Json::of(
+                                &serde_json::json!({ "steer": "One more thing: say goodbye." }),
+                            )
+                            .map(Some);
+                        }
+                        Ok(None)
+                    }
+                })?;
+            }
+            other => {
+                return Err(Error::new(
+                    "INVALID_CONFIG",
+                    format!("proof-agent-hooks: unknown seam '{other}'"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(Hooks);

@@ -1,0 +1,156 @@
+//! Model faults through the binary (issue 4 acceptance, LLM-04, B14, §11 exit codes): every
+//! fault the loopback server can inject ends in a named terminal state with exit 1 and the code
+//! on stderr (after the retries the default policy allows), never a hang and never a panic; a
+//! missing credential is exit 2 before any request; the log stays valid.
+
+use std::time::Duration;
+
+use keel_tests::Run;
+use keel_tests::model_server::{Reply, error_body};
+
+use crate::suite::agent_support::*;
+
+/// A safety net for hangs, far above any fault's deadline.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs one faulty session and checks exit 1, the code on stderr, the request count, and the
+/// `turn/end` reason in the stored log.
+fn faults_to(replies: Vec<Reply>, code: &str, requests: usize, extra_args: &[&str]) -> Run {
+    let server = server(replies);
+    let env = agent_env(&server, "");
+    let mut a = vec!["run", "--profile", "t", "--output-format", "json"];
+    a.extend_from_slice(extra_args);
+    a.push("hello");
+    let run = env.keel_within(&a, LIMIT);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains(code),
+        "stderr does not name {code}:\n{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert_eq!(server.completions().len(), requests, "requests for {code}");
+    let result: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(result["is_error"], true);
+    let events = stored_events(&env, &session_of(&result));
+    let reason = last_reason(&events);
+    assert_eq!(reason["kind"], "error", "{reason}");
+    assert_eq!(reason["error"]["code"], code, "{reason}");
+    let retries = events.iter().filter(|e| e["type"] == "llm/retry").count();
+    assert_eq!(retries, requests - 1, "one llm/retry per retried attempt");
+    contract_holds(&server);
+    run
+}
+
+fn three(r: impl Fn() -> Reply) -> Vec<Reply> {
+    vec![r(), r(), r()]
+}
+
+#[test]
+fn b14_server_errors_retry_then_end_with_server() {
+    faults_to(
+        three(|| Reply::status(500, error_body("boom", "server_error", "x"))),
+        "SERVER",
+        3,
+        &[],
+    );
+}
+
+#[test]
+fn b14_rate_limits_retry_after_then_end_with_rate_limit() {
+    faults_to(three(|| Reply::rate_limited(0)), "RATE_LIMIT", 3, &[]);
+}
+
+#[test]
+fn b14_a_rate_limit_then_success_completes() {
+    let server = server(vec![Reply::rate_limited(1), Reply::text("recovered")]);
+    let env = agent_env(&server, "");
+    let (run, result) = run_json(&env, "hello", &[]);
+    run.expect_code(0);
+    assert_eq!(result["result"], "recovered");
+    let events = stored_events(&env, &session_of(&result));
+    let retry = events
+        .iter()
+        .find(|e| e["type"] == "llm/retry")
+        .expect("llm/retry");
+    assert_eq!(retry["data"]["code"], "RATE_LIMIT");
+    assert_eq!(retry["data"]["delay_ms"], 1000, "retry-after was honoured");
+}
+
+#[test]
+fn b14_a_mid_stream_disconnect_is_transport() {
+    faults_to(three(Reply::disconnect_mid_stream), "TRANSPORT", 3, &[]);
+}
+
+#[test]
+fn b14_garbled_sse_is_transport() {
+    faults_to(three(Reply::garbled), "TRANSPORT", 3, &[]);
+}
+
+#[test]
+fn b14_a_stalled_stream_times_out() {
+    faults_to(
+        three(|| Reply::stall(Duration::from_secs(20))),
+        "TIMEOUT",
+        3,
+        &["-c", "llm-openai.timeout_ms=300"],
+    );
+}
+
+#[test]
+fn b14_context_overflow_is_not_retried() {
+    faults_to(
+        vec![Reply::context_overflow()],
+        "CONTEXT_WINDOW_EXCEEDED",
+        1,
+        &[],
+    );
+}
+
+#[test]
+fn b14_auth_failures_are_not_retried() {
+    faults_to(
+        vec![Reply::status(
+            401,
+            error_body("bad key", "invalid_request_error", "invalid_api_key"),
+        )],
+        "AUTH",
+        1,
+        &[],
+    );
+}
+
+#[test]
+fn b14_empty_answers_retry_then_end_with_empty_response() {
+    faults_to(three(Reply::empty), "EMPTY_RESPONSE", 3, &[]);
+}
+
+/// §11, SEC-10: a missing credential is exit 2 before any request, naming the reference and
+/// never a value.
+#[test]
+fn a_missing_credential_exits_2_before_any_request() {
+    let server = server(vec![Reply::text("never")]);
+    let env = agent_env(&server, "");
+    let run = env.keel_with(
+        &["run", "--profile", "t", "hello"],
+        &[(KEY_REF, std::ffi::OsStr::new(""))],
+    );
+    run.expect_code(2);
+    assert!(run.stderr.contains(KEY_REF), "{}", run.stderr);
+    assert!(run.stderr.contains("CREDENTIAL_MISSING"), "{}", run.stderr);
+    assert_eq!(server.requests().len(), 0);
+}
+
+/// Acceptance: an unreachable base URL is exit 1 with TRANSPORT.
+#[test]
+fn an_unreachable_base_url_is_transport() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let env = agent_env_at(&format!("http://127.0.0.1:{port}/v1"), "");
+    let run = env.keel_within(&["run", "--profile", "t", "hello"], LIMIT);
+    run.expect_code(1);
+    assert!(run.stderr.contains("TRANSPORT"), "{}", run.stderr);
+}

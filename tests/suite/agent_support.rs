@@ -1,0 +1,155 @@
+//! Helpers for the agent suites: a profile that points the shipped agent bundle at the loopback
+//! model server (`keel_tests::model_server`), runs of the built binary, and readers for what the
+//! tests assert on: the session file on disk and the requests the server received.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use keel_tests::model_server::{ModelServer, Reply, check_tool_call_contract};
+use keel_tests::{Env, Run};
+use serde_json::Value;
+
+use crate::suite::sessions_support::jsonl_file;
+
+/// The environment variable the test profile's `api_key_ref` names, and its value.
+pub const KEY_REF: &str = "KEEL_TEST_MODEL_KEY";
+/// A recognisable key value (the canary the tests grep for).
+pub const KEY_VALUE: &str = "sk-test-4c1d-canary";
+
+/// A test profile `t`: the shipped `base` and `agent` bundles, `llm-openai` at `server`, the
+/// headless driver, approval `never`, and short retry backoffs. `extra` is appended verbatim
+/// (more rows, `[[replace]]`s).
+pub fn agent_env(server: &ModelServer, extra: &str) -> Env {
+    agent_env_at(&server.base_url(), extra)
+}
+
+/// [`agent_env`] for an arbitrary base URL.
+pub fn agent_env_at(base_url: &str, extra: &str) -> Env {
+    let env = Env::new().var(KEY_REF, KEY_VALUE);
+    env.profile(
+        "t",
+        &format!(
+            r#"bundles = ["base", "agent"]
+
+[[replace]]
+id = "approval"
+config = {{ mode = "never" }}
+
+[[replace]]
+id = "agent-loop"
+config = {{ retry = {{ initial_backoff_ms = 10, max_backoff_ms = 50 }} }}
+
+[[insert]]
+id = "llm-openai"
+plugin = "llm-openai"
+config = {{ base_url = "{base_url}", model = "test-model", api_key_ref = "{KEY_REF}", timeout_ms = 2000 }}
+
+[[insert]]
+id = "driver"
+plugin = "headless"
+
+{extra}
+"#
+        ),
+    );
+    env
+}
+
+/// A server with `replies`.
+pub fn server(replies: Vec<Reply>) -> ModelServer {
+    ModelServer::start(replies)
+}
+
+/// `keel run --profile t --output-format json PROMPT` plus `args`; returns the run and the
+/// parsed result object (`Null` when stdout is not one JSON object).
+pub fn run_json(env: &Env, prompt: &str, args: &[&str]) -> (Run, Value) {
+    let mut all = vec!["run", "--profile", "t", "--output-format", "json"];
+    all.extend_from_slice(args);
+    all.push(prompt);
+    let run = env.keel(&all);
+    let result = serde_json::from_str(run.stdout.trim()).unwrap_or(Value::Null);
+    (run, result)
+}
+
+/// The session id of a json/stream-json result object.
+pub fn session_of(result: &Value) -> String {
+    result["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session_id in {result}"))
+        .to_owned()
+}
+
+/// The events of session `id` read from its JSONL file (the header line skipped).
+pub fn stored_events(env: &Env, id: &str) -> Vec<Value> {
+    let path = jsonl_file(env, id);
+    let text = std::fs::read_to_string(&path).expect("read the session file");
+    text.lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", path.display())))
+        .collect()
+}
+
+/// Event types in order.
+pub fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The last `turn/end` reason.
+pub fn last_reason(events: &[Value]) -> Value {
+    events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["reason"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// TOOL-06 on every chat-completions request the server received; returns them.
+pub fn contract_holds(server: &ModelServer) -> Vec<keel_tests::model_server::Request> {
+    let reqs = server.completions();
+    for (i, r) in reqs.iter().enumerate() {
+        if let Err(e) = check_tool_call_contract(r.messages()) {
+            panic!(
+                "request {i} breaks the tool-call contract: {e}\n{}",
+                r.messages()
+            );
+        }
+    }
+    reqs
+}
+
+/// The `role:"tool"` message answering `call_id` in `messages`.
+pub fn tool_message(messages: &Value, call_id: &str) -> Value {
+    messages
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no tool message for {call_id} in {messages}"))
+}
+
+/// Waits for `path` to exist (a tool's side effect), up to `limit`.
+pub fn wait_for_file(path: &std::path::Path, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if path.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// `work/<rel>`.
+pub fn work_file(env: &Env, rel: &str) -> PathBuf {
+    env.work().join(rel)
+}
+
+/// JSON arguments as the model would send them.
+pub fn args(v: Value) -> String {
+    v.to_string()
+}
