@@ -15,13 +15,13 @@ use abi_stable::std_types::{RResult, RStr, RString};
 use async_ffi::FutureExt as _;
 use serde::de::DeserializeOwned;
 
+use super::call::CallHandle;
 use super::error::{Error, Result, from_abi};
 use super::event::{
     AsyncWaterfallEvent, EmitEvent, Event, ParallelEvent, SerialEvent, WaterfallEvent,
 };
 use super::ffi::{self, AsyncNext, Next};
 use super::link::host;
-use super::call::CallHandle;
 use super::service::{Service, ServiceRef};
 use crate::abi::{
     AbiResult, DisposerFfi, ErasedBox, ErasedShared, FiberId, HostApi_Ref, ListenerCall,
