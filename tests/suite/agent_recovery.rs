@@ -121,6 +121,9 @@ fn ses06_sigkill_during_a_tool_then_resume_shows_outcome_unknown() {
         Reply::text("carrying on"),
     ]);
     let env = agent_env(&server, "");
+    // keel dies by SIGKILL with the tool's process group alive; make this test process their
+    // new parent, so the orphans are ours to kill and never reach the machine's PID 1.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
     let mut child = env
         .command(&[
             "run",
@@ -145,9 +148,10 @@ fn ses06_sigkill_during_a_tool_then_resume_shows_outcome_unknown() {
     if let Ok(pid) = std::fs::read_to_string(&pid_file)
         && let Ok(pid) = pid.trim().parse::<i32>()
     {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &format!("-{pid}")])
-            .status();
+        // Not `kill -9 -PID`: procps-ng 4.0.2's kill reads that as `kill -9 -1` (everything).
+        if let Some(pgid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
     }
     let init: Value = serde_json::from_str(
         String::from_utf8_lossy(&out.stdout)
@@ -201,10 +205,8 @@ fn sigint_aborts_the_turn_flushes_and_exits_130() {
         .unwrap();
     server.wait_for(1, Duration::from_secs(30));
     let pid = child.id().to_string();
-    std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap();
+    let pid = rustix::process::Pid::from_raw(pid.parse().unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
