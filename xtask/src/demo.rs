@@ -1,15 +1,15 @@
 //! `cargo xtask demo [TASK]`: keel's main job, offline, from a fresh debug build.
 //!
-//! The `demo` profile pairs the `llm-scripted` adapter with a shipped script, so it needs no key
-//! and no network. The session's working directory is a scratch folder under the target dir
-//! (`-C`), so whatever the scripted agent writes never lands in the repository. Until
-//! `profiles/demo.toml` exists (the agent plugins arrive in a later issue) the command runs the
-//! *kernel tour* instead: `keel plugins list` and `keel run` of `tests/tour/tour.toml`, whose
-//! driver dispatches every event mode and takes a provider away and back, printing one JSON line
-//! per step, then the trace the plugins wrote. Everything runs with `KEEL_HOME` under the target
-//! dir. The exit code is `keel`'s own (ARCHITECTURE §11).
+//! The `demo` profile pairs the `llm-scripted` adapter with a script shipped inside the profile,
+//! so it needs no key and no network; everything else is the real pipeline (the loop, the
+//! session log and its checkpoints, the tool pipeline, the fs observation policy, the shell
+//! tool's process group). The session works in a scratch folder under the target dir (`-C`),
+//! with its own `KEEL_HOME` beside it, so nothing lands in the repository or in `~/.keel`. After
+//! the run the command lists the files the agent left and the stored session, and prints the
+//! commands to look closer. The exit code is `keel`'s own (ARCHITECTURE §11).
 
 use std::fs;
+use std::path::Path;
 
 use crate::build;
 use crate::build::Profile;
@@ -17,7 +17,7 @@ use crate::shell;
 use crate::shell::Failure;
 use crate::shell::Result;
 
-const DEFAULT_TASK: &str = "Create hello.txt containing a short greeting, then say what you did.";
+const DEFAULT_TASK: &str = "Keep notes on what keel is, then count them with a script.";
 
 /// Entry point for `cargo xtask demo`.
 pub fn run(args: &[String]) -> Result {
@@ -31,105 +31,66 @@ pub fn run(args: &[String]) -> Result {
     let keel = shell::target_dir()
         .join(Profile::Debug.dir())
         .join(format!("keel{}", std::env::consts::EXE_SUFFIX));
-    let mut cmd = std::process::Command::new(&keel);
-    cmd.current_dir(shell::root());
-
-    if shell::root().join("profiles").join("demo.toml").is_file() {
-        let scratch = shell::target_dir().join("xtask-demo");
-        if scratch.exists() {
-            fs::remove_dir_all(&scratch)
-                .map_err(|e| Failure::new(format!("{}: {e}", scratch.display())))?;
-        }
-        fs::create_dir_all(&scratch)
-            .map_err(|e| Failure::new(format!("{}: {e}", scratch.display())))?;
-        println!(
-            "working directory for the demo session: {}",
-            scratch.display()
-        );
-        cmd.arg("run")
-            .arg("--profile")
-            .arg("demo")
-            .arg("-C")
-            .arg(&scratch)
-            .arg(&task);
-    } else {
-        return tour(&keel);
-    }
-
-    match shell::run_status(&mut cmd)? {
-        0 => Ok(()),
-        code => Err(Failure::with_code(
-            u8::try_from(code).unwrap_or(1),
-            format!("`{}` exited with code {code}", shell::display(&cmd)),
-        )),
-    }
-}
-
-/// The tour's profile, relative to the workspace root (the README's main command runs it).
-pub const TOUR_PROFILE: &str = "tests/tour/tour.toml";
-
-/// The steps the tour's driver runs, one JSON line each.
-const TOUR: &str = "emit:hello,waterfall,async-waterfall,parallel,serial,counter,\
-                    disable:counter,status,counter,enable:counter,counter";
-
-/// The kernel tour (until the `demo` profile ships).
-fn tour(keel: &std::path::Path) -> Result {
     let scratch = shell::target_dir().join("xtask-demo");
     if scratch.exists() {
         fs::remove_dir_all(&scratch)
             .map_err(|e| Failure::new(format!("{}: {e}", scratch.display())))?;
     }
-    fs::create_dir_all(scratch.join("home"))
-        .map_err(|e| Failure::new(format!("{}: {e}", scratch.display())))?;
-    let profile = shell::root().join(TOUR_PROFILE);
-    let trace = scratch.join("trace");
-    println!(
-        "profiles/demo.toml arrives with the agent plugins; running the kernel tour instead\n"
-    );
+    let work = scratch.join("work");
+    let home = scratch.join("home");
+    for dir in [&work, &home] {
+        fs::create_dir_all(dir).map_err(|e| Failure::new(format!("{}: {e}", dir.display())))?;
+    }
+    println!("demo workspace: {}\n", work.display());
     let command = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(keel);
+        let mut cmd = std::process::Command::new(&keel);
         cmd.args(args)
-            .current_dir(&scratch)
-            .env("KEEL_HOME", scratch.join("home"))
-            .env("KEEL_PROOF_TRACE", &trace)
+            .current_dir(&work)
+            .env("KEEL_HOME", &home)
             .env_remove("KEEL_PLUGIN_PATH");
         cmd
     };
-    let profile_arg = profile.display().to_string();
-    let status = shell::run_status(&mut command(&[
-        "plugins",
-        "list",
-        "--profile",
-        &profile_arg,
-    ]))?;
-    if status != 0 {
-        return Err(Failure::with_code(
-            u8::try_from(status).unwrap_or(1),
-            "`keel plugins list` failed".to_owned(),
-        ));
-    }
-    println!();
-    let status = shell::run_status(&mut command(&["run", "--profile", &profile_arg, TOUR]))?;
-    println!("\nwhat the plugins did, in order ({}):", trace.display());
-    if let Ok(text) = fs::read_to_string(&trace) {
-        for line in text.lines() {
-            println!("  {line}");
-        }
-    }
+    let status = shell::run_status(&mut command(&["run", "--profile", "demo", &task]))?;
+
+    println!("\nfiles the agent left in {}:", work.display());
+    list_files(&work);
+    println!("\nthe stored session:");
+    let _ = shell::run_status(&mut command(&["sessions", "list", "--profile", "demo"]));
+    println!(
+        "\nlook closer: KEEL_HOME={} {} sessions show <ID> --profile demo",
+        home.display(),
+        keel.display()
+    );
     match status {
         0 => Ok(()),
         code => Err(Failure::with_code(
             u8::try_from(code).unwrap_or(1),
-            format!("`keel run` exited with code {code}"),
+            format!("`keel run --profile demo` exited with code {code}"),
         )),
+    }
+}
+
+fn list_files(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut names: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    names.sort();
+    for path in names {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        println!("--- {}", name.unwrap_or_default());
+        for line in text.lines() {
+            println!("    {line}");
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_tour_profile_exists() {
-        let path = crate::shell::root().join(super::TOUR_PROFILE);
+    fn the_demo_profile_exists() {
+        let path = crate::shell::root().join("profiles").join("demo.toml");
         assert!(
             path.is_file(),
             "{} is missing: `cargo xtask demo` would fail",
