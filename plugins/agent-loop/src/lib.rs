@@ -113,7 +113,14 @@ impl Hub {
                     content,
                     target,
                 } = args(method, a)?;
-                let id = self.agent(&session_id)?.send(content, target);
+                let id = self.agent(&session_id)?.send(content.clone(), target);
+                let data = json!({ "target": target, "message": { "id": id, "content": content } });
+                if let Ok(p) = Seams::point(&session_id, 0, 0, &data) {
+                    let _ = self
+                        .seams
+                        .ctx
+                        .emit::<keel_plugin_api::events::agent::InboxInserted>(&p);
+                }
                 Ok(json!({ "id": id }))
             }
             "wait_idle" => {
