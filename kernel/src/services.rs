@@ -5,6 +5,7 @@
 //! registry itself knows nothing about lifecycles; `kernel::lifecycle` decides who unloads when
 //! a provider goes away.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use keel_plugin_api::abi::{ErasedShared, FiberId, PluginError, TypeLayout};
@@ -29,6 +30,11 @@ pub struct Provided {
 #[derive(Default)]
 pub struct Services {
     entries: Mutex<Vec<Provided>>,
+    /// `(expected, found)` layout pairs already proven compatible. Layouts are `'static` and
+    /// never change, so a pair checked once stays good; without this, every lookup of a
+    /// registry-called service (an adapter per model call, a tool provider per tool call)
+    /// re-ran abi_stable's recursive check (several % of a step's CPU).
+    compatible: Mutex<HashSet<(usize, usize)>>,
 }
 
 impl Services {
@@ -120,7 +126,20 @@ impl Services {
         consumer_row: &str,
         expected: &'static TypeLayout,
     ) -> Result<ErasedShared, PluginError> {
-        layouts_compatible(expected, entry.handle.layout()).map_err(|r| {
+        let found = entry.handle.layout();
+        let key = (
+            std::ptr::from_ref(expected) as usize,
+            std::ptr::from_ref(found) as usize,
+        );
+        let known = self
+            .compatible
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&key);
+        if known {
+            return Ok(entry.handle.clone());
+        }
+        layouts_compatible(expected, found).map_err(|r| {
             PluginError::new(
                 "SERVICE_LAYOUT",
                 format!(
@@ -129,6 +148,10 @@ impl Services {
                 ),
             )
         })?;
+        self.compatible
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key);
         Ok(entry.handle.clone())
     }
 
