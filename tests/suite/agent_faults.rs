@@ -154,3 +154,29 @@ fn an_unreachable_base_url_is_transport() {
     run.expect_code(1);
     assert!(run.stderr.contains("TRANSPORT"), "{}", run.stderr);
 }
+
+/// B6 / SES-05 fail closed: when the session cannot be made durable (a `session/flush`
+/// listener fails), the checkpoint refuses and no model request is ever sent; the turn ends
+/// with `CHECKPOINT_FAILED`, and once flushing works again the log says so.
+#[test]
+fn b6_a_failing_checkpoint_means_no_request_is_sent() {
+    let server = server(vec![Reply::text("never")]);
+    let env = agent_env(&server, "");
+    let marker = env.path().join("flush-failed");
+    let path = env.path().join("config/profiles/t.toml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(&format!(
+        "[[insert]]\nid = \"hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = {{ seam = \"session/flush\", action = \"error\", marker = \"{}\" }}\n",
+        marker.display()
+    ));
+    std::fs::write(&path, text).unwrap();
+    let (run, result) = run_json(&env, "hello", &[]);
+    run.expect_code(1);
+    assert!(marker.exists(), "the failing flush never ran");
+    assert_eq!(server.requests().len(), 0, "the adapter was dispatched");
+    assert!(run.stderr.contains("CHECKPOINT_FAILED"), "{}", run.stderr);
+    let events = stored_events(&env, &session_of(&result));
+    let reason = last_reason(&events);
+    assert_eq!(reason["error"]["code"], "CHECKPOINT_FAILED", "{reason}");
+    assert!(!types(&events).contains(&"request/header".to_owned()));
+}

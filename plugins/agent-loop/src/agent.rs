@@ -286,3 +286,82 @@ fn emit_status(seams: &Seams, session_id: &str, status: &str) {
         let _ = seams.ctx.emit::<Status>(&p);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent() -> Agent {
+        Agent::new("s".into(), "/w".into(), None, LogState::default())
+    }
+
+    fn texts(messages: &[InboxMessage]) -> Vec<&str> {
+        messages.iter().map(|m| m.content.as_str()).collect()
+    }
+
+    #[test]
+    fn loop02_followups_queue_one_turn_each_in_order() {
+        let a = agent();
+        let ids: Vec<String> = (0..5)
+            .map(|i| a.send(format!("f{i}"), InboxTarget::Followup))
+            .collect();
+        let mut unique = ids.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), 5, "ids are distinct: {ids:?}");
+        let st = a.state();
+        let order: Vec<&str> = st
+            .next_turn_inbox
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect();
+        assert_eq!(order, ["f0", "f1", "f2", "f3", "f4"]);
+        assert!(!st.steer_pending, "followups are not steering");
+    }
+
+    #[test]
+    fn loop02_steer_wakes_inject_waits_and_both_join_the_next_step() {
+        let a = agent();
+        a.send("quiet".into(), InboxTarget::Inject);
+        assert!(!a.has_steering(), "an inject alone does not wake the agent");
+        a.send("now".into(), InboxTarget::Steer);
+        assert!(a.has_steering());
+        let claimed = a.claim_next_step();
+        assert_eq!(texts(&claimed), ["quiet", "now"]);
+        assert!(!a.has_steering());
+        assert!(a.claim_next_step().is_empty());
+    }
+
+    #[test]
+    fn loop09_parked_steering_comes_back_first_and_in_order() {
+        let a = agent();
+        a.send("later".into(), InboxTarget::Inject);
+        a.park(vec![
+            InboxMessage {
+                id: "1".into(),
+                content: "a".into(),
+            },
+            InboxMessage {
+                id: "2".into(),
+                content: "b".into(),
+            },
+        ]);
+        assert_eq!(texts(&a.claim_next_step()), ["a", "b", "later"]);
+    }
+
+    #[test]
+    fn loop25_wait_idle_waits_while_a_followup_is_queued() {
+        let a = agent();
+        a.send("f".into(), InboxTarget::Followup);
+        let mut rx = a.wait_idle();
+        assert!(
+            matches!(rx.try_recv(), Ok(None)),
+            "a queued followup means busy"
+        );
+        let idle = agent();
+        let mut rx = idle.wait_idle();
+        assert!(
+            matches!(rx.try_recv(), Ok(Some(_))),
+            "an idle agent answers at once"
+        );
+    }
+}

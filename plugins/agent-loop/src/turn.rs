@@ -47,6 +47,7 @@ pub async fn run(agent: &Agent, seams: &Seams, first: Vec<InboxMessage>) -> Resu
         step: 0,
         step_open: false,
         attempt: 0,
+        context: None,
     };
     let reason = t.steps(first).await;
     let reason = match reason {
@@ -95,6 +96,19 @@ struct Turn<'a> {
     step: u64,
     step_open: bool,
     attempt: u32,
+    /// What the turn's requests start from, gathered at its first step: the default call
+    /// config, the tool list and the system prompt. A tool or prompt change shows from the
+    /// next turn on; `agent/request` still runs for every request.
+    context: Option<TurnContext>,
+}
+
+struct TurnContext {
+    /// The config the header was last checked against with this context (skips rebuilding
+    /// and comparing the whole header, tool schemas included, on every step).
+    checked: Option<LlmCallConfig>,
+    base: LlmCallConfig,
+    tools: Vec<keel_plugin_api::services::llm::ModelTool>,
+    system: Option<String>,
 }
 
 enum StepEnd {
@@ -237,13 +251,39 @@ impl Turn<'_> {
 
     /// One model request and what follows it.
     async fn one_step(&mut self) -> Result<StepEnd> {
-        let config = self.call_config().await?;
-        let tools = self.seams.tool_list().await?;
-        let system = self
-            .seams
-            .system_prompt(&self.sid, &self.agent.cwd, &tools)
-            .await?;
-        self.log_header(&config, system.as_deref(), &tools).await?;
+        if self.context.is_none() {
+            let base = crate::default_config(self.seams).await?;
+            let tools = self.seams.tool_list().await?;
+            let system = self
+                .seams
+                .system_prompt(&self.sid, &self.agent.cwd, &tools)
+                .await?;
+            self.context = Some(TurnContext {
+                checked: None,
+                base,
+                tools,
+                system,
+            });
+        }
+        let Some(context) = self.context.as_ref() else {
+            return Err(Error::new("INTERNAL", "turn context missing"));
+        };
+        let (base, tools, system) = (
+            context.base.clone(),
+            context.tools.clone(),
+            context.system.clone(),
+        );
+        let config = self.call_config(base).await?;
+        let checked = self
+            .context
+            .as_ref()
+            .is_some_and(|c| c.checked.as_ref() == Some(&config));
+        if !checked {
+            self.log_header(&config, system.as_deref(), &tools).await?;
+            if let Some(c) = self.context.as_mut() {
+                c.checked = Some(config.clone());
+            }
+        }
         let messages = self.seams.messages(&self.sid).await?;
         let request = LlmRequest {
             session_id: Some(self.sid.clone()),
@@ -289,8 +329,7 @@ impl Turn<'_> {
         }
     }
 
-    async fn call_config(&self) -> Result<LlmCallConfig> {
-        let base = crate::default_config(self.seams).await?;
+    async fn call_config(&self, base: LlmCallConfig) -> Result<LlmCallConfig> {
         let p = Seams::point(
             &self.sid,
             self.turn,

@@ -1,7 +1,8 @@
 //! `proof-agent-hooks`: joins one agent seam and misbehaves there, once, so the integration
 //! tests can prove a failing plugin listener ends only its turn (LOOP-08).
 //!
-//! Row config: `seam` (`tools/pre-execute`, `llm/stream`, `tools/execute`, `agent/turn-stopping`),
+//! Row config: `seam` (`tools/pre-execute`, `llm/stream`, `tools/execute`, `session/flush`,
+//! `agent/turn-stopping`),
 //! `action` (`panic` or `error` the first time, `steer` for turn-stopping), and `marker`: a
 //! file created on the first call; while it exists the listener passes through, so the next turn
 //! (for example after `keel resume`) runs normally.
@@ -16,6 +17,7 @@ use std::path::PathBuf;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::agent::TurnStopping;
 use keel_plugin_api::events::llm::Stream;
+use keel_plugin_api::events::session::SessionFlush;
 use keel_plugin_api::events::tools::{Execute, PreExecute};
 use keel_plugin_api::prelude::*;
 use serde::Deserialize;
@@ -94,6 +96,12 @@ impl Plugin for Hooks {
                         c.misbehave()?;
                         next.run(call).await
                     }
+                })?;
+            }
+            "session/flush" => {
+                ctx.on_parallel::<SessionFlush, _, _>(opts, move |_flush| {
+                    let c = config.clone();
+                    async move { c.misbehave() }
                 })?;
             }
             "agent/turn-stopping" => {
