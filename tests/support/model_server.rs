@@ -2,7 +2,8 @@
 //! `keel` binary against a real HTTP endpoint (ARCHITECTURE §12: mocks only at the model).
 //!
 //! It is a plain HTTP/1.1 server (std only: a `TcpListener` on `127.0.0.1:0` and one thread per
-//! connection; every response carries `Connection: close` and ends when the socket closes). A
+//! connection). A well-formed stream is sent whole with a `Content-Length` and the connection
+//! kept alive, as real providers do; faults and errors close it. A
 //! test hands [`ModelServer::start`] a script of [`Reply`]s: each `POST …/chat/completions`
 //! consumes the next one, streamed as OpenAI SSE (`data: {chunk}` lines, a usage chunk, then
 //! `data: [DONE]`), or one of the faults real providers produce (HTTP errors, a context
@@ -197,6 +198,9 @@ pub struct Request {
     pub headers: BTreeMap<String, String>,
     /// The body parsed as JSON (`Null` when empty or not JSON).
     pub body: Value,
+    /// When the whole request had been read (benchmarks time steps from these, after the run,
+    /// so nothing competes with keel for the CPU while it runs).
+    pub at: Instant,
 }
 
 impl Request {
@@ -335,10 +339,24 @@ fn is_completion(r: &Request) -> bool {
 
 /// Serves one connection: one request, one response, close.
 fn serve(stream: TcpStream, state: &State) {
+    let mut stream = stream;
+    // Keep-alive: a connection serves requests until a reply closes it or the client leaves.
+    while let Some(next) = serve_one(stream, state) {
+        stream = next;
+    }
+}
+
+/// Serves one request; returns the stream when it may serve another.
+fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-    let Some(request) = read_request(&stream) else {
-        return;
-    };
+    // Each SSE event goes out at once, as a real provider's would (no Nagle wait for the
+    // previous segment's ACK): the benchmarks measure keel, not the server's socket options.
+    let _ = stream.set_nodelay(true);
+    let request = read_request(&stream)?;
+    let client_closes = request
+        .headers
+        .get("connection")
+        .is_some_and(|v| v.eq_ignore_ascii_case("close"));
     let completion = is_completion(&request);
     let reply = {
         let mut script = state.script.lock().expect("model server lock");
@@ -377,11 +395,14 @@ fn serve(stream: TcpStream, state: &State) {
             if let Some(d) = reply.delay {
                 std::thread::sleep(d);
             }
-            let _ = respond(&mut out, &reply);
+            if let Ok(true) = respond(&mut out, &reply, client_closes) {
+                return Some(out);
+            }
         }
     }
     let _ = out.flush();
     let _ = out.shutdown(Shutdown::Both);
+    None
 }
 
 /// Reads the request line, headers and body (`content-length` or chunked).
@@ -420,11 +441,13 @@ fn read_request(stream: &TcpStream) -> Option<Request> {
         reader.read_exact(&mut body).ok()?;
         body
     };
+    let at = Instant::now();
     Some(Request {
         method,
         path,
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        at,
     })
 }
 

@@ -71,7 +71,8 @@ fn send_with(
         .expect("timeout");
     let req = format!(
         "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-         Authorization: Bearer sk-test\r\nX-Custom-Header: Yes\r\nContent-Length: {}\r\n\r\n{body}",
+         Authorization: Bearer sk-test\r\nX-Custom-Header: Yes\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n{body}",
         server.addr(),
         body.len()
     );

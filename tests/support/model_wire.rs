@@ -102,56 +102,87 @@ pub fn split_pieces(s: &str, parts: usize) -> Vec<String> {
     chars.chunks(size).map(|c| c.iter().collect()).collect()
 }
 
-pub(super) fn respond(out: &mut TcpStream, reply: &Reply) -> std::io::Result<()> {
+/// Sends `reply`; `Ok(true)` when the connection may serve another request (a complete,
+/// well-formed stream, sent with a `Content-Length` and `Connection: keep-alive`, as a real
+/// provider keeps its connections). Faults and errors close the connection.
+pub(super) fn respond(
+    out: &mut TcpStream,
+    reply: &Reply,
+    client_closes: bool,
+) -> std::io::Result<bool> {
     let role = || chunk(json!({"role": "assistant", "content": ""}), None);
     match &reply.kind {
-        Kind::Status { code, body } => write_status(out, *code, &reply.headers, body),
+        Kind::Status { code, body } => {
+            write_status(out, *code, &reply.headers, body).map(|()| false)
+        }
         Kind::Stall(silence) => {
             write_sse_head(out, &reply.headers)?;
             std::thread::sleep(*silence);
-            Ok(())
+            Ok(false)
         }
         Kind::Disconnect => {
             write_sse_head(out, &reply.headers)?;
             event(out, &role())?;
             event(out, &chunk(json!({"content": "partial "}), None))?;
-            event(out, &chunk(json!({"content": "answer"}), None))
+            event(out, &chunk(json!({"content": "answer"}), None))?;
+            Ok(false)
         }
         Kind::Garbled => {
             write_sse_head(out, &reply.headers)?;
             event(out, &role())?;
             event(out, &chunk(json!({"content": "ok"}), None))?;
             event(out, r#"{"choices":[{"index":0,"delta":{"content":"#)?;
-            event(out, "[DONE]")
+            event(out, "[DONE]")?;
+            Ok(false)
         }
         Kind::Empty => {
             write_sse_head(out, &reply.headers)?;
             event(out, &role())?;
             event(out, &chunk(json!({}), Some("stop")))?;
             event(out, &usage_chunk(reply.usage.0, reply.usage.1))?;
-            event(out, "[DONE]")
+            event(out, "[DONE]")?;
+            Ok(false)
         }
         Kind::Stream { text, calls } => {
-            write_sse_head(out, &reply.headers)?;
-            event(out, &role())?;
+            // A well-formed answer is rendered whole and sent in one write: the server answers
+            // at once, so benchmarks measure keel. The chunks are still split as a provider
+            // splits them; the client's SSE parser sees the same events.
+            let mut buf: Vec<u8> = Vec::with_capacity(4096);
+            let w = &mut buf;
+            event(w, &role())?;
             for piece in text
                 .as_deref()
                 .map(|t| split_pieces(t, 3))
                 .unwrap_or_default()
             {
-                event(out, &chunk(json!({"content": piece}), None))?;
+                event(w, &chunk(json!({"content": piece}), None))?;
             }
             for c in call_chunks(calls) {
-                event(out, &chunk(json!({"tool_calls": [c]}), None))?;
+                event(w, &chunk(json!({"tool_calls": [c]}), None))?;
             }
             let finish = if calls.is_empty() {
                 "stop"
             } else {
                 "tool_calls"
             };
-            event(out, &chunk(json!({}), Some(finish)))?;
-            event(out, &usage_chunk(reply.usage.0, reply.usage.1))?;
-            event(out, "[DONE]")
+            event(w, &chunk(json!({}), Some(finish)))?;
+            event(w, &usage_chunk(reply.usage.0, reply.usage.1))?;
+            event(w, "[DONE]")?;
+            let mut head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+                 Content-Length: {}\r\nConnection: {}\r\n",
+                buf.len(),
+                if client_closes { "close" } else { "keep-alive" }
+            );
+            for (k, v) in &reply.headers {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            head.push_str("\r\n");
+            let mut all = head.into_bytes();
+            all.extend_from_slice(&buf);
+            out.write_all(&all)?;
+            out.flush()?;
+            Ok(!client_closes)
         }
     }
 }
