@@ -77,17 +77,28 @@ impl CallHandle {
     ///
     /// # Errors
     /// Whatever the provider returns; `PANIC` if it panicked.
-    #[allow(unsafe_code)]
     pub async fn call(&self, method: &str, args: serde_json::Value) -> Result<serde_json::Value> {
+        let raw = self.call_text(method, args.to_string()).await?;
+        Ok(serde_json::from_str(&raw)?)
+    }
+
+    /// Calls `method` with arguments that are already JSON text, and returns the answer as
+    /// text: for registries that forward a payload they do not need to read (the LLM registry
+    /// passing a request to its adapter), so it is not parsed and re-serialised on the way.
+    /// The provider still receives parsed arguments; malformed text fails there.
+    ///
+    /// # Errors
+    /// Whatever the provider returns; `PANIC` if it panicked.
+    #[allow(unsafe_code)]
+    pub async fn call_text(&self, method: &str, args: String) -> Result<String> {
         // SAFETY: `data` belongs to `call`'s image and is kept alive by `self`.
         let fut = unsafe {
             (self.call)(
                 self.data.as_ptr(),
                 RStr::from_str(method),
-                RString::from(args.to_string()),
+                RString::from(args),
             )
         };
-        let raw = from_abi(fut.await)?;
-        Ok(serde_json::from_str(raw.as_str())?)
+        Ok(from_abi(fut.await)?.into_string())
     }
 }

@@ -107,14 +107,18 @@ impl Seams {
 
     /// The projected model history (LOOP-04).
     pub async fn messages(&self, session_id: &str) -> Result<Vec<Value>> {
-        let v = self
+        #[derive(Deserialize)]
+        struct Answer {
+            messages: Vec<Value>,
+        }
+        // Text straight into the typed answer: one pass over the history, not three.
+        let text = self
             .session
-            .call("messages", json!({ "session_id": session_id }))
+            .call_text("messages", json!({ "session_id": session_id }).to_string())
             .await?;
-        parse(
-            "messages",
-            v.get("messages").cloned().unwrap_or(Value::Null),
-        )
+        let answer: Answer = serde_json::from_str(&text)
+            .map_err(|e| Error::new("INVALID_ANSWER", format!("messages: {e}")))?;
+        Ok(answer.messages)
     }
 
     // ---- llm -------------------------------------------------------------------------------
@@ -145,11 +149,12 @@ impl Seams {
 
     /// One model call through `llm/stream`.
     pub async fn stream(&self, request: &LlmRequest) -> Result<LlmResponse> {
-        let v = self
+        let text = self
             .llm
-            .call("stream", serde_json::to_value(request)?)
+            .call_text("stream", serde_json::to_string(request)?)
             .await?;
-        parse("stream", v)
+        serde_json::from_str(&text)
+            .map_err(|e| Error::new("INVALID_ANSWER", format!("stream: {e}")))
     }
 
     // ---- tools -----------------------------------------------------------------------------

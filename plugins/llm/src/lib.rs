@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::llm::{LlmCall, Stream};
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::llm::{Llm, LlmCallConfig, LlmFailure, LlmRequest, LlmResponse};
+use keel_plugin_api::services::llm::{Llm, LlmCallConfig, LlmFailure, LlmResponse};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -96,8 +96,11 @@ async fn handle(ctx: Context, state: Shared, method: String, value: Value) -> Re
             check(ctx, &state, a.config).await
         }
         "stream" => {
-            let request: LlmRequest = args(&method, value)?;
-            let response = stream(ctx, &state, request).await?;
+            // Only the route is read here; the request travels on as JSON text (it holds the
+            // whole history, and every parse and re-serialisation is a pass over it).
+            let head = <RequestHead as serde::Deserialize>::deserialize(&value)
+                .map_err(|e| Error::new("INVALID_ARGS", format!("keel.llm {method}: {e}")))?;
+            let response = stream(ctx, &state, head, Json::of(&value)?).await?;
             Ok(serde_json::to_value(response)?)
         }
         other => Err(Error::new(
@@ -129,12 +132,25 @@ async fn check(ctx: Context, state: &Shared, config: LlmCallConfig) -> Result<Va
 }
 
 /// `stream`: prepares the call once, then runs `llm/stream` with the dispatching terminal.
-async fn stream(ctx: Context, state: &Shared, request: LlmRequest) -> Result<LlmResponse> {
+/// The part of an `LlmRequest` the registry reads: the route and the session.
+#[derive(serde::Deserialize)]
+struct RequestHead {
+    #[serde(default)]
+    session_id: Option<String>,
+    config: LlmCallConfig,
+}
+
+async fn stream(
+    ctx: Context,
+    state: &Shared,
+    head: RequestHead,
+    request: Json,
+) -> Result<LlmResponse> {
     let prepared: Arc<Result<PreparedCall, LlmFailure>> =
-        Arc::new(lock(state)?.prepare(&request.config));
+        Arc::new(lock(state)?.prepare(&head.config));
     let payload = LlmCall {
-        session_id: request.session_id.clone().unwrap_or_default().into(),
-        request: Json::of(&request)?,
+        session_id: head.session_id.unwrap_or_default().into(),
+        request,
     };
     let terminal = move |call: LlmCall| {
         let prepared = Arc::clone(&prepared);
@@ -171,7 +187,7 @@ async fn dispatch(
     call: &LlmCall,
 ) -> Result<LlmResponse> {
     // A listener that garbled the request is a middleware failure: it stays an error.
-    let request: LlmRequest = call.request.parse()?;
+    let request: RequestHead = call.request.parse()?;
     let prepared = match prepared {
         Ok(p) => p,
         Err(f) => return Ok(normalise::failed(f.clone())),
@@ -198,11 +214,16 @@ async fn dispatch(
             )));
         }
     };
-    let args = serde_json::to_value(&request)?;
-    Ok(match adapter.call("generate", args).await {
-        Ok(answer) => normalise::from_adapter_answer(&service, answer),
-        Err(e) => normalise::from_adapter_error(&service, e),
-    })
+    Ok(
+        match adapter
+            .call_text("generate", call.request.text.to_string())
+            .await
+            .and_then(|text| Ok(serde_json::from_str::<Value>(&text)?))
+        {
+            Ok(answer) => normalise::from_adapter_answer(&service, answer),
+            Err(e) => normalise::from_adapter_error(&service, e),
+        },
+    )
 }
 
 /// The plugin value.
