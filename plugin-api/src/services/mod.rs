@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod approval;
 pub mod command;
+pub mod credentials;
 pub mod driver;
 pub mod llm;
 pub mod prompt;

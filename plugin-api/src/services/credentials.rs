@@ -1,0 +1,91 @@
+//! The credentials seam (ARCHITECTURE §9, requirements B13, SEC-07…SEC-11): config holds
+//! *references* (environment-variable-style names, `[A-Z_][A-Z0-9_]*`); this service owns the
+//! values.
+//!
+//! `keel.credentials` (provided by the `credentials` plugin) is a JSON request/response service
+//! ([`CallHandle`]). A value is looked up in layers, first non-empty wins:
+//!
+//! 1. the inherited process environment (`"env"`, read-only, always wins);
+//! 2. `$KEEL_HOME/credentials.toml` (`"file"`, managed and writable, mode 0600, a strict table
+//!    of `REF = "string"`);
+//! 3. `.env` in the working directory (`"dotenv-cwd"`: the `cwd` argument, else the process's
+//!    current directory);
+//! 4. `$KEEL_HOME/.env` (`"dotenv-home"`).
+//!
+//! An empty value counts as absent in every layer. Values are read per call and never cached,
+//! so a rotated value applies to the next operation; they are never put into the process
+//! environment or a child's (SEC-09).
+//!
+//! Methods:
+//! - `"resolve"`: `{ref, cwd?}` → `{value: string|null, source: Source|null}`. The only method
+//!   that returns a value; for adapters building a wire header, nobody else.
+//! - `"describe"`: `{ref, cwd?}` → `{configured: bool, source: Source|null, writable: bool}`.
+//!   Never the value (SEC-11). `writable` is false when the process environment shadows the
+//!   reference (a `set` would be rejected).
+//! - `"set"`: `{ref, value}` → `{}`. Writes `credentials.toml`: re-reads it under a
+//!   cross-process lock, patches only that key, writes a temp file, fsyncs, renames, mode 0600.
+//!   An empty `value` is refused (`INVALID_VALUE`; use `remove`).
+//! - `"remove"`: `{ref}` → `{}`. Removes the key from `credentials.toml` (absent is fine).
+//! - `"list"`: `{}` → `{refs: [{ref, source}]}`: the names defined in the file and `.env` layers
+//!   (sorted, each with its winning source, environment-shadowed ones as `"env"`), never values.
+//!
+//! Error codes (see the constants below): [`INVALID_REFERENCE`], [`CREDENTIAL_SHADOWED`],
+//! [`CREDENTIALS_FILE`], [`CREDENTIALS_IO`], and `INVALID_ARGS` / `UNKNOWN_METHOD` /
+//! `INVALID_VALUE` for malformed calls.
+
+use serde::{Deserialize, Serialize};
+
+use crate::sdk::{CallHandle, Service};
+
+/// The `credentials` plugin's service: see the module docs for its methods.
+#[derive(Debug, Clone, Copy)]
+pub struct Credentials;
+
+impl Service for Credentials {
+    const NAME: &'static str = "keel.credentials";
+    type Handle = CallHandle;
+}
+
+/// `ref` is not a valid reference name (`[A-Z_][A-Z0-9_]*`). The message names the reference.
+pub const INVALID_REFERENCE: &str = "INVALID_REFERENCE";
+/// `set`/`remove` of a reference the process environment defines: the file entry would never
+/// win, so the write is refused (SEC-08). `describe` reports `writable: false` in advance.
+pub const CREDENTIAL_SHADOWED: &str = "CREDENTIAL_SHADOWED";
+/// A credentials file (`credentials.toml` or a `.env`) exists but is unreadable or malformed;
+/// the message names the file and, for syntax errors, the line. Never quotes a value.
+pub const CREDENTIALS_FILE: &str = "CREDENTIALS_FILE";
+/// Writing `credentials.toml` (lock, temp file, fsync, rename, permissions) failed; the message
+/// names the path and the OS error.
+pub const CREDENTIALS_IO: &str = "CREDENTIALS_IO";
+
+/// Which layer a value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// The inherited process environment.
+    Env,
+    /// `$KEEL_HOME/credentials.toml`.
+    File,
+    /// `.env` in the working directory.
+    DotenvCwd,
+    /// `$KEEL_HOME/.env`.
+    DotenvHome,
+}
+
+/// Whether `name` is a valid reference: `[A-Z_][A-Z0-9_]*`.
+pub fn is_valid_reference(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b'A'..=b'Z' | b'_'))
+        && bytes.all(|b| matches!(b, b'A'..=b'Z' | b'0'..=b'9' | b'_'))
+}
+
+/// `describe`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Description {
+    /// A non-empty value exists in some layer.
+    pub configured: bool,
+    /// The winning layer, if configured.
+    pub source: Option<Source>,
+    /// `set` would be accepted (the environment does not shadow the reference).
+    pub writable: bool,
+}
