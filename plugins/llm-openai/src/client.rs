@@ -30,6 +30,7 @@ pub struct Adapter {
     http: reqwest::Client,
     url: String,
     headers: HeaderMap,
+    credentials: credential::Resolver,
 }
 
 fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), Error> {
@@ -84,7 +85,16 @@ impl Adapter {
             http,
             url,
             headers,
+            credentials: credential::Resolver::env_only(),
         })
+    }
+
+    /// Resolves the key through `credentials` (the `keel.credentials` service when loaded)
+    /// instead of the process environment alone.
+    #[must_use]
+    pub fn with_credentials(mut self, credentials: credential::Resolver) -> Self {
+        self.credentials = credentials;
+        self
     }
 
     /// The row config.
@@ -92,7 +102,8 @@ impl Adapter {
         &self.config
     }
 
-    /// `check`: could a call with `config` be dispatched? No I/O (LLM-03, LLM-05).
+    /// `check` against the process environment only (no credentials service): could a call
+    /// with `config` be dispatched? No I/O (LLM-03, LLM-05).
     ///
     /// # Errors
     /// `UNSUPPORTED_REASONING_EFFORT`; `CREDENTIAL_MISSING` naming the reference.
@@ -102,6 +113,33 @@ impl Adapter {
             return Err(Error::new(
                 FailureCode::CredentialMissing.code(),
                 credential::missing_message(&self.config.api_key_ref),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `check` through this adapter's [`credential::Resolver`] (the service's `check` method):
+    /// capabilities, then the reference resolved in every layer, `cwd` choosing the
+    /// working-directory `.env`. No network I/O; never reports a value (SEC-11).
+    ///
+    /// # Errors
+    /// `UNSUPPORTED_REASONING_EFFORT`; `CREDENTIAL_MISSING` naming the reference and where it may
+    /// be set; the credentials service's own error (e.g. `CREDENTIALS_FILE`) when it fails.
+    pub async fn check_resolved(
+        &self,
+        config: &LlmCallConfig,
+        cwd: Option<&str>,
+    ) -> Result<(), Error> {
+        request::check_capabilities(config).map_err(|f| Error::new(&f.code, f.message))?;
+        if self
+            .credentials
+            .resolve(&self.config.api_key_ref, cwd)
+            .await?
+            .is_none()
+        {
+            return Err(Error::new(
+                FailureCode::CredentialMissing.code(),
+                self.credentials.missing_message(&self.config.api_key_ref),
             ));
         }
         Ok(())
@@ -118,12 +156,26 @@ impl Adapter {
 
     async fn attempt(&self, request: &LlmRequest) -> Result<Vec<StreamChunk>, LlmFailure> {
         request::check_capabilities(&request.config)?;
-        // Resolved now, for this request only (LLM-05).
-        let Some(key) = credential::resolve(&self.config.api_key_ref) else {
-            return Err(LlmFailure::new(
-                FailureCode::CredentialMissing,
-                credential::missing_message(&self.config.api_key_ref),
-            ));
+        // Resolved now, for this request only (LLM-05). The request carries no working
+        // directory, so the credentials service uses its default for the cwd `.env` layer.
+        let reference = &self.config.api_key_ref;
+        let key = match self.credentials.resolve(reference, None).await {
+            Ok(Some(key)) => key,
+            Ok(None) => {
+                return Err(LlmFailure::new(
+                    FailureCode::CredentialMissing,
+                    self.credentials.missing_message(reference),
+                ));
+            }
+            Err(e) => {
+                return Err(LlmFailure::new(
+                    FailureCode::CredentialMissing,
+                    format!(
+                        "credential {reference} could not be resolved: {}: {}",
+                        e.code, e.message
+                    ),
+                ));
+            }
         };
         let mut auth = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
             LlmFailure::new(

@@ -6,6 +6,10 @@
 //! model; an effect unregisters it when the row unloads. The HTTP work ([`client`]) runs on the
 //! plugin's own tokio runtime; the request shape ([`request`]), stream decoding ([`decode`]),
 //! failure mapping ([`failure`]) and credential lookup ([`credential`]) are plain Rust.
+//!
+//! The key is resolved per request through `keel.credentials` when a credentials row is loaded
+//! (an optional requirement, fetched with `get_service` at each request), else from the process
+//! environment.
 
 pub mod client;
 pub mod config;
@@ -18,6 +22,7 @@ use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::{plugin_runtime, spawn_bridged};
+use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::llm::{
     Llm, LlmCallConfig, LlmFailure, LlmRequest, LlmResponse, StreamChunk, adapter_service_name,
 };
@@ -26,6 +31,7 @@ use serde_json::{Value, json};
 
 pub use client::Adapter;
 pub use config::Config;
+use credential::{Resolver, ServiceLookup};
 
 /// The plugin id; the adapter service is named after it.
 pub const PLUGIN_ID: &str = "llm-openai";
@@ -33,6 +39,9 @@ pub const PLUGIN_ID: &str = "llm-openai";
 #[derive(Deserialize)]
 struct CheckArgs {
     config: LlmCallConfig,
+    /// The caller's working directory, when it knows one (selects the cwd `.env` layer).
+    #[serde(default)]
+    cwd: Option<String>,
 }
 
 /// Aborts the plugin-runtime task when dropped.
@@ -75,7 +84,7 @@ pub async fn serve(adapter: Arc<Adapter>, method: String, args: Value) -> Result
         "check" => {
             let a: CheckArgs = serde_json::from_value(args)
                 .map_err(|e| Error::new("INVALID_ARGS", format!("check: {e}")))?;
-            adapter.check(&a.config)?;
+            adapter.check_resolved(&a.config, a.cwd.as_deref()).await?;
             Ok(json!({}))
         }
         other => Err(Error::new(
@@ -95,6 +104,8 @@ impl Plugin for OpenAiPlugin {
             .description("LLM adapter: OpenAI-compatible chat completions (streaming)")
             .provides_named(&adapter_service_name(PLUGIN_ID), false)
             .requires::<Llm>()
+            // Present: the key resolves through its layers; absent: the process environment.
+            .optional::<Credentials>()
             .config_schema(config::schema())
     }
 
@@ -103,7 +114,19 @@ impl Plugin for OpenAiPlugin {
         let provider = config.provider.clone();
         let model = config.model.clone();
         // Built on the plugin runtime: the client's pool lives with the reactor it uses.
-        let adapter = Arc::new(spawn_bridged(async move { Adapter::new(config) }).await??);
+        let adapter = spawn_bridged(async move { Adapter::new(config) }).await??;
+        // Looked up per request, so a credentials row that loads, reloads or goes away later is
+        // honoured; with none, the process environment is the only source.
+        let lookup: ServiceLookup = Arc::new(move || match ctx.get_service::<Credentials>() {
+            Ok(found) => found.map(|s| (*s).clone()),
+            Err(e) => {
+                tracing::warn!(error = %e, "keel.credentials lookup failed; using the environment");
+                None
+            }
+        });
+        let adapter = Arc::new(
+            adapter.with_credentials(Resolver::with_service(lookup, ctx.keel_home().ok())),
+        );
         let service = adapter_service_name(PLUGIN_ID);
         ctx.provide_named(
             &service,
