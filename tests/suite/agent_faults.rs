@@ -180,3 +180,83 @@ fn b6_a_failing_checkpoint_means_no_request_is_sent() {
     assert_eq!(reason["error"]["code"], "CHECKPOINT_FAILED", "{reason}");
     assert!(!types(&events).contains(&"request/header".to_owned()));
 }
+
+/// SEC-07/08, LLM-05: with no environment variable, the key comes from
+/// `$KEEL_HOME/credentials.toml`, and a value rotated in that file during the run is used by
+/// the very next request (the first reply is a shell call that rewrites the file).
+#[test]
+fn sec08_a_rotated_credential_applies_to_the_next_request() {
+    use std::os::unix::fs::PermissionsExt as _;
+    // The file's path is part of the script, so the environment comes first and the profile
+    // is pointed at the server once it runs.
+    let env = agent_env_at("http://placeholder.invalid/v1", "");
+    let path = env.home().join("credentials.toml");
+    let rotate = format!(
+        "printf '{KEY_REF} = \"sk-rotated-2\"\\n' > {}",
+        path.display()
+    );
+    let server = server(vec![
+        Reply::tool_calls(vec![(
+            "r1",
+            "shell",
+            args(serde_json::json!({ "command": rotate })),
+        )]),
+        Reply::text("rotated"),
+    ]);
+    let profile = env.path().join("config/profiles/t.toml");
+    let text = std::fs::read_to_string(&profile)
+        .unwrap()
+        .replace("http://placeholder.invalid/v1", &server.base_url());
+    std::fs::write(&profile, text).unwrap();
+    std::fs::write(&path, format!("{KEY_REF} = \"sk-file-1\"\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let run = env.keel_with(
+        &["run", "--profile", "t", "rotate"],
+        &[(KEY_REF, std::ffi::OsStr::new(""))],
+    );
+    run.expect_code(0);
+    let reqs = server.completions();
+    assert_eq!(reqs.len(), 2);
+    let auth = |i: usize| {
+        reqs[i]
+            .headers
+            .get("authorization")
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(auth(0), "Bearer sk-file-1");
+    assert_eq!(auth(1), "Bearer sk-rotated-2");
+    for channel in [&run.stdout, &run.stderr] {
+        assert!(!channel.contains("sk-file-1") && !channel.contains("sk-rotated-2"));
+    }
+}
+
+/// SEC-09, SBX-03: a child process sees no credential: neither the environment variable the
+/// adapter uses nor a value from the managed file.
+#[test]
+fn sec09_a_child_process_environment_holds_no_credential() {
+    let server = server(vec![
+        Reply::tool_calls(vec![(
+            "e1",
+            "shell",
+            args(serde_json::json!({"command": "env > env.txt"})),
+        )]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(&server, "");
+    std::fs::write(
+        env.home().join("credentials.toml"),
+        "OTHER_SERVICE_TOKEN = \"tok-file-secret-77\"\n",
+    )
+    .unwrap();
+    let run = env.keel(&["run", "--profile", "t", "dump the environment"]);
+    run.expect_code(0);
+    let dumped = std::fs::read_to_string(work_file(&env, "env.txt")).unwrap();
+    assert!(dumped.contains("PATH="), "the dump is real: {dumped}");
+    assert!(
+        !dumped.contains(KEY_VALUE),
+        "the adapter's key leaked into the child"
+    );
+    assert!(!dumped.contains(KEY_REF));
+    assert!(!dumped.contains("tok-file-secret-77"));
+}

@@ -370,7 +370,7 @@ fn chunked_request_bodies_are_decoded() {
     let (a, c) = b.split_at(10);
     write!(
         s,
-        "POST {CHAT} HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{c}\r\n0\r\n\r\n",
+        "POST {CHAT} HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{c}\r\n0\r\n\r\n",
         a.len(),
         c.len()
     )
