@@ -60,6 +60,12 @@ enum Command {
         #[command(flatten)]
         profile: ProfileArgs,
     },
+    /// Manage secrets (handled by the profile's firewall plugin): the value of `set` is read
+    /// from stdin, `list` shows names only.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
     /// Record plugin digests and the assembly graph in keel.lock beside the binary.
     Lock(ProfileArgs),
     /// Check the ABI, the lock, the search path and the sandbox.
@@ -100,6 +106,32 @@ enum SessionsCommand {
         /// JSON output.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SecretsCommand {
+    /// Store a secret; its value is read from stdin (never from the command line).
+    Set {
+        /// Secret name (the model sees the alias `sec_<name>`).
+        name: String,
+        #[command(flatten)]
+        profile: ProfileArgs,
+    },
+    /// Secret names and aliases, never values.
+    List {
+        #[command(flatten)]
+        profile: ProfileArgs,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a secret.
+    Rm {
+        /// Secret name.
+        name: String,
+        #[command(flatten)]
+        profile: ProfileArgs,
     },
 }
 
@@ -251,6 +283,20 @@ pub fn execute(cli: Cli) -> i32 {
             serde_json::json!({"session_id": session_id, "at": at}),
             &profile,
         ),
+        Command::Secrets { command } => {
+            let (args, profile) = match command {
+                SecretsCommand::Set { name, profile } => {
+                    (serde_json::json!({"action": "set", "name": name}), profile)
+                }
+                SecretsCommand::List { profile, json } => {
+                    (serde_json::json!({"action": "list", "json": json}), profile)
+                }
+                SecretsCommand::Rm { name, profile } => {
+                    (serde_json::json!({"action": "rm", "name": name}), profile)
+                }
+            };
+            run::command(&paths, "secrets", args, &profile)
+        }
         Command::Lock(profile) => inspect::lock(&paths, &profile),
         Command::Doctor(profile) => doctor::doctor(&paths, &profile),
     };

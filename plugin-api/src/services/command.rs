@@ -28,6 +28,17 @@ impl crate::sdk::Service for ForkCommand {
     type Handle = crate::sdk::CallHandle;
 }
 
+/// The `keel.command.secrets` service (`keel secrets set NAME | list [--json] | rm NAME`): args
+/// `{"action":"set","name":…}` (the provider reads the value from stdin), `{"action":"list",
+/// "json":bool}`, `{"action":"rm","name":…}`.
+#[derive(Debug, Clone, Copy)]
+pub struct SecretsCommand;
+
+impl crate::sdk::Service for SecretsCommand {
+    const NAME: &'static str = "keel.command.secrets";
+    type Handle = crate::sdk::CallHandle;
+}
+
 /// What the kernel passes to method `"run"` of a command service.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommandInvocation {
