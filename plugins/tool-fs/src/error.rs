@@ -25,7 +25,7 @@ pub enum FsErrorCode {
     TooLarge,
     /// The OS refused access.
     PermissionDenied,
-    /// The sandbox refused the target (FS-06; not produced until containment lands).
+    /// The sandbox refused the target (FS-06).
     SandboxDenied,
     /// Any other I/O failure.
     IoError,

@@ -4,6 +4,9 @@
 //! The tools talk to an [`FsHooks`] value, not to the kernel, so the bodies are plain Rust: the
 //! plugin passes one that dispatches the real events, tests pass one backed by a table.
 //! Decisions arrive as JSON and are parsed here into [`WriteDecision`] / [`EditDecision`].
+//! The same seam carries the sandbox's write check (FS-06), so containment is one call too.
+
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -43,6 +46,17 @@ pub trait FsHooks: Send + Sync {
 
     /// Reports an observation. Never fails (FS-02).
     fn observed(&self, session_id: &str, target: &str, observation: &Observation);
+
+    /// FS-06: may the canonical `target` be written by a session whose working directory is
+    /// `cwd`? The default (no sandbox loaded) allows everything.
+    ///
+    /// # Errors
+    /// `FS_SANDBOX_DENIED` with the sandbox's reason (it carries the `[sandbox: …]` marker);
+    /// a sandbox that cannot answer also denies (fail closed).
+    fn check_write(&self, cwd: &Path, target: &Path) -> FsResult<()> {
+        let _ = (cwd, target);
+        Ok(())
+    }
 }
 
 /// The decision of `fs/write-intent`.

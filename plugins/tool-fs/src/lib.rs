@@ -6,7 +6,9 @@
 //! service `keel.tool.tool-fs` whose `execute` runs each call on its own std thread (file I/O
 //! never blocks the kernel's async workers), the registration with `keel.tools`, and the hooks
 //! that dispatch `fs/write-intent`, `fs/edit-intent` and `fs/observed`. Without a policy
-//! plugin the intents keep the terminal's `unconditional` decision (FS-01).
+//! plugin the intents keep the terminal's `unconditional` decision (FS-01). When a
+//! `keel.sandbox` provider is loaded, `write_file` and `edit_file` ask its `check_path` before
+//! deciding and again at mutation time (FS-06); a denial is `FS_SANDBOX_DENIED`.
 
 pub mod atomic;
 pub mod content;
@@ -20,13 +22,17 @@ pub mod tools;
 
 #[cfg(test)]
 mod behaviour_tests;
+#[cfg(test)]
+mod sandbox_tests;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::channel::oneshot;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::fs::{EditIntent, FsIntent, FsObserved, Observed, WriteIntent};
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::sandbox::{Access, CheckPathRequest, PathVerdict, Sandbox};
 use keel_plugin_api::services::tools::{
     PROVIDER_METHOD, ToolInvocation, Tools, provider_service_name,
 };
@@ -62,6 +68,41 @@ impl FsHooks for KernelHooks {
         };
         ran.map_err(|e| e.to_string())?;
         payload.decision.parse::<Value>().map_err(|e| e.to_string())
+    }
+
+    fn check_write(&self, cwd: &Path, target: &Path) -> Result<(), FsError> {
+        let denied = |message: String| FsError::fs(FsErrorCode::SandboxDenied, message);
+        let sandbox = match self.ctx.get_service::<Sandbox>() {
+            Ok(None) => return Ok(()),
+            Ok(Some(s)) => (*s).clone(),
+            Err(e) => return Err(denied(format!("the sandbox could not be reached: {e}"))),
+        };
+        let request = CheckPathRequest {
+            path: target.to_path_buf(),
+            cwd: cwd.to_path_buf(),
+            access: Access::Write,
+            mode: None,
+        };
+        let args = serde_json::to_value(&request).map_err(|e| denied(e.to_string()))?;
+        // On the tool's worker thread: the sandbox's check does no waiting on the kernel.
+        let answer =
+            futures::executor::block_on(sandbox.call("check_path", args)).map_err(|e| {
+                denied(format!(
+                    "the sandbox could not check {}: {e}",
+                    target.display()
+                ))
+            })?;
+        let verdict: PathVerdict = serde_json::from_value(answer)
+            .map_err(|e| denied(format!("the sandbox answered something unexpected: {e}")))?;
+        if verdict.allowed {
+            return Ok(());
+        }
+        Err(denied(verdict.reason.unwrap_or_else(|| {
+            format!(
+                "[sandbox: file access denied] writing {} is not allowed",
+                target.display()
+            )
+        })))
     }
 
     fn observed(&self, session_id: &str, target: &str, observation: &Observation) {
@@ -111,6 +152,7 @@ impl Plugin for ToolFs {
             .description("file tools: read_file, write_file, edit_file, list_dir, glob, grep")
             .provides_named(&provider_service_name(PLUGIN_ID), false)
             .requires::<Tools>()
+            .optional::<Sandbox>()
             .config_schema(FsConfig::schema())
     }
 

@@ -1,16 +1,18 @@
 //! Target resolution: turning a model-supplied path into the canonical target every file tool
 //! acts on and every observation is keyed by.
 //!
-//! [`resolve_target`] is deliberately the ONE place a path becomes a target. FS-06
-//! (`workspace-write` containment with TOCTOU protection) plugs in here later: it re-runs this
-//! resolution at mutation time and checks the fresh result against the writable roots. Today it
-//! only resolves relative paths against the session's working root and canonicalises.
+//! [`resolve_target`] is deliberately the ONE place a path becomes a target, and
+//! [`writable_target`] the ONE place a write target is fenced (FS-06): it resolves and asks the
+//! sandbox (through [`FsHooks::check_write`]). The mutating tools call it before deciding and
+//! again inside their critical section, so a symlinked ancestor swapped in between is seen by
+//! a fresh canonicalisation, and only that fresh target is mutated.
 
 use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::{FsError, FsResult};
+use crate::error::{FsError, FsErrorCode, FsResult};
+use crate::hooks::FsHooks;
 
 /// Resolves `path` (absolute, or relative to the session's `cwd`) to a canonical absolute path.
 ///
@@ -46,6 +48,37 @@ pub fn resolve_target(cwd: &Path, path: &str) -> FsResult<PathBuf> {
         "cannot resolve {path} against {}",
         cwd.display()
     )))
+}
+
+/// [`resolve_target`], then the sandbox's write check on the result (FS-06).
+///
+/// # Errors
+/// Those of [`resolve_target`]; `FS_SANDBOX_DENIED` from the check.
+pub fn writable_target(hooks: &dyn FsHooks, cwd: &Path, path: &str) -> FsResult<PathBuf> {
+    let target = resolve_target(cwd, path)?;
+    hooks.check_write(cwd, &target)?;
+    Ok(target)
+}
+
+/// FS-06 at mutation time, inside the target's critical section: resolves `path` afresh and
+/// checks it again; the fresh target must still be `checked` (the one locked, decided and
+/// observed), otherwise nothing is mutated.
+///
+/// # Errors
+/// Those of [`writable_target`]; `FS_STALE_VERSION` when the path now resolves elsewhere.
+pub fn recheck(hooks: &dyn FsHooks, cwd: &Path, path: &str, checked: &Path) -> FsResult<PathBuf> {
+    let fresh = writable_target(hooks, cwd, path)?;
+    if fresh != checked {
+        return Err(FsError::fs(
+            FsErrorCode::StaleVersion,
+            format!(
+                "{path} now resolves to {} instead of {} (a link changed); nothing was written, look again",
+                fresh.display(),
+                checked.display()
+            ),
+        ));
+    }
+    Ok(fresh)
 }
 
 /// The observation key of a canonical target (FS-03 keys state by it).

@@ -5,11 +5,14 @@
 //! `max_output_bytes`, `env`), the provider service `keel.tool.tool-shell` whose `execute` runs
 //! each call on a std thread and hands the result back over a oneshot channel (no tokio: the
 //! kernel's executor only ever awaits the channel), the registration with `keel.tools`, and
-//! disposal, which terminates and joins every process tree still running (SBX-02). A caller
+//! disposal, which terminates and joins every process tree still running (SBX-02). When a
+//! `keel.sandbox` provider is loaded, every command is confined by it first ([`confine`]);
+//! without one the tool behaves as before. A caller
 //! that stops waiting (the pipeline's deadline, cancellation) drops the channel, and the run
 //! terminates its tree.
 
 pub mod capture;
+pub mod confine;
 pub mod env;
 pub mod group;
 pub mod run;
@@ -17,17 +20,21 @@ pub mod tool;
 
 #[cfg(test)]
 mod behaviour_tests;
+#[cfg(test)]
+mod sandbox_tests;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::tools::{
     PROVIDER_METHOD, ToolInvocation, Tools, provider_service_name,
 };
 use serde_json::{Value, json};
 
+pub use confine::{Confiner, SandboxService};
 pub use group::LiveGroups;
 pub use tool::{SHELL_EXIT, SHELL_SPAWN, SHELL_TIMEOUT, Shell, ShellConfig, definition};
 
@@ -37,8 +44,9 @@ pub const PLUGIN_ID: &str = "tool-shell";
 /// Extra time disposal waits, beyond the grace period, for trees to be gone.
 const DISPOSE_SLACK: Duration = Duration::from_secs(5);
 
-/// One `execute` call: parse, run on a std thread, hand the result back.
-async fn execute(shell: Arc<Shell>, method: &str, args: Value) -> Result<Value> {
+/// One `execute` call: parse, find the sandbox (when one is loaded), run on a std thread, hand
+/// the result back.
+async fn execute(ctx: Context, shell: Arc<Shell>, method: &str, args: Value) -> Result<Value> {
     if method != PROVIDER_METHOD {
         return Err(Error::new(
             "UNKNOWN_METHOD",
@@ -46,12 +54,17 @@ async fn execute(shell: Arc<Shell>, method: &str, args: Value) -> Result<Value> 
         ));
     }
     let call: ToolInvocation = serde_json::from_value(args)?;
+    // Looked up per call: the sandbox row may come and go with reloads.
+    let sandbox = ctx
+        .get_service::<Sandbox>()?
+        .map(|s| SandboxService((*s).clone()));
     let (tx, rx) = oneshot::channel();
     std::thread::Builder::new()
         .name(format!("keel-{PLUGIN_ID}"))
         .spawn(move || {
             // The receiver is dropped when the caller stops waiting: terminate the tree.
-            let result = shell.execute(&call, &|| tx.is_canceled());
+            let confiner = sandbox.as_ref().map(|s| s as &dyn Confiner);
+            let result = shell.execute_with(&call, &|| tx.is_canceled(), confiner);
             let _ = tx.send(result);
         })?;
     let result = rx
@@ -70,6 +83,7 @@ impl Plugin for ToolShell {
             .description("shell tool: bash -c in its own process group, scrubbed environment")
             .provides_named(&provider_service_name(PLUGIN_ID), false)
             .requires::<Tools>()
+            .optional::<Sandbox>()
             .config_schema(ShellConfig::schema())
     }
 
@@ -84,7 +98,7 @@ impl Plugin for ToolShell {
             &service,
             CallHandle::new(move |method, args| {
                 let shell = Arc::clone(&shell);
-                async move { execute(shell, &method, args).await }
+                async move { execute(ctx, shell, &method, args).await }
             }),
         )?;
         // Effects run last-in first-out: the tool is unregistered first, then running trees

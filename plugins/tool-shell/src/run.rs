@@ -40,6 +40,9 @@ pub struct RunSpec {
     pub grace: Duration,
     /// Cap per stream.
     pub max_output_bytes: usize,
+    /// When set, spawn exactly this argv (a sandbox runner wrapping `[shell, -c, command]`)
+    /// instead of trying the shells; the name is the shell inside it.
+    pub program: Option<(Vec<String>, &'static str)>,
 }
 
 /// Why the command ended.
@@ -76,20 +79,32 @@ pub struct Outcome {
     pub shell: &'static str,
 }
 
+/// The command for `program argv…` with the shared settings: cwd, exactly `spec.env`, stdin
+/// null, both outputs piped, its own process group.
+fn command(spec: &RunSpec, program: &str, args: &[String]) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    cmd
+}
+
 fn spawn(spec: &RunSpec) -> io::Result<(Child, &'static str)> {
+    if let Some((argv, shell)) = &spec.program {
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
+        return command(spec, program, args).spawn().map(|c| (c, *shell));
+    }
     let mut last = io::Error::new(io::ErrorKind::NotFound, "no shell found");
     for shell in SHELLS {
-        let spawned = Command::new(shell)
-            .arg("-c")
-            .arg(&spec.command)
-            .current_dir(&spec.cwd)
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn();
+        let args = ["-c".to_owned(), spec.command.clone()];
+        let spawned = command(spec, shell, &args).spawn();
         match spawned {
             Ok(child) => return Ok((child, shell)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => last = e,

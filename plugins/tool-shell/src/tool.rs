@@ -13,6 +13,9 @@ use keel_plugin_api::services::tools::{ToolDefinition, ToolInvocation, ToolResul
 use serde::Deserialize;
 use serde_json::json;
 
+use keel_plugin_api::services::sandbox::{Confined, SANDBOX_UNAVAILABLE, denial_marker};
+
+use crate::confine::{Confiner, pick_shell};
 use crate::env::scrubbed;
 use crate::group::LiveGroups;
 use crate::run::{Ending, Outcome, RunSpec, run};
@@ -132,6 +135,18 @@ impl Shell {
     /// Runs one call; blocks until the command and its whole group are gone. `cancelled` is
     /// polled while it runs. Never fails: failures are error results with codes.
     pub fn execute(&self, call: &ToolInvocation, cancelled: &dyn Fn() -> bool) -> ToolResult {
+        self.execute_with(call, cancelled, None)
+    }
+
+    /// [`Shell::execute`] under a sandbox: with a `confiner`, `[shell, -c, command]` is
+    /// confined first and exactly the returned argv is spawned; a refusal is an error result
+    /// with the sandbox's code and nothing runs (SBX-06).
+    pub fn execute_with(
+        &self,
+        call: &ToolInvocation,
+        cancelled: &dyn Fn() -> bool,
+        confiner: Option<&dyn Confiner>,
+    ) -> ToolResult {
         if call.name != "shell" {
             return ToolResult::error(
                 codes::UNKNOWN_TOOL,
@@ -158,16 +173,32 @@ impl Shell {
             Some(env) => env.clone(),
             None => std::env::vars_os().collect(),
         };
+        let env = scrubbed(parent, &self.config.env);
+        let confined = match confiner {
+            None => None,
+            Some(c) => {
+                let shell = pick_shell(&env);
+                let argv = vec![shell.to_owned(), "-c".to_owned(), args.command.clone()];
+                match c.confine(argv, Path::new(&call.cwd)) {
+                    Ok(answer) => Some((answer, shell)),
+                    Err(e) => return refused(&e),
+                }
+            }
+        };
         let spec = RunSpec {
             command: args.command,
             cwd,
-            env: scrubbed(parent, &self.config.env),
+            env,
             timeout: Duration::from_millis(timeout_ms),
             grace: Duration::from_millis(self.config.grace_ms),
             max_output_bytes: self.config.max_output_bytes,
+            program: confined.as_ref().map(|(c, shell)| (c.argv.clone(), *shell)),
         };
         match run(&spec, &self.groups, cancelled) {
-            Ok(outcome) => render(&outcome, timeout_ms),
+            Ok(outcome) => match &confined {
+                Some((c, _)) => sandboxed(render(&outcome, timeout_ms), &outcome, c),
+                None => render(&outcome, timeout_ms),
+            },
             Err(e) => ToolResult::error(SHELL_SPAWN, format!("could not start the command: {e}")),
         }
     }
@@ -185,6 +216,58 @@ fn workdir(cwd: &Path, workdir: Option<&str>) -> Result<PathBuf, String> {
         }
         Ok(_) => Err(format!("workdir {} is not a directory", dir.display())),
         Err(e) => Err(format!("workdir {} is not usable: {e}", dir.display())),
+    }
+}
+
+/// The sandbox refused to confine the command: nothing ran.
+fn refused(e: &keel_plugin_api::sdk::Error) -> ToolResult {
+    ToolResult::error(
+        &e.code,
+        format!(
+            "the sandbox refused to run the command; nothing was run: {}",
+            e.message
+        ),
+    )
+}
+
+/// A confined run's result: a runner failure becomes `SANDBOX_UNAVAILABLE` (SBX-09), a
+/// denial seen in stderr gets the shared marker, and the meta says how it was confined.
+fn sandboxed(result: ToolResult, o: &Outcome, c: &Confined) -> ToolResult {
+    let mut meta = result.meta.clone().unwrap_or_else(|| json!({}));
+    meta["sandbox"] = json!({
+        "runner": c.runner,
+        "enforcement": c.enforcement,
+        "mode": c.mode,
+    });
+    if o.ending == Ending::Exited && c.runner_failure.is_runner_failure(o.exit_code, &o.stderr) {
+        return ToolResult {
+            meta: Some(meta),
+            ..ToolResult::error(
+                SANDBOX_UNAVAILABLE,
+                format!(
+                    "the sandbox runner ({}) failed to start the command; it did not run\n{}",
+                    c.runner, result.content
+                ),
+            )
+        };
+    }
+    let denied = o.exit_code != Some(0)
+        && c.denial_signatures
+            .iter()
+            .any(|d| o.stderr.contains(d.as_str()));
+    let content = if denied {
+        format!(
+            "{}{} a write outside the writable roots was refused by the sandbox\n",
+            result.content,
+            denial_marker(c.mode)
+        )
+    } else {
+        result.content
+    };
+    ToolResult {
+        content,
+        meta: Some(meta),
+        ..result
     }
 }
 

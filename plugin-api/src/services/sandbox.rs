@@ -1,0 +1,300 @@
+//! The sandbox seam (requirements B10, SBX-04…09, FS-06; ARCHITECTURE §9): one policy root that
+//! both the `shell` tool (process confinement) and the file tools (path containment) consult.
+//!
+//! The shared pieces live here so every consumer agrees on them: the modes, the ONE function
+//! that derives the writable roots ([`writable_roots`], SBX-05), the `[sandbox: …]` denial
+//! marker, and the runner-failure classification rule (SBX-09) a consumer applies to a confined
+//! child's exit.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::sdk::{CallHandle, Service};
+
+/// The `sandbox` plugin's service. Methods (a call's `mode` overrides the row's):
+///
+/// - `"policy"`: `{cwd, mode?}` → [`Policy`] (`workspace_root` is the canonical `cwd`).
+/// - `"confine"`: [`ConfineRequest`] → [`Confined`]: the argv to spawn instead. In
+///   `danger-full-access` the argv comes back unchanged with enforcement `none`. In a confined
+///   mode without a usable runner the call fails with [`SANDBOX_UNAVAILABLE`] — never a silent
+///   pass-through (SBX-06).
+/// - `"check_path"`: [`CheckPathRequest`] → [`PathVerdict`]. The path is canonicalised freshly
+///   (deepest existing ancestor, FS-06). Reads are always allowed; writes only under a writable
+///   root in `workspace-write`, never in `read-only`, always in `danger-full-access`.
+///
+/// Unknown modes fail with `INVALID_MODE`.
+#[derive(Debug, Clone, Copy)]
+pub struct Sandbox;
+
+impl Service for Sandbox {
+    const NAME: &'static str = "keel.sandbox";
+    type Handle = CallHandle;
+}
+
+/// No usable runner for a confined mode (SBX-06), or a runner failed to start the child
+/// (SBX-09). Consumers surface this code as is, never behind a generic error.
+pub const SANDBOX_UNAVAILABLE: &str = "SANDBOX_UNAVAILABLE";
+
+/// The three modes (B10). They govern file effects; network is a separate row switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Nothing may be written (except `/dev/null`).
+    ReadOnly,
+    /// Writes only under the writable roots (the default).
+    WorkspaceWrite,
+    /// No fence at all.
+    DangerFullAccess,
+}
+
+impl SandboxMode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::DangerFullAccess => "danger-full-access",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "read-only" => Some(SandboxMode::ReadOnly),
+            "workspace-write" => Some(SandboxMode::WorkspaceWrite),
+            "danger-full-access" => Some(SandboxMode::DangerFullAccess),
+            _ => None,
+        }
+    }
+
+    /// Whether processes in this mode must run under a runner.
+    pub fn is_confined(self) -> bool {
+        self != SandboxMode::DangerFullAccess
+    }
+}
+
+/// What `"policy"` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// The effective mode.
+    pub mode: SandboxMode,
+    /// Canonical workspace root (from the session's cwd).
+    pub workspace_root: PathBuf,
+    /// [`writable_roots`] of the mode and root.
+    pub writable_roots: Vec<PathBuf>,
+    /// Whether confined processes may use the network.
+    pub network: bool,
+}
+
+/// SBX-05 / B10, the single derivation both shell and file enforcement use:
+/// `read-only` ⇒ `[]`; `workspace-write` ⇒ `dedup(realpath([workspace_root, /tmp, tmpdir]))`;
+/// `danger-full-access` ⇒ `["/"]` (everything). A temp dir that does not exist is left out; a
+/// workspace root that cannot be resolved is kept as given.
+pub fn writable_roots(
+    mode: SandboxMode,
+    workspace_root: &Path,
+    tmpdir: Option<&Path>,
+) -> Vec<PathBuf> {
+    match mode {
+        SandboxMode::ReadOnly => Vec::new(),
+        SandboxMode::DangerFullAccess => vec![PathBuf::from("/")],
+        SandboxMode::WorkspaceWrite => {
+            let root = std::fs::canonicalize(workspace_root)
+                .unwrap_or_else(|_| workspace_root.to_path_buf());
+            let mut roots = vec![root];
+            let temps = [Some(Path::new("/tmp")), tmpdir];
+            for t in temps.into_iter().flatten() {
+                if let Ok(real) = std::fs::canonicalize(t)
+                    && !roots.contains(&real)
+                {
+                    roots.push(real);
+                }
+            }
+            roots
+        }
+    }
+}
+
+/// The marker every denial carries, shared by shell and file tools (SBX-08, B10).
+pub fn denial_marker(mode: SandboxMode) -> String {
+    format!("[sandbox: file access denied under {} mode]", mode.as_str())
+}
+
+/// What `"confine"` takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfineRequest {
+    /// The command to confine, program first.
+    pub argv: Vec<String>,
+    /// The session's working directory: the workspace root derives from it (the child may
+    /// still be spawned in a subdirectory).
+    pub cwd: PathBuf,
+    /// Overrides the row's mode for this call.
+    #[serde(default)]
+    pub mode: Option<SandboxMode>,
+}
+
+/// How completely a confined run is fenced (SBX-07).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    /// Every rule of the mode holds.
+    Full,
+    /// Some rules hold (older Landlock ABIs); consumers needing a hard boundary refuse this.
+    Partial,
+    /// Not confined (`danger-full-access`).
+    None,
+}
+
+/// When a confined child's exit means the runner failed, not the child (SBX-09).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerFailureRule {
+    /// When set, only these exit codes can be runner failures.
+    #[serde(default)]
+    pub allowed_exit_codes: Option<Vec<i32>>,
+    /// A stderr line starting with one of these proves a runner failure.
+    #[serde(default)]
+    pub fatal_signatures: Vec<String>,
+    /// Exact stderr lines removed before looking (notices that prove nothing).
+    #[serde(default)]
+    pub informational_lines: Vec<String>,
+}
+
+impl RunnerFailureRule {
+    /// SBX-09: a non-zero exit, inside the exit-code gate, and a fatal signature at the start
+    /// of one stderr line once the informational lines are removed. A signal is not a runner
+    /// failure (the child was killed).
+    pub fn is_runner_failure(&self, exit_code: Option<i32>, stderr: &str) -> bool {
+        let Some(code) = exit_code.filter(|c| *c != 0) else {
+            return false;
+        };
+        if let Some(allowed) = &self.allowed_exit_codes
+            && !allowed.contains(&code)
+        {
+            return false;
+        }
+        stderr
+            .lines()
+            .filter(|l| !self.informational_lines.iter().any(|i| i == l))
+            .any(|l| {
+                self.fatal_signatures
+                    .iter()
+                    .any(|s| l.trim_start().starts_with(s.as_str()))
+            })
+    }
+}
+
+/// What `"confine"` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confined {
+    /// Spawn exactly this.
+    pub argv: Vec<String>,
+    /// How completely it is fenced.
+    pub enforcement: Enforcement,
+    /// Which runner wraps it: `bwrap`, or `none` in `danger-full-access`.
+    pub runner: String,
+    /// The effective mode.
+    pub mode: SandboxMode,
+    /// stderr fragments that mean the fence refused a file access (backend-specific).
+    #[serde(default)]
+    pub denial_signatures: Vec<String>,
+    /// How to tell a runner failure from the child's own failure.
+    #[serde(default)]
+    pub runner_failure: RunnerFailureRule,
+}
+
+/// File access kinds for `"check_path"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Reading.
+    Read,
+    /// Creating, replacing, deleting.
+    Write,
+}
+
+/// What `"check_path"` takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckPathRequest {
+    /// Absolute, or relative to `cwd`.
+    pub path: PathBuf,
+    /// The session's working directory (the workspace root derives from it).
+    pub cwd: PathBuf,
+    /// What the caller is about to do.
+    pub access: Access,
+    /// Overrides the row's mode for this call.
+    #[serde(default)]
+    pub mode: Option<SandboxMode>,
+}
+
+/// What `"check_path"` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathVerdict {
+    /// Whether the access may proceed.
+    pub allowed: bool,
+    /// On denial: why, with the [`denial_marker`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The freshly resolved target the verdict is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // SBX-05 / B10: one derivation; read-only has none; workspace-write dedups realpaths.
+    #[test]
+    fn sbx05_writable_roots_by_mode() {
+        let ws = Path::new(env!("CARGO_MANIFEST_DIR"));
+        assert!(writable_roots(SandboxMode::ReadOnly, ws, None).is_empty());
+        let roots = writable_roots(SandboxMode::WorkspaceWrite, ws, Some(Path::new("/tmp/")));
+        let tmp = std::fs::canonicalize("/tmp").unwrap();
+        assert_eq!(roots, vec![std::fs::canonicalize(ws).unwrap(), tmp]);
+        let missing = writable_roots(
+            SandboxMode::WorkspaceWrite,
+            ws,
+            Some(Path::new("/no/such/tmp")),
+        );
+        assert_eq!(missing.len(), 2);
+        assert_eq!(
+            writable_roots(SandboxMode::DangerFullAccess, ws, None),
+            vec![PathBuf::from("/")]
+        );
+    }
+
+    // SBX-09: a child exiting 1 is not a runner failure; a fatal line is; notices are ignored.
+    #[test]
+    fn sbx09_runner_failure_needs_exit_and_fatal_line() {
+        let rule = RunnerFailureRule {
+            allowed_exit_codes: Some(vec![1]),
+            fatal_signatures: vec!["bwrap: ".into()],
+            informational_lines: vec!["bwrap: partial enforcement".into()],
+        };
+        assert!(!rule.is_runner_failure(Some(1), ""));
+        assert!(!rule.is_runner_failure(Some(1), "grep: no match\n"));
+        assert!(!rule.is_runner_failure(Some(1), "bwrap: partial enforcement\n"));
+        assert!(!rule.is_runner_failure(Some(0), "bwrap: Can't mount proc\n"));
+        assert!(!rule.is_runner_failure(Some(2), "bwrap: Can't mount proc\n"));
+        assert!(!rule.is_runner_failure(None, "bwrap: Can't mount proc\n"));
+        assert!(rule.is_runner_failure(Some(1), "x\nbwrap: Can't mount proc on /newroot\n"));
+    }
+
+    #[test]
+    fn modes_round_trip() {
+        for m in [
+            SandboxMode::ReadOnly,
+            SandboxMode::WorkspaceWrite,
+            SandboxMode::DangerFullAccess,
+        ] {
+            assert_eq!(SandboxMode::parse(m.as_str()), Some(m));
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
+        assert_eq!(SandboxMode::parse("yolo"), None);
+        assert_eq!(
+            denial_marker(SandboxMode::ReadOnly),
+            "[sandbox: file access denied under read-only mode]"
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! `sandbox`: the `keel.sandbox` service (ARCHITECTURE §9, requirements B10, SBX-04…09, FS-06).
+//!
+//! One policy root for the whole assembly: the row's `mode` (default `workspace-write`) and
+//! `network` switch (default off in confined modes), the workspace root derived from the
+//! session's cwd, and the writable roots derived from both by the one shared function. The
+//! `shell` tool asks `confine` for the argv to spawn; the file tools ask `check_path` before
+//! they mutate. The runner (bubblewrap) is probed once at activation; when it is unusable,
+//! confined `confine` calls fail with `SANDBOX_UNAVAILABLE` rather than running unconfined
+//! (SBX-06). Landlock is not implemented yet, so bwrap is the whole Linux chain for now.
+
+pub mod bwrap;
+pub mod policy;
+
+#[cfg(test)]
+mod run_tests;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::channel::oneshot;
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::sandbox::{
+    CheckPathRequest, ConfineRequest, Confined, Enforcement, RunnerFailureRule,
+    SANDBOX_UNAVAILABLE, Sandbox, SandboxMode,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub use policy::Rules;
+
+/// The plugin id.
+pub const PLUGIN_ID: &str = "sandbox";
+
+/// The row config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// The mode calls get unless they name one.
+    #[serde(default = "default_mode")]
+    pub mode: SandboxMode,
+    /// Whether confined processes may use the network.
+    #[serde(default)]
+    pub network: bool,
+    /// The bubblewrap binary.
+    #[serde(default = "default_bwrap")]
+    pub bwrap: String,
+}
+
+fn default_mode() -> SandboxMode {
+    SandboxMode::WorkspaceWrite
+}
+fn default_bwrap() -> String {
+    "bwrap".to_owned()
+}
+
+impl SandboxConfig {
+    /// The JSON Schema of the row config.
+    pub fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "mode": { "enum": ["read-only", "workspace-write", "danger-full-access"] },
+                "network": { "type": "boolean" },
+                "bwrap": { "type": "string", "minLength": 1 }
+            },
+            "additionalProperties": false
+        })
+    }
+}
+
+/// The service's state: the rules and the probed runner.
+#[derive(Debug, Clone)]
+pub struct State {
+    /// Mode, network, temp dir.
+    pub rules: Rules,
+    /// The usable bwrap program, or why there is none.
+    pub runner: Result<String, String>,
+    /// `set_mode`'s override of the row's mode for this process (`keel run --sandbox`; the
+    /// headless driver is one-shot, so this is the run's mode).
+    pub override_mode: Arc<std::sync::Mutex<Option<SandboxMode>>>,
+}
+
+impl State {
+    /// Handles one call.
+    ///
+    /// # Errors
+    /// `UNKNOWN_METHOD`, `INVALID_MODE`, `INVALID_ARGUMENTS`, `SANDBOX_UNAVAILABLE`,
+    /// `SANDBOX_IO`.
+    pub fn handle(&self, method: &str, args: Value) -> Result<Value> {
+        let overridden = *self
+            .override_mode
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mode = mode_of(&args)?.or(overridden);
+        match method {
+            "set_mode" => {
+                let Some(mode) = mode else {
+                    return Err(Error::new("INVALID_ARGUMENTS", "set_mode needs {mode}"));
+                };
+                *self
+                    .override_mode
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(mode);
+                Ok(json!({ "mode": mode }))
+            }
+            "policy" => {
+                let cwd: PathBuf =
+                    serde_json::from_value(args.get("cwd").cloned().ok_or_else(|| {
+                        Error::new("INVALID_ARGUMENTS", "policy needs {cwd, mode?}")
+                    })?)?;
+                Ok(serde_json::to_value(self.rules.policy(&cwd, mode))?)
+            }
+            "confine" => {
+                let mut req: ConfineRequest = serde_json::from_value(args)
+                    .map_err(|e| Error::new("INVALID_ARGUMENTS", e.to_string()))?;
+                req.mode = mode;
+                Ok(serde_json::to_value(self.confine(&req)?)?)
+            }
+            "check_path" => {
+                let mut req: CheckPathRequest = serde_json::from_value(args)
+                    .map_err(|e| Error::new("INVALID_ARGUMENTS", e.to_string()))?;
+                req.mode = mode;
+                let verdict = self
+                    .rules
+                    .check_path(&req.path, &req.cwd, req.access, req.mode)
+                    .map_err(|e| {
+                        Error::new(
+                            "SANDBOX_IO",
+                            format!("cannot resolve {}: {e}", req.path.display()),
+                        )
+                    })?;
+                Ok(serde_json::to_value(verdict)?)
+            }
+            "status" => Ok(json!({
+                "mode": mode.unwrap_or(self.rules.mode),
+                "network": self.rules.network,
+                "runner": self.runner.as_ref().ok().map(|_| bwrap::RUNNER),
+                "enforcement": if self.runner.is_ok() { "full" } else { "none" },
+                "unavailable_reason": self.runner.as_ref().err(),
+            })),
+            other => Err(Error::new(
+                "UNKNOWN_METHOD",
+                format!("keel.sandbox has no method '{other}'"),
+            )),
+        }
+    }
+
+    /// `confine`: the runner's argv, the argv unchanged in `danger-full-access`, or
+    /// `SANDBOX_UNAVAILABLE` (SBX-06: never a pass-through in a confined mode).
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENTS` for an empty argv; `SANDBOX_UNAVAILABLE`.
+    pub fn confine(&self, req: &ConfineRequest) -> Result<Confined> {
+        if req.argv.is_empty() {
+            return Err(Error::new("INVALID_ARGUMENTS", "argv must not be empty"));
+        }
+        let policy = self.rules.policy(&req.cwd, req.mode);
+        if !policy.mode.is_confined() {
+            return Ok(Confined {
+                argv: req.argv.clone(),
+                enforcement: Enforcement::None,
+                runner: "none".to_owned(),
+                mode: policy.mode,
+                denial_signatures: Vec::new(),
+                runner_failure: RunnerFailureRule::default(),
+            });
+        }
+        match &self.runner {
+            Ok(program) => Ok(bwrap::confined(program, &policy, &req.argv)),
+            Err(why) => Err(Error::new(
+                SANDBOX_UNAVAILABLE,
+                format!(
+                    "no usable sandbox runner for {} mode, so nothing was run: {why}",
+                    policy.mode.as_str()
+                ),
+            )),
+        }
+    }
+}
+
+/// The call's `mode`, when given; an unknown one is `INVALID_MODE`.
+fn mode_of(args: &Value) -> Result<Option<SandboxMode>> {
+    match args.get("mode") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => SandboxMode::parse(s).map(Some).ok_or_else(|| {
+            Error::new(
+                "INVALID_MODE",
+                format!(
+                    "unknown sandbox mode '{s}' (read-only, workspace-write, danger-full-access)"
+                ),
+            )
+        }),
+        Some(other) => Err(Error::new(
+            "INVALID_MODE",
+            format!("mode must be a string, not {other}"),
+        )),
+    }
+}
+
+/// Probes the runner on a std thread (it spawns a process; the kernel's executor must not).
+async fn probe(program: String, network: bool) -> Result<String, String> {
+    let (tx, rx) = oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name(format!("keel-{PLUGIN_ID}-probe"))
+        .spawn(move || {
+            let root = std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/"));
+            let _ = tx.send(bwrap::probe(&program, &root, network).map(|()| program));
+        });
+    if let Err(e) = spawned {
+        return Err(format!("the probe thread could not start: {e}"));
+    }
+    rx.await
+        .unwrap_or_else(|_| Err("the probe thread died".to_owned()))
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct SandboxPlugin;
+
+impl Plugin for SandboxPlugin {
+    fn manifest(&self) -> Manifest {
+        Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
+            .description("sandbox policy root: bwrap confinement for shell, containment for files")
+            .provides::<Sandbox>()
+            .config_schema(SandboxConfig::schema())
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: SandboxConfig = ctx.config()?;
+        let runner = probe(config.bwrap.clone(), config.network).await;
+        if let Err(why) = &runner {
+            tracing::warn!(reason = %why, "no usable sandbox runner: confined commands will fail with SANDBOX_UNAVAILABLE");
+        }
+        let state = Arc::new(State {
+            rules: Rules {
+                mode: config.mode,
+                network: config.network,
+                tmpdir: std::env::var_os("TMPDIR").map(PathBuf::from),
+            },
+            runner,
+            override_mode: Arc::default(),
+        });
+        ctx.provide::<Sandbox>(CallHandle::new(move |method, args| {
+            let state = Arc::clone(&state);
+            async move { state.handle(&method, args) }
+        }))?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(SandboxPlugin);

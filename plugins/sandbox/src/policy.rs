@@ -1,0 +1,254 @@
+//! The policy root (B10, SBX-05, FS-06): the row's mode and network switch, the workspace root
+//! derived from a session's cwd, and path containment for the file tools.
+//!
+//! Both `confine` and `check_path` derive their writable roots from [`Rules::policy`], which
+//! calls the one shared [`writable_roots`] function, so shell and file enforcement can never
+//! disagree about where writing is allowed.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use keel_plugin_api::services::sandbox::{
+    Access, PathVerdict, Policy, SandboxMode, denial_marker, writable_roots,
+};
+
+/// The row's settings every call starts from.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// The row's mode (a call may override it).
+    pub mode: SandboxMode,
+    /// Whether confined processes may use the network.
+    pub network: bool,
+    /// The per-user temp dir (`$TMPDIR`), read once at activation.
+    pub tmpdir: Option<PathBuf>,
+}
+
+impl Rules {
+    /// The effective policy for a session whose working directory is `cwd`.
+    pub fn policy(&self, cwd: &Path, mode: Option<SandboxMode>) -> Policy {
+        let mode = mode.unwrap_or(self.mode);
+        let workspace_root = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        let writable_roots = writable_roots(mode, &workspace_root, self.tmpdir.as_deref());
+        Policy {
+            mode,
+            workspace_root,
+            writable_roots,
+            network: self.network || !mode.is_confined(),
+        }
+    }
+
+    /// FS-06: may `path` (absolute, or relative to `cwd`) be accessed? The target is
+    /// canonicalised freshly here, on every call, so a symlink swapped in since an earlier
+    /// check is seen.
+    ///
+    /// # Errors
+    /// An existing ancestor that cannot be resolved (permission, I/O).
+    pub fn check_path(
+        &self,
+        path: &Path,
+        cwd: &Path,
+        access: Access,
+        mode: Option<SandboxMode>,
+    ) -> io::Result<PathVerdict> {
+        let policy = self.policy(cwd, mode);
+        let resolved = resolve(cwd, path)?;
+        let allowed = match (access, policy.mode) {
+            (Access::Read, _) | (Access::Write, SandboxMode::DangerFullAccess) => true,
+            (Access::Write, SandboxMode::ReadOnly) => false,
+            (Access::Write, SandboxMode::WorkspaceWrite) => policy
+                .writable_roots
+                .iter()
+                .any(|root| resolved.starts_with(root)),
+        };
+        let reason = (!allowed).then(|| denial(&policy, &resolved));
+        Ok(PathVerdict {
+            allowed,
+            reason,
+            resolved: Some(resolved),
+        })
+    }
+}
+
+fn denial(policy: &Policy, resolved: &Path) -> String {
+    let marker = denial_marker(policy.mode);
+    if policy.writable_roots.is_empty() {
+        return format!(
+            "{marker} writing {} is not allowed: nothing is writable in {} mode",
+            resolved.display(),
+            policy.mode.as_str()
+        );
+    }
+    let roots: Vec<String> = policy
+        .writable_roots
+        .iter()
+        .map(|r| r.display().to_string())
+        .collect();
+    format!(
+        "{marker} writing {} is not allowed: it resolves outside the writable roots ({})",
+        resolved.display(),
+        roots.join(", ")
+    )
+}
+
+/// `path` against `cwd`, with symlinks resolved in the deepest existing ancestor and the
+/// missing tail appended lexically (`.` dropped, `..` applied to the canonical base).
+///
+/// # Errors
+/// An existing ancestor that cannot be resolved for a reason other than absence.
+pub fn resolve(cwd: &Path, path: &Path) -> io::Result<PathBuf> {
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    };
+    let components: Vec<Component<'_>> = joined.components().collect();
+    for split in (1..=components.len()).rev() {
+        let prefix: PathBuf = components[..split].iter().collect();
+        match std::fs::canonicalize(&prefix) {
+            Ok(base) => return Ok(append_missing(base, &components[split..])),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "cannot resolve {} against {}",
+            path.display(),
+            cwd.display()
+        ),
+    ))
+}
+
+fn append_missing(mut base: PathBuf, rest: &[Component<'_>]) -> PathBuf {
+    let mut tail: Vec<OsString> = Vec::new();
+    for c in rest {
+        match c {
+            Component::Normal(name) => tail.push(name.to_os_string()),
+            Component::ParentDir => {
+                if tail.pop().is_none() {
+                    base.pop();
+                }
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    base.extend(tail);
+    base
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(mode: SandboxMode) -> Rules {
+        Rules {
+            mode,
+            network: false,
+            tmpdir: None,
+        }
+    }
+
+    fn write(r: &Rules, ws: &Path, p: &str) -> PathVerdict {
+        r.check_path(Path::new(p), ws, Access::Write, None).unwrap()
+    }
+
+    // Workspaces live outside /tmp here, so "outside" really is outside every writable root.
+    fn workspace() -> tempfile::TempDir {
+        tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap()
+    }
+
+    // FS-06: inside is allowed, an absolute path outside is denied with the marker.
+    #[test]
+    fn fs06_absolute_outside_is_denied() {
+        let ws = workspace();
+        let r = rules(SandboxMode::WorkspaceWrite);
+        assert!(write(&r, ws.path(), "new/file.txt").allowed);
+        assert!(write(&r, ws.path(), "/tmp/x").allowed);
+        let v = write(&r, ws.path(), "/etc/passwd");
+        assert!(!v.allowed);
+        let reason = v.reason.unwrap();
+        assert!(
+            reason.starts_with("[sandbox: file access denied under workspace-write mode]"),
+            "{reason}"
+        );
+        assert!(
+            r.check_path(Path::new("/etc/passwd"), ws.path(), Access::Read, None)
+                .unwrap()
+                .allowed
+        );
+    }
+
+    // FS-06: `../` traversal out of the workspace is resolved and denied.
+    #[test]
+    fn fs06_dotdot_traversal_is_denied() {
+        let ws = workspace();
+        let r = rules(SandboxMode::WorkspaceWrite);
+        assert!(!write(&r, ws.path(), "../escape.txt").allowed);
+        assert!(!write(&r, ws.path(), "missing/../../escape.txt").allowed);
+        assert!(write(&r, ws.path(), "a/../b.txt").allowed);
+    }
+
+    // FS-06: a symlink inside the workspace that points out is followed, and denied.
+    #[test]
+    fn fs06_symlink_pointing_out_is_denied() {
+        let ws = workspace();
+        let outside = workspace();
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("out")).unwrap();
+        let r = rules(SandboxMode::WorkspaceWrite);
+        let v = write(&r, ws.path(), "out/new.txt");
+        assert!(!v.allowed);
+        assert_eq!(
+            v.resolved.unwrap(),
+            std::fs::canonicalize(outside.path())
+                .unwrap()
+                .join("new.txt")
+        );
+        std::os::unix::fs::symlink("/etc/hostname", ws.path().join("f")).unwrap();
+        assert!(!write(&r, ws.path(), "f").allowed);
+    }
+
+    #[test]
+    fn modes_decide_writes() {
+        let ws = workspace();
+        let ro = rules(SandboxMode::ReadOnly);
+        let v = write(&ro, ws.path(), "inside.txt");
+        assert!(!v.allowed);
+        assert!(
+            v.reason
+                .unwrap()
+                .starts_with("[sandbox: file access denied under read-only mode]")
+        );
+        assert!(write(&rules(SandboxMode::DangerFullAccess), ws.path(), "/etc/x").allowed);
+        // A call's mode overrides the row's.
+        let over = ro
+            .check_path(
+                Path::new("inside.txt"),
+                ws.path(),
+                Access::Write,
+                Some(SandboxMode::WorkspaceWrite),
+            )
+            .unwrap();
+        assert!(over.allowed);
+    }
+
+    #[test]
+    fn policy_reports_roots_and_network() {
+        let ws = workspace();
+        let mut r = rules(SandboxMode::WorkspaceWrite);
+        r.tmpdir = Some(PathBuf::from("/tmp"));
+        let p = r.policy(ws.path(), None);
+        assert_eq!(p.workspace_root, std::fs::canonicalize(ws.path()).unwrap());
+        assert_eq!(p.writable_roots.len(), 2);
+        assert!(!p.network);
+        assert!(
+            r.policy(ws.path(), Some(SandboxMode::DangerFullAccess))
+                .network
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! FS-06 containment through the hooks seam: a fence standing in for `keel.sandbox`'s
+//! `check_path` (nothing may depend on the sandbox plugin crate; the kernel-level suite runs
+//! the two together). Writes outside are `FS_SANDBOX_DENIED` with the marker, and a symlinked
+//! ancestor swapped between the first check and the write is caught by the fresh re-check.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use keel_plugin_api::services::tools::{ToolInvocation, ToolResult};
+use serde_json::{Value, json};
+
+use crate::error::{FsError, FsErrorCode, FsResult};
+use crate::hooks::{FsHooks, Intent, Observation, unconditional};
+use crate::tools::{FsConfig, FsTools};
+
+const MARKER: &str = "[sandbox: file access denied under workspace-write mode]";
+
+/// Writes allowed only under `root`; `decide` performs one pending link swap (the race).
+struct Fence {
+    root: PathBuf,
+    swap: Mutex<Option<(PathBuf, PathBuf)>>,
+}
+
+impl FsHooks for Fence {
+    fn decide(&self, _intent: Intent, _s: &str, _t: &str) -> Result<Value, String> {
+        if let Some((link, to)) = self.swap.lock().unwrap().take() {
+            std::fs::remove_file(&link).unwrap();
+            std::os::unix::fs::symlink(to, link).unwrap();
+        }
+        Ok(serde_json::to_value(unconditional()).unwrap())
+    }
+    fn observed(&self, _s: &str, _t: &str, _o: &Observation) {}
+    fn check_write(&self, _cwd: &Path, target: &Path) -> FsResult<()> {
+        if target.starts_with(&self.root) {
+            Ok(())
+        } else {
+            Err(FsError::fs(
+                FsErrorCode::SandboxDenied,
+                format!("{MARKER} writing {} is not allowed", target.display()),
+            ))
+        }
+    }
+}
+
+struct Fixture {
+    ws: tempfile::TempDir,
+    outside: tempfile::TempDir,
+    fence: Arc<Fence>,
+    tools: FsTools,
+}
+
+fn fixture() -> Fixture {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let fence = Arc::new(Fence {
+        root: std::fs::canonicalize(ws.path()).unwrap(),
+        swap: Mutex::new(None),
+    });
+    let tools = FsTools::new(FsConfig::default(), fence.clone());
+    Fixture {
+        ws,
+        outside,
+        fence,
+        tools,
+    }
+}
+
+impl Fixture {
+    fn call(&self, name: &str, args: Value) -> ToolResult {
+        self.tools.execute(&ToolInvocation {
+            name: name.into(),
+            call_id: "c1".into(),
+            session_id: "s1".into(),
+            cwd: self.ws.path().to_string_lossy().into_owned(),
+            args,
+            timeout_ms: 0,
+        })
+    }
+}
+
+fn code(r: &ToolResult) -> Option<&str> {
+    r.error.as_ref().map(|e| e.code.as_str())
+}
+
+// FS-06: inside the workspace writes work; absolute, `../` and symlinked escapes are denied
+// with FS_SANDBOX_DENIED and the shared marker, and nothing is written.
+#[test]
+fn fs06_writes_outside_the_workspace_are_denied() {
+    let f = fixture();
+    let ok = f.call("write_file", json!({ "path": "a.txt", "content": "x" }));
+    assert!(!ok.is_error, "{ok:?}");
+    let escape = f.outside.path().join("e.txt");
+    let abs = f.call(
+        "write_file",
+        json!({ "path": escape.to_string_lossy(), "content": "x" }),
+    );
+    assert_eq!(code(&abs), Some("FS_SANDBOX_DENIED"), "{abs:?}");
+    assert!(abs.content.contains(MARKER), "{}", abs.content);
+    let up = f.call(
+        "write_file",
+        json!({ "path": "../keel-up.txt", "content": "x" }),
+    );
+    assert_eq!(code(&up), Some("FS_SANDBOX_DENIED"));
+    std::os::unix::fs::symlink(f.outside.path(), f.ws.path().join("out")).unwrap();
+    let link = f.call("write_file", json!({ "path": "out/e.txt", "content": "x" }));
+    assert_eq!(code(&link), Some("FS_SANDBOX_DENIED"));
+    assert!(!escape.exists());
+    // edit_file is fenced the same way.
+    std::fs::write(f.outside.path().join("o.txt"), "old").unwrap();
+    let edit = f.call(
+        "edit_file",
+        json!({ "path": "out/o.txt", "old_string": "old", "new_string": "new" }),
+    );
+    assert_eq!(code(&edit), Some("FS_SANDBOX_DENIED"));
+    assert_eq!(
+        std::fs::read_to_string(f.outside.path().join("o.txt")).unwrap(),
+        "old"
+    );
+}
+
+// FS-06 TOCTOU: the link `d` points inside at the first check, is swapped to point outside
+// before the write; the fresh re-check in the critical section catches it.
+#[test]
+fn fs06_symlink_swapped_between_check_and_write_is_caught() {
+    let f = fixture();
+    let inside = f.ws.path().join("real");
+    std::fs::create_dir(&inside).unwrap();
+    let link = f.ws.path().join("d");
+    std::os::unix::fs::symlink(&inside, &link).unwrap();
+    *f.fence.swap.lock().unwrap() = Some((link, f.outside.path().to_path_buf()));
+    let r = f.call("write_file", json!({ "path": "d/f.txt", "content": "x" }));
+    assert_eq!(code(&r), Some("FS_SANDBOX_DENIED"), "{r:?}");
+    assert!(!f.outside.path().join("f.txt").exists());
+    assert!(!inside.join("f.txt").exists());
+}
