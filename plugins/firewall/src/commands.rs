@@ -1,0 +1,219 @@
+//! `keel secrets set NAME | list [--json] | rm NAME` (ARCHITECTURE §11), as plain Rust over
+//! the [`SharedVault`]: `set` reads the value from the given stdin (trailing newlines trimmed;
+//! empty is an error), `list` prints names and aliases only. A change reloads the vault so the
+//! running process fills and scrubs the new set. Errors print one line `keel: error[CODE]: …`
+//! on stderr with exit code 2; no message ever carries a value.
+
+use std::io::{Read, Write};
+
+use serde_json::{Value, json};
+
+use crate::error::{FirewallError, codes};
+use crate::store::{SecretValue, alias, validate_name};
+use crate::vault::SharedVault;
+
+/// Output streams of a command.
+pub struct Io<'a> {
+    /// stdin (the value of `set`).
+    pub input: &'a mut (dyn Read + Send),
+    /// stdout.
+    pub out: &'a mut (dyn Write + Send),
+    /// stderr.
+    pub err: &'a mut (dyn Write + Send),
+}
+
+impl std::fmt::Debug for Io<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Io")
+    }
+}
+
+fn name(args: &Value) -> Result<String, FirewallError> {
+    let n = args
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| FirewallError::new(codes::FIREWALL_ARGS, "missing NAME"))?;
+    validate_name(n)?;
+    Ok(n.to_owned())
+}
+
+fn read_value(name: &str, input: &mut (dyn Read + Send)) -> Result<SecretValue, FirewallError> {
+    let mut bytes = Vec::new();
+    input
+        .read_to_end(&mut bytes)
+        .map_err(|e| FirewallError::io("reading the value from stdin", &e))?;
+    let mut text = String::from_utf8(bytes).map_err(|_| {
+        FirewallError::new(
+            codes::SECRET_NOT_UTF8,
+            format!("the value for {name} on stdin is not UTF-8"),
+        )
+    })?;
+    let keep = text.trim_end_matches(['\n', '\r']).len();
+    text.truncate(keep);
+    if text.is_empty() {
+        return Err(FirewallError::new(
+            codes::SECRET_EMPTY,
+            format!(
+                "no value for {name} on stdin (pipe it in: printf %s \"$VALUE\" | keel secrets set {name})"
+            ),
+        ));
+    }
+    Ok(SecretValue::new(text))
+}
+
+fn set(vault: &SharedVault, args: &Value, io: &mut Io<'_>) -> Result<(), FirewallError> {
+    let n = name(args)?;
+    let value = read_value(&n, io.input)?;
+    vault.store().set(&n, &value)?;
+    vault.reload()?;
+    let _ = writeln!(io.out, "stored secret {n} (the model sees {})", alias(&n));
+    Ok(())
+}
+
+fn list(vault: &SharedVault, as_json: bool, io: &mut Io<'_>) -> Result<(), FirewallError> {
+    let names = vault.store().names()?;
+    if as_json {
+        let rows: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"name": n, "alias": alias(n)}))
+            .collect();
+        let _ = writeln!(io.out, "{}", json!({ "secrets": rows }));
+        return Ok(());
+    }
+    let width = names.iter().map(String::len).max().unwrap_or(0).max(4);
+    let _ = writeln!(io.out, "{:<width$}  ALIAS", "NAME");
+    for n in &names {
+        let _ = writeln!(io.out, "{n:<width$}  {}", alias(n));
+    }
+    Ok(())
+}
+
+fn rm(vault: &SharedVault, args: &Value, io: &mut Io<'_>) -> Result<(), FirewallError> {
+    let n = name(args)?;
+    vault.store().remove(&n)?;
+    vault.reload()?;
+    let _ = writeln!(io.out, "removed secret {n}");
+    Ok(())
+}
+
+/// `keel secrets …` with `args` `{"action":"set"|"list"|"rm", "name"?, "json"?}`.
+pub fn secrets(vault: &SharedVault, args: &Value, io: &mut Io<'_>) -> i32 {
+    let r = match args.get("action").and_then(Value::as_str) {
+        Some("set") => set(vault, args, io),
+        Some("list") => list(
+            vault,
+            args.get("json").and_then(Value::as_bool).unwrap_or(false),
+            io,
+        ),
+        Some("rm") => rm(vault, args, io),
+        other => Err(FirewallError::new(
+            codes::FIREWALL_ARGS,
+            format!("unknown secrets action {other:?} (set, list, rm)"),
+        )),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = writeln!(io.err, "keel: error[{}]: {}", e.code, e.message);
+            2
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::SecretStore;
+
+    fn run(vault: &SharedVault, args: Value, stdin: &str) -> (i32, String, String) {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut input = stdin.as_bytes();
+        let code = secrets(
+            vault,
+            &args,
+            &mut Io {
+                input: &mut input,
+                out: &mut out,
+                err: &mut err,
+            },
+        );
+        (
+            code,
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        )
+    }
+
+    #[test]
+    fn set_list_rm_reload_the_vault_and_never_print_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = SharedVault::load(SecretStore::new(dir.path())).unwrap();
+        let (code, out, err) = run(&vault, json!({"action":"set","name":"GH"}), "ghp_value\r\n");
+        assert_eq!((code, err.as_str()), (0, ""));
+        assert!(out.contains("sec_GH") && !out.contains("ghp_value"));
+        assert_eq!(
+            vault.snapshot().fill("sec_GH").as_deref(),
+            Some("ghp_value")
+        );
+
+        let (code, out, _) = run(&vault, json!({"action":"list","json":false}), "");
+        assert_eq!(code, 0);
+        assert_eq!(out, "NAME  ALIAS\nGH    sec_GH\n");
+        let (_, out, _) = run(&vault, json!({"action":"list","json":true}), "");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v, json!({"secrets":[{"name":"GH","alias":"sec_GH"}]}));
+
+        let (code, _, _) = run(&vault, json!({"action":"rm","name":"GH"}), "");
+        assert_eq!(code, 0);
+        assert!(vault.snapshot().names().is_empty());
+    }
+
+    #[test]
+    fn errors_exit_2_with_a_code_and_no_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = SharedVault::load(SecretStore::new(dir.path())).unwrap();
+        let cases = [
+            (
+                json!({"action":"set","name":"X"}),
+                "\n",
+                codes::SECRET_EMPTY,
+            ),
+            (
+                json!({"action":"set","name":"bad-name"}),
+                "v4lue",
+                codes::SECRET_NAME_INVALID,
+            ),
+            (json!({"action":"set"}), "v4lue", codes::FIREWALL_ARGS),
+            (
+                json!({"action":"rm","name":"NOPE"}),
+                "",
+                codes::SECRET_NOT_FOUND,
+            ),
+            (json!({"action":"dance"}), "", codes::FIREWALL_ARGS),
+        ];
+        for (args, stdin, code) in cases {
+            let (exit, out, err) = run(&vault, args, stdin);
+            assert_eq!(exit, 2);
+            assert!(out.is_empty());
+            assert!(err.starts_with(&format!("keel: error[{code}]: ")), "{err}");
+            assert!(!err.contains("v4lue"));
+        }
+        let mut input: &[u8] = &[0xff, 0xfe];
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = secrets(
+            &vault,
+            &json!({"action":"set","name":"B"}),
+            &mut Io {
+                input: &mut input,
+                out: &mut out,
+                err: &mut err,
+            },
+        );
+        assert_eq!(code, 2);
+        assert!(
+            String::from_utf8(err)
+                .unwrap()
+                .contains(codes::SECRET_NOT_UTF8)
+        );
+    }
+}

@@ -1,0 +1,285 @@
+//! `firewall`: the secret firewall of requirements SEC-01…SEC-06 (ARCHITECTURE §9). Secrets
+//! live encrypted in `$KEEL_HOME/secrets` ([`store`], [`codec`]); the model only sees aliases
+//! `sec_NAME`; values are filled into tool arguments inside `tools/execute` ([`fill`]) and
+//! scrubbed, with their simple encodings, from everything going back to the model
+//! ([`scrub`], [`hooks`]). The policy facts (`keel.firewall`: `check_tool`, `check_path`,
+//! `check_network`, `scan_content`) are owned by this row's config ([`policy`]) and called by
+//! this plugin's own `tools/guard` listener on every real call ([`guard`]). `keel secrets`
+//! is served here too ([`commands`]).
+//!
+//! This file is the SDK adapter: manifest, row config, listener registration, services.
+//! Listener orders: `tools/execute` −500 (after the checkpoint at −1000, so the flush happens
+//! before any value exists in the arguments), `tools/post-execute` −500, `llm/stream` −500,
+//! `tools/guard` −500, `system-prompt/assemble` 0. Tracing names aliases only.
+
+pub mod codec;
+pub mod commands;
+pub mod error;
+pub mod fill;
+pub mod guard;
+pub mod hooks;
+pub mod policy;
+pub mod scrub;
+pub mod store;
+pub mod vault;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::llm::Stream;
+use keel_plugin_api::events::prompt::Assemble;
+use keel_plugin_api::events::tools::{Execute, Guard, PostExecute};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::command::{CommandInvocation, CommandOutcome, SecretsCommand};
+use keel_plugin_api::services::firewall::{
+    CheckNetwork, CheckPath, CheckTool, Findings, Firewall as FirewallService, ScanContent,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::{FirewallError, codes};
+use crate::policy::{Policy, PolicyConfig};
+use crate::store::SecretStore;
+use crate::vault::SharedVault;
+
+/// Order of the firewall's wrappers (inside the checkpoint's −1000).
+pub const ORDER: i32 = -500;
+
+/// The row config.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Secrets directory; default `<KEEL_HOME>/secrets`.
+    #[serde(default)]
+    dir: Option<PathBuf>,
+    #[serde(default)]
+    deny_tools: Vec<String>,
+    #[serde(default = "policy::default_deny_paths")]
+    deny_paths: Vec<String>,
+    #[serde(default)]
+    deny_write_paths: Vec<String>,
+    #[serde(default)]
+    allow_hosts: Vec<String>,
+}
+
+fn schema() -> Value {
+    let strings = json!({"type": "array", "items": {"type": "string", "minLength": 1}});
+    json!({
+        "type": "object",
+        "properties": {
+            "dir": {"type": "string", "minLength": 1},
+            "deny_tools": strings,
+            "deny_paths": strings,
+            "deny_write_paths": strings,
+            "allow_hosts": strings,
+        },
+        "additionalProperties": false
+    })
+}
+
+/// Serves `keel.firewall`.
+fn facts(policy: &Policy, vault: &SharedVault, method: &str, args: Value) -> Result<Value> {
+    let bad = |e: serde_json::Error| {
+        Error::from(FirewallError::new(
+            codes::FIREWALL_ARGS,
+            format!("{method}: {e}"),
+        ))
+    };
+    let verdict = match method {
+        "check_tool" => {
+            let a: CheckTool = serde_json::from_value(args).map_err(bad)?;
+            policy.check_tool(&a.name)
+        }
+        "check_path" => {
+            let a: CheckPath = serde_json::from_value(args).map_err(bad)?;
+            policy.check_path(&a.path, a.access)
+        }
+        "check_network" => {
+            let a: CheckNetwork = serde_json::from_value(args).map_err(bad)?;
+            policy.check_network(&a.host)
+        }
+        "scan_content" => {
+            let a: ScanContent = serde_json::from_value(args).map_err(bad)?;
+            let findings = vault.snapshot().findings(&a.text);
+            return Ok(serde_json::to_value(Findings { findings })?);
+        }
+        other => {
+            return Err(Error::new(
+                "UNKNOWN_METHOD",
+                format!("keel.firewall has no method '{other}'"),
+            ));
+        }
+    };
+    Ok(serde_json::to_value(verdict)?)
+}
+
+/// Runs `keel secrets …` on a thread of its own (it reads stdin and writes files).
+async fn run_command(vault: SharedVault, method: String, args: Value) -> Result<Value> {
+    if method != "run" {
+        return Err(Error::new(
+            "UNKNOWN_METHOD",
+            format!("command service has no method '{method}'"),
+        ));
+    }
+    let inv: CommandInvocation = serde_json::from_value(args)?;
+    let (tx, rx) = futures::channel::oneshot::channel();
+    std::thread::Builder::new()
+        .name("keel-secrets".into())
+        .spawn(move || {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let mut input = std::io::stdin();
+            let exit_code = commands::secrets(
+                &vault,
+                &inv.args,
+                &mut commands::Io {
+                    input: &mut input,
+                    out: &mut out,
+                    err: &mut err,
+                },
+            );
+            {
+                use std::io::Write as _;
+                let _ = std::io::stdout().write_all(&out);
+                let _ = std::io::stdout().flush();
+                let _ = std::io::stderr().write_all(&err);
+            }
+            let _ = tx.send(exit_code);
+        })
+        .map_err(|e| Error::new(codes::SECRETS_IO, format!("cannot start a thread: {e}")))?;
+    let exit_code = rx
+        .await
+        .map_err(|_| Error::new(codes::SECRETS_IO, "the secrets command thread died"))?;
+    Ok(serde_json::to_value(CommandOutcome { exit_code })?)
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct FirewallPlugin;
+
+impl Plugin for FirewallPlugin {
+    fn manifest(&self) -> Manifest {
+        Manifest::new("firewall", env!("CARGO_PKG_VERSION"))
+            .description(
+                "secret firewall: encrypted store, alias fill, outbound scrub, policy facts",
+            )
+            .provides::<FirewallService>()
+            .provides::<SecretsCommand>()
+            .config_schema(schema())
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: Config = ctx.config()?;
+        let dir = match config.dir {
+            Some(d) => d,
+            None => ctx.keel_home()?.join("secrets"),
+        };
+        let policy = Arc::new(Policy::new(
+            &PolicyConfig {
+                deny_tools: config.deny_tools,
+                deny_paths: config.deny_paths,
+                deny_write_paths: config.deny_write_paths,
+                allow_hosts: config.allow_hosts,
+            },
+            &dir,
+        )?);
+        let vault = SharedVault::load(SecretStore::new(dir))?;
+        tracing::debug!(aliases = ?vault.snapshot().aliases(), "firewall: secrets loaded");
+
+        let (p, v) = (policy.clone(), vault.clone());
+        ctx.provide::<FirewallService>(CallHandle::new(move |method, args| {
+            let r = facts(&p, &v, &method, args);
+            async move { r }
+        }))?;
+        let v = vault.clone();
+        ctx.provide::<SecretsCommand>(CallHandle::new(move |method, args| {
+            run_command(v.clone(), method, args)
+        }))?;
+
+        // SEC-06: the facts are called on every real tool call.
+        let (p, v) = (policy, vault.clone());
+        ctx.on_serial::<Guard, _, _>(ListenerOptions::order(ORDER), move |exec| {
+            let args: Value = serde_json::from_str(exec.args.text.as_str()).unwrap_or(Value::Null);
+            let denied = guard::decide(
+                &p,
+                &v.snapshot(),
+                exec.name.as_str(),
+                &args,
+                exec.cwd.as_str(),
+            );
+            if let Some(reason) = &denied {
+                tracing::info!(
+                    tool = exec.name.as_str(),
+                    reason = reason.as_str(),
+                    "firewall: denied"
+                );
+            }
+            let out = denied
+                .map(|reason| Json::of(&json!({ "reason": reason })))
+                .transpose();
+            async move { out }
+        })?;
+
+        // SEC-02 inbound fill; SEC-03 outbound scrub of the whole result (content and meta).
+        let v = vault.clone();
+        ctx.async_waterfall::<Execute, _, _>(
+            ListenerOptions::order(ORDER),
+            move |mut exec, next| {
+                let vault = v.snapshot();
+                if let Some(filled) = hooks::fill_args(&vault, &exec.args) {
+                    tracing::debug!(tool = exec.name.as_str(), "firewall: aliases filled");
+                    exec.args = filled;
+                }
+                async move {
+                    let result = next.run(exec).await?;
+                    Ok(hooks::scrub_json_text(&vault, &result).unwrap_or(result))
+                }
+            },
+        )?;
+
+        let v = vault.clone();
+        ctx.async_waterfall::<PostExecute, _, _>(
+            ListenerOptions::order(ORDER),
+            move |mut outcome, next| {
+                let vault = v.snapshot();
+                let original = hooks::result_content(&outcome.result);
+                if let Some(scrubbed) = hooks::scrub_json_text(&vault, &outcome.result) {
+                    outcome.result = scrubbed;
+                }
+                let scrubbed = hooks::result_content(&outcome.result);
+                async move {
+                    let decision = next.run(outcome).await?;
+                    Ok(hooks::scrub_post_decision(
+                        &vault,
+                        &decision,
+                        original.as_deref(),
+                        scrubbed.as_deref(),
+                    ))
+                }
+            },
+        )?;
+
+        let v = vault.clone();
+        ctx.async_waterfall::<Stream, _, _>(
+            ListenerOptions::order(ORDER),
+            move |mut call, next| {
+                if let Some(scrubbed) = hooks::scrub_request(&v.snapshot(), &call.request) {
+                    tracing::debug!("firewall: scrubbed a model request");
+                    call.request = scrubbed;
+                }
+                async move { next.run(call).await }
+            },
+        )?;
+
+        let v = vault;
+        ctx.waterfall::<Assemble>(ListenerOptions::order(0), move |assembly, next| {
+            if let Some(sections) = hooks::add_section(&v.snapshot(), &assembly.sections) {
+                assembly.sections = sections;
+            }
+            next.run(assembly)
+        })?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(FirewallPlugin);
