@@ -36,6 +36,7 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
         text: String::new(),
         problems: 0,
     };
+    let mut sandbox_row = None;
     r.ok(
         "kernel",
         format!("keel {}, plugin ABI {ABI_MAJOR}", env!("CARGO_PKG_VERSION")),
@@ -68,6 +69,7 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
                         }
                         LockState::NotChecked => {}
                     }
+                    sandbox_row = Some(a.provides("keel.sandbox"));
                     if a.has_driver() {
                         r.ok("driver", "a row provides keel.driver");
                     } else {
@@ -84,7 +86,7 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
             }
         }
     }
-    sandbox(&mut r);
+    sandbox(&mut r, sandbox_row);
     print!("{}", r.text);
     Ok(if r.problems == 0 { 0 } else { 1 })
 }
@@ -110,12 +112,51 @@ fn plugin_dir(r: &mut Report, dir: &Path) {
     );
 }
 
-fn sandbox(r: &mut Report) {
+/// Which sandbox runners work here (a real confined `true`, not only a file check), and
+/// whether the profile loads a row that uses them. The kernel runs nothing confined itself;
+/// the `sandbox` plugin does, and fails closed without a runner.
+fn sandbox(r: &mut Report, sandbox_row: Option<bool>) {
+    match sandbox_row {
+        Some(true) => r.ok("sandbox", "a row provides keel.sandbox"),
+        Some(false) => r.warn(
+            "sandbox",
+            "no row provides keel.sandbox: tools run unconfined with this profile",
+        ),
+        None => {}
+    }
     let bwrap = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
         .iter()
         .find(|p| Path::new(p).is_file());
     match bwrap {
-        Some(p) => r.ok("sandbox: bubblewrap", format!("found at {p}")),
+        Some(p) => {
+            let works = std::process::Command::new(p)
+                .args([
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--dev",
+                    "/dev",
+                    "--proc",
+                    "/proc",
+                    "true",
+                ])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if works {
+                r.ok(
+                    "sandbox: bubblewrap",
+                    format!("{p} confines a test command"),
+                );
+            } else {
+                r.warn(
+                    "sandbox: bubblewrap",
+                    format!("{p} is installed but cannot create a sandbox here (user namespaces?)"),
+                );
+            }
+        }
         None => r.warn(
             "sandbox: bubblewrap",
             "not installed (apt-get install bubblewrap)",
@@ -131,8 +172,4 @@ fn sandbox(r: &mut Report) {
             "unknown (/sys/kernel/security/lsm unreadable)",
         ),
     }
-    r.warn(
-        "sandbox",
-        "no sandbox plugin in this build yet; runners are probed only",
-    );
 }

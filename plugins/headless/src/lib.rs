@@ -28,6 +28,7 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::Agent;
 use keel_plugin_api::services::approval::Approval;
 use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome};
+use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::session::Sessions;
 use serde_json::json;
 
@@ -58,6 +59,7 @@ async fn driver_call(
     let inv: DriverInvocation = serde_json::from_value(args)
         .map_err(|e| Error::new("INVALID_ARGS", format!("driver invocation: {e}")))?;
     let approval = ctx.get_service::<Approval>()?;
+    let sandbox = ctx.get_service::<Sandbox>()?;
     let (watch, interrupts) = match SigintWatch::start() {
         Ok((w, i)) => (Some(w), i),
         Err(e) => {
@@ -68,6 +70,7 @@ async fn driver_call(
     let services = Services {
         agent: &agent,
         approval: approval.as_deref(),
+        sandbox: sandbox.as_deref(),
     };
     let env = RunEnv {
         hub,
@@ -93,6 +96,7 @@ impl Plugin for Headless {
             .provides::<Driver>()
             .requires::<Agent>()
             .optional::<Approval>()
+            .optional::<Sandbox>()
             .optional::<Sessions>()
             .config_schema(json!({"type": "object", "additionalProperties": false}))
     }

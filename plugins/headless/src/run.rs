@@ -37,6 +37,8 @@ pub struct Options {
     pub max_turns: Option<u64>,
     /// `--approval never|ask`.
     pub approval: Option<String>,
+    /// `--sandbox read-only|workspace-write|danger-full-access`.
+    pub sandbox: Option<String>,
 }
 
 impl Options {
@@ -57,11 +59,21 @@ impl Options {
             Value::String(s) => Some(s.clone()),
             other => return Err(format!("--approval takes never or ask, got {other}")),
         };
+        let sandbox = match field("sandbox") {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            other => {
+                return Err(format!(
+                    "--sandbox takes read-only, workspace-write or danger-full-access, got {other}"
+                ));
+            }
+        };
         Ok(Options {
             format: OutputFormat::parse(field("output_format"))?,
             ephemeral: field("ephemeral").as_bool().unwrap_or(false),
             max_turns,
             approval,
+            sandbox,
         })
     }
 }
@@ -153,6 +165,8 @@ pub struct Services<'a> {
     pub agent: &'a CallHandle,
     /// `keel.approval`, when a row provides it.
     pub approval: Option<&'a CallHandle>,
+    /// `keel.sandbox`, when a row provides it.
+    pub sandbox: Option<&'a CallHandle>,
 }
 
 /// Reads all of stdin (run on a thread of its own).
@@ -342,6 +356,26 @@ impl Run<'_> {
             let set = approval
                 .call("set_mode", json!({"session_id": id, "mode": mode}))
                 .await;
+            if let Err(e) = set {
+                self.feed.err(format::error_line(&e.code, &e.message));
+                self.close(id).await;
+                return exit::USAGE;
+            }
+        }
+        if let Some(mode) = &self.options.sandbox {
+            // The sandbox row's mode for this run (the driver is one-shot: one session per
+            // process). A confined mode without a sandbox row is refused, never run unconfined.
+            let set = match self.services.sandbox {
+                Some(sandbox) => sandbox
+                    .call("set_mode", json!({"mode": mode}))
+                    .await
+                    .map(|_| ()),
+                None if mode == "danger-full-access" => Ok(()),
+                None => Err(Error::new(
+                    "SANDBOX_UNAVAILABLE",
+                    format!("--sandbox {mode} needs a sandbox row in the profile; nothing was run"),
+                )),
+            };
             if let Err(e) = set {
                 self.feed.err(format::error_line(&e.code, &e.message));
                 self.close(id).await;

@@ -183,6 +183,7 @@ fn drive_with(
     let services = Services {
         agent: &agent,
         approval,
+        sandbox: None,
     };
     let code = futures::executor::block_on(run(inv, services, env));
     Harness { calls, out, code }
@@ -542,6 +543,7 @@ fn options_parse_and_refuse_nonsense() {
             ephemeral: false,
             max_turns: None,
             approval: None,
+            sandbox: None,
         })
     );
     assert!(Options::parse(&json!({"max_turns": -1})).is_err());
@@ -579,6 +581,7 @@ fn a_second_concurrent_run_is_refused() {
     let services = Services {
         agent: &agent,
         approval: None,
+        sandbox: None,
     };
     let code = futures::executor::block_on(run(&inv("run", Some("x"), text()), services, env));
     assert_eq!(code, 2);
@@ -612,6 +615,7 @@ fn surf01_a_run_stopped_from_outside_is_finished_by_the_disposer() {
     let services = Services {
         agent: &agent,
         approval: None,
+        sandbox: None,
     };
     let invocation = inv("run", Some("x"), json!({"output_format": "stream-json"}));
     futures::executor::block_on(async {
