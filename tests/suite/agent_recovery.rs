@@ -144,8 +144,11 @@ fn ses06_sigkill_during_a_tool_then_resume_shows_outcome_unknown() {
     );
     child.kill().unwrap();
     let out = child.wait_with_output().unwrap();
-    // The tool's process group outlives the SIGKILLed keel: stop it ourselves.
-    if let Ok(pid) = std::fs::read_to_string(&pid_file)
+    // Unconfined, the tool's process group outlives the SIGKILLed keel: stop it ourselves.
+    // Under bubblewrap `--die-with-parent` takes it down, and `$$` is a pid of the sandbox's
+    // own namespace, which must never be signalled from here.
+    if !sandbox_usable()
+        && let Ok(pid) = std::fs::read_to_string(&pid_file)
         && let Ok(pid) = pid.trim().parse::<i32>()
     {
         // Not `kill -9 -PID`: procps-ng 4.0.2's kill reads that as `kill -9 -1` (everything).

@@ -16,6 +16,34 @@ pub const KEY_REF: &str = "KEEL_TEST_MODEL_KEY";
 /// A recognisable key value (the canary the tests grep for).
 pub const KEY_VALUE: &str = "sk-test-4c1d-canary";
 
+/// Whether bubblewrap runs on this machine (the sandbox row's runner). Probed once.
+pub fn sandbox_usable() -> bool {
+    static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USABLE.get_or_init(|| {
+        let ok = std::process::Command::new("bwrap")
+            .args([
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "true",
+            ])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "note: bubblewrap is not usable here: the agent suites run without the sandbox row \
+                 and the sandbox suite skips (install bubblewrap to run them confined)"
+            );
+        }
+        ok
+    })
+}
+
 /// A test profile `t`: the shipped `base` and `agent` bundles, `llm-openai` at `server`, the
 /// headless driver, approval `never`, and short retry backoffs. `extra` is appended verbatim
 /// (more rows, `[[replace]]`s).
@@ -48,8 +76,14 @@ config = {{ base_url = "{base_url}", model = "test-model", api_key_ref = "{KEY_R
 id = "driver"
 plugin = "headless"
 
+{unsandboxed}
 {extra}
-"#
+"#,
+            unsandboxed = if sandbox_usable() {
+                ""
+            } else {
+                "[[disable]]\nid = \"sandbox\"\n"
+            },
         ),
     );
     env

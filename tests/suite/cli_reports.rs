@@ -508,13 +508,18 @@ fn help_lists_the_subcommands_of_the_cli_contract() {
             .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
             .collect()
     };
-    // ARCHITECTURE §11: those that exist today (secrets comes with its issue). `sessions` and
-    // `fork` are grammar only: a plugin of the profile does the work (command seam).
+    // ARCHITECTURE §11. `sessions`, `fork` and `secrets` are grammar only: a plugin of the
+    // profile does the work (command seam).
     assert_eq!(
         commands(&env.keel(&["--help"])),
         [
-            "run", "resume", "config", "plugins", "sessions", "fork", "lock", "doctor", "help"
+            "run", "resume", "config", "plugins", "sessions", "fork", "secrets", "lock", "doctor",
+            "help"
         ]
+    );
+    assert_eq!(
+        commands(&env.keel(&["secrets", "--help"])),
+        ["set", "list", "rm", "help"]
     );
     assert_eq!(
         commands(&env.keel(&["sessions", "--help"])),

@@ -24,6 +24,8 @@ mod lock;
 mod out_of_tree;
 /// Helpers for the suites that run `proof-driver` scripts.
 mod proof;
+/// Sandbox escapes, the secret canary, firewall facts on the real chain (SBX, SEC).
+mod security;
 /// Sessions through the binary: `keel sessions list|show`, `keel fork` (C6, B7, B8).
 mod sessions;
 /// Bad session input: torn tails, corruption, foreign formats, read-only and full disks (SES-09/10).

@@ -1,0 +1,282 @@
+//! Security through the binary (issue 5, partial): sandbox escapes are blocked with a clear
+//! result and nothing is written outside the workspace (SBX-04/05/06, FS-06); a secret set with
+//! `keel secrets set` reaches the command that uses its alias and no output channel (SEC-01/02/03);
+//! the firewall's path fact is called by the real pipeline (SEC-06).
+
+use std::io::Write as _;
+use std::process::Stdio;
+
+use keel_tests::model_server::Reply;
+use serde_json::json;
+
+use crate::suite::agent_support::*;
+
+/// A path outside the workspace and outside every writable root (`/tmp` is one): `$HOME`.
+fn outside(name: &str) -> std::path::PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| "/root".into(), std::path::PathBuf::from);
+    home.join(format!("keel-escape-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn sbx_escapes_through_shell_and_fs_tools_are_blocked() {
+    if !sandbox_usable() {
+        eprintln!("skipped: bubblewrap is not usable on this machine");
+        return;
+    }
+    let (o_shell, o_abs, o_dots, o_link) = (
+        outside("shell"),
+        outside("abs"),
+        outside("dots"),
+        outside("link"),
+    );
+    let home = o_link.parent().unwrap().to_path_buf();
+    let server = server(vec![
+        Reply::tool_calls(vec![
+            (
+                "s1",
+                "shell",
+                args(json!({"command": format!("echo escaped > {}", o_shell.display())})),
+            ),
+            (
+                "s2",
+                "write_file",
+                args(json!({"path": o_abs.display().to_string(), "content": "x"})),
+            ),
+            (
+                "s3",
+                "write_file",
+                args(
+                    json!({"path": format!("../../../../../../..{}", o_dots.display()), "content": "x"}),
+                ),
+            ),
+            (
+                "s4",
+                "write_file",
+                args(
+                    json!({"path": format!("out/{}", o_link.file_name().unwrap().to_string_lossy()), "content": "x"}),
+                ),
+            ),
+            (
+                "s5",
+                "write_file",
+                args(json!({"path": "inside.txt", "content": "fine"})),
+            ),
+        ]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(&server, "");
+    // A symlink inside the workspace pointing out of it, made before the run.
+    std::os::unix::fs::symlink(&home, work_file(&env, "out")).unwrap();
+    let (run, _) = run_json(&env, "try to escape", &[]);
+    run.expect_code(0);
+    for p in [&o_shell, &o_abs, &o_dots, &o_link] {
+        let escaped = p.exists();
+        let _ = std::fs::remove_file(p);
+        assert!(
+            !escaped,
+            "{} was written outside the workspace",
+            p.display()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(work_file(&env, "inside.txt")).unwrap(),
+        "fine"
+    );
+    let reqs = contract_holds(&server);
+    let shell = tool_message(reqs[1].messages(), "s1");
+    assert!(
+        shell["content"].as_str().unwrap().contains("SHELL_EXIT"),
+        "{shell}"
+    );
+    for id in ["s2", "s3", "s4"] {
+        let m = tool_message(reqs[1].messages(), id);
+        assert!(
+            m["content"].as_str().unwrap().contains("FS_SANDBOX_DENIED"),
+            "{id}: {m}"
+        );
+    }
+}
+
+/// Network is off in confined modes; the same command reaches the listener with
+/// `--sandbox danger-full-access` (the control that proves the probe works).
+#[test]
+fn sbx_network_is_off_in_workspace_write() {
+    if !sandbox_usable() {
+        eprintln!("skipped: bubblewrap is not usable on this machine");
+        return;
+    }
+    // A listener that records what reaches it (a second model server, used as a target).
+    let target = keel_tests::model_server::ModelServer::start(vec![]);
+    let probe = format!(
+        "printf 'GET /probe HTTP/1.0\\r\\n\\r\\n' > /dev/tcp/127.0.0.1/{}",
+        target.addr().port()
+    );
+    let reached = |mode: &str| {
+        let server = server(vec![
+            Reply::tool_calls(vec![("n1", "shell", args(json!({ "command": probe })))]),
+            Reply::text("done"),
+        ]);
+        let env = agent_env(&server, "");
+        let (run, _) = run_json(&env, "call home", &["--sandbox", mode]);
+        run.expect_code(0);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        target
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/probe")
+            .count()
+    };
+    assert_eq!(
+        reached("workspace-write"),
+        0,
+        "the sandboxed shell reached the network"
+    );
+    assert_eq!(
+        reached("danger-full-access"),
+        1,
+        "the probe itself works unconfined"
+    );
+}
+
+#[test]
+fn sbx_read_only_mode_denies_writes_in_the_workspace() {
+    if !sandbox_usable() {
+        eprintln!("skipped: bubblewrap is not usable on this machine");
+        return;
+    }
+    let server = server(vec![
+        Reply::tool_calls(vec![
+            (
+                "r1",
+                "write_file",
+                args(json!({"path": "a.txt", "content": "x"})),
+            ),
+            ("r2", "shell", args(json!({"command": "echo x > b.txt"}))),
+        ]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(&server, "");
+    let (run, _) = run_json(&env, "write", &["--sandbox", "read-only"]);
+    run.expect_code(0);
+    assert!(!work_file(&env, "a.txt").exists());
+    assert!(!work_file(&env, "b.txt").exists());
+    let reqs = contract_holds(&server);
+    assert!(
+        tool_message(reqs[1].messages(), "r1")["content"]
+            .as_str()
+            .unwrap()
+            .contains("FS_SANDBOX_DENIED")
+    );
+}
+
+/// The canary (SEC-01/02/03): the command really receives the value; no channel carries it.
+#[test]
+fn sec_canary_secret_reaches_the_tool_and_no_output_channel() {
+    const VALUE: &str = "canary-9f3e1c-value";
+    let b64 = "Y2FuYXJ5LTlmM2UxYy12YWx1ZQ"; // base64 of VALUE, unpadded prefix
+    let server = server(vec![
+        Reply::tool_calls(vec![(
+            "c1",
+            "shell",
+            args(json!({"command":
+                "printf %s sec_CANARY > used.txt; echo sec_CANARY; printf %s sec_CANARY | base64; cat used.txt"})),
+        )]),
+        Reply::text("the secret stayed secret"),
+    ]);
+    let env = agent_env(&server, "");
+    let mut set = env
+        .command(&["secrets", "set", "CANARY", "--profile", "t"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{VALUE}\n").as_bytes())
+        .unwrap();
+    let out = set.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list = env.keel(&["secrets", "list", "--profile", "t"]);
+    list.expect_code(0);
+    assert!(list.stdout.contains("CANARY") && !list.stdout.contains(VALUE));
+
+    let run = env.keel_with(
+        &[
+            "run",
+            "--profile",
+            "t",
+            "--output-format",
+            "stream-json",
+            "use the canary",
+        ],
+        &[("KEEL_LOG", std::ffi::OsStr::new("trace"))],
+    );
+    run.expect_code(0);
+    // The command really received the value.
+    assert_eq!(
+        std::fs::read_to_string(work_file(&env, "used.txt")).unwrap(),
+        VALUE
+    );
+    // The model saw the alias, and only the alias.
+    let reqs = contract_holds(&server);
+    assert!(
+        reqs[0].body.to_string().contains("sec_CANARY"),
+        "the prompt lists the alias"
+    );
+    let mut channels: Vec<(String, String)> = vec![
+        ("stdout".into(), run.stdout.clone()),
+        ("stderr (trace)".into(), run.stderr),
+    ];
+    for (i, r) in server.requests().iter().enumerate() {
+        channels.push((format!("request {i}"), r.body.to_string()));
+        channels.push((format!("request {i} headers"), format!("{:?}", r.headers)));
+    }
+    for p in crate::suite::sessions_support::files_under(&env.home().join("sessions")) {
+        channels.push((
+            p.display().to_string(),
+            String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned(),
+        ));
+    }
+    for (name, text) in &channels {
+        assert!(!text.contains(VALUE), "the value leaked into {name}");
+        assert!(!text.contains(b64), "the value's base64 leaked into {name}");
+    }
+    let scrubbed = tool_message(reqs[1].messages(), "c1");
+    assert!(
+        scrubbed["content"].as_str().unwrap().contains("sec_CANARY"),
+        "{scrubbed}"
+    );
+}
+
+/// SEC-06: the firewall's path fact is on the real execution chain: a denied path makes
+/// `read_file` fail with the firewall's reason, and the file's content never reaches the model.
+#[test]
+fn sec06_a_denied_path_fails_read_file_with_the_firewall_reason() {
+    let server = server(vec![
+        Reply::tool_calls(vec![(
+            "k1",
+            "read_file",
+            args(json!({"path": ".ssh/id_test"})),
+        )]),
+        Reply::text("denied"),
+    ]);
+    let env = agent_env(&server, "");
+    env.file("work/.ssh/id_test", "PRIVATE-KEY-MATERIAL-41\n");
+    let (run, _) = run_json(&env, "read my key", &[]);
+    run.expect_code(0);
+    let reqs = contract_holds(&server);
+    let m = tool_message(reqs[1].messages(), "k1");
+    let content = m["content"].as_str().unwrap();
+    assert!(
+        content.contains("TOOL_DENIED") && content.contains("firewall"),
+        "{m}"
+    );
+    assert!(!reqs[1].body.to_string().contains("PRIVATE-KEY-MATERIAL-41"));
+}
