@@ -80,7 +80,7 @@ pub fn digest_file(path: &std::path::Path) -> Result<String> {
 /// [`KernelError::UnknownPlugin`] naming the first row whose plugin is not found.
 pub fn locate(rows: &[Row], paths: &Paths) -> Result<Vec<Located>> {
     let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
-    let mut out = Vec::new();
+    let mut found = Vec::new();
     for row in rows {
         if seen.insert(&row.plugin, ()).is_some() {
             continue;
@@ -93,14 +93,54 @@ pub fn locate(rows: &[Row], paths: &Paths) -> Result<Vec<Located>> {
                 file: library_file_name(&row.plugin),
                 searched: paths.plugin_path_display(),
             })?;
-        let digest = digest_file(&path)?;
-        out.push(Located {
-            plugin: row.plugin.clone(),
-            path,
-            digest,
-        });
+        found.push((row.plugin.clone(), path));
     }
-    Ok(out)
+    // Digests are the largest part of boot (every library is read whole): hash them on a
+    // few threads. Results keep first-use order; the first error in that order wins.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .clamp(1, 4);
+    let chunk = found.len().div_ceil(workers).max(1);
+    let digests: Vec<Result<String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = found
+            .chunks(chunk)
+            .map(|part| {
+                let handle = scope.spawn(move || {
+                    part.iter()
+                        .map(|(_, path)| digest_file(path))
+                        .collect::<Vec<_>>()
+                });
+                (part, handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(part, h)| {
+                // One result per library, whatever happened, so results stay aligned.
+                h.join().unwrap_or_else(|_| {
+                    part.iter()
+                        .map(|(_, path)| {
+                            Err(KernelError::Io {
+                                path: path.clone(),
+                                reason: "the digest thread panicked".to_owned(),
+                            })
+                        })
+                        .collect()
+                })
+            })
+            .collect()
+    });
+    found
+        .into_iter()
+        .zip(digests)
+        .map(|((plugin, path), digest)| {
+            Ok(Located {
+                plugin,
+                path,
+                digest: digest?,
+            })
+        })
+        .collect()
 }
 
 /// Opens located libraries. `first_row` names the row to blame for each plugin.

@@ -170,8 +170,16 @@ fn sbx_read_only_mode_denies_writes_in_the_workspace() {
 }
 
 /// The canary (SEC-01/02/03): the command really receives the value; no channel carries it.
+/// On both session backends (the SQLite files are read as bytes: database and WAL).
 #[test]
 fn sec_canary_secret_reaches_the_tool_and_no_output_channel() {
+    canary("");
+    canary(
+        "[[disable]]\nid = \"session-store\"\n\n[[insert]]\nid = \"session-store\"\nplugin = \"session-sqlite\"\n",
+    );
+}
+
+fn canary(backend_rows: &str) {
     const VALUE: &str = "canary-9f3e1c-value";
     let b64 = "Y2FuYXJ5LTlmM2UxYy12YWx1ZQ"; // base64 of VALUE, unpadded prefix
     let server = server(vec![
@@ -183,7 +191,7 @@ fn sec_canary_secret_reaches_the_tool_and_no_output_channel() {
         )]),
         Reply::text("the secret stayed secret"),
     ]);
-    let env = agent_env(&server, "");
+    let env = agent_env(&server, backend_rows);
     let mut set = env
         .command(&["secrets", "set", "CANARY", "--profile", "t"])
         .stdin(Stdio::piped())
@@ -238,7 +246,9 @@ fn sec_canary_secret_reaches_the_tool_and_no_output_channel() {
         channels.push((format!("request {i}"), r.body.to_string()));
         channels.push((format!("request {i} headers"), format!("{:?}", r.headers)));
     }
-    for p in crate::suite::sessions_support::files_under(&env.home().join("sessions")) {
+    let stored = crate::suite::sessions_support::files_under(&env.home().join("sessions"));
+    assert!(!stored.is_empty(), "no session files to check");
+    for p in stored {
         channels.push((
             p.display().to_string(),
             String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned(),

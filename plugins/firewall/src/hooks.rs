@@ -34,6 +34,10 @@ fn text(value: &Value) -> Json {
 /// The parsed arguments with aliases filled, or `None` when nothing changed (or they are not
 /// JSON, which the pipeline reports itself).
 pub fn fill_args(vault: &Vault, args: &Json) -> Option<Json> {
+    // Nothing stored, nothing to fill: no parse on the hot path.
+    if vault.is_empty() {
+        return None;
+    }
     let mut v = parse(args)?;
     vault.fill_json(&mut v).then(|| text(&v))
 }
@@ -41,6 +45,9 @@ pub fn fill_args(vault: &Vault, args: &Json) -> Option<Json> {
 /// A JSON document with every string scrubbed, or `None` when nothing changed. A document
 /// that is not JSON is scrubbed as text.
 pub fn scrub_json_text(vault: &Vault, doc: &Json) -> Option<Json> {
+    if vault.is_empty() {
+        return None;
+    }
     match parse(doc) {
         Some(mut v) => vault.scrub_json(&mut v).then(|| text(&v)),
         None => vault
@@ -93,6 +100,10 @@ pub fn scrub_post_decision(
 
 /// The `LlmRequest` with `system` and `messages` scrubbed, or `None` when nothing changed.
 pub fn scrub_request(vault: &Vault, request: &Json) -> Option<Json> {
+    // The request holds the whole history: with nothing stored, it is not parsed at all.
+    if vault.is_empty() {
+        return None;
+    }
     let mut v = parse(request)?;
     let mut changed = false;
     for key in ["system", "messages"] {

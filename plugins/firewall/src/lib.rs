@@ -242,13 +242,22 @@ impl Plugin for FirewallPlugin {
             ListenerOptions::order(ORDER),
             move |mut outcome, next| {
                 let vault = v.snapshot();
-                let original = hooks::result_content(&outcome.result);
+                // Nothing stored: nothing to scrub, and no result or decision is parsed.
+                let empty = vault.is_empty();
+                let original = (!empty)
+                    .then(|| hooks::result_content(&outcome.result))
+                    .flatten();
                 if let Some(scrubbed) = hooks::scrub_json_text(&vault, &outcome.result) {
                     outcome.result = scrubbed;
                 }
-                let scrubbed = hooks::result_content(&outcome.result);
+                let scrubbed = (!empty)
+                    .then(|| hooks::result_content(&outcome.result))
+                    .flatten();
                 async move {
                     let decision = next.run(outcome).await?;
+                    if empty {
+                        return Ok(decision);
+                    }
                     Ok(hooks::scrub_post_decision(
                         &vault,
                         &decision,

@@ -29,7 +29,12 @@ impl Vault {
         Ok(Vault { secrets, scrubber })
     }
 
-    /// Stored names, sorted.
+    /// No secret is stored (the hooks skip their work).
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
+    /// Secret names, sorted.
     pub fn names(&self) -> Vec<String> {
         self.secrets.keys().cloned().collect()
     }

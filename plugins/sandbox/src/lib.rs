@@ -4,20 +4,21 @@
 //! `network` switch (default off in confined modes), the workspace root derived from the
 //! session's cwd, and the writable roots derived from both by the one shared function. The
 //! `shell` tool asks `confine` for the argv to spawn; the file tools ask `check_path` before
-//! they mutate. The runner (bubblewrap) is probed once at activation; when it is unusable,
-//! confined `confine` calls fail with `SANDBOX_UNAVAILABLE` rather than running unconfined
-//! (SBX-06). Landlock is not implemented yet, so bwrap is the whole Linux chain for now.
+//! they mutate. The runner (bubblewrap) is probed once, in the background from activation on;
+//! when it is unusable, confined `confine` calls fail with `SANDBOX_UNAVAILABLE` rather than
+//! running unconfined (SBX-06). Landlock is not implemented yet, so bwrap is the whole Linux chain for now.
 
 pub mod bwrap;
 pub mod policy;
 
 #[cfg(test)]
 mod run_tests;
+#[cfg(test)]
+mod test_dirs;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use futures::channel::oneshot;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::sandbox::{
     CheckPathRequest, ConfineRequest, Confined, Enforcement, RunnerFailureRule,
@@ -73,8 +74,8 @@ impl SandboxConfig {
 pub struct State {
     /// Mode, network, temp dir.
     pub rules: Rules,
-    /// The usable bwrap program, or why there is none.
-    pub runner: Result<String, String>,
+    /// The usable bwrap program, or why there is none (probed in the background).
+    pub runner: Runner,
     /// `set_mode`'s override of the row's mode for this process (`keel run --sandbox`; the
     /// headless driver is one-shot, so this is the run's mode).
     pub override_mode: Arc<std::sync::Mutex<Option<SandboxMode>>>,
@@ -134,9 +135,9 @@ impl State {
             "status" => Ok(json!({
                 "mode": mode.unwrap_or(self.rules.mode),
                 "network": self.rules.network,
-                "runner": self.runner.as_ref().ok().map(|_| bwrap::RUNNER),
-                "enforcement": if self.runner.is_ok() { "full" } else { "none" },
-                "unavailable_reason": self.runner.as_ref().err(),
+                "runner": self.runner.get().as_ref().ok().map(|_| bwrap::RUNNER),
+                "enforcement": if self.runner.get().is_ok() { "full" } else { "none" },
+                "unavailable_reason": self.runner.get().as_ref().err(),
             })),
             other => Err(Error::new(
                 "UNKNOWN_METHOD",
@@ -165,7 +166,7 @@ impl State {
                 runner_failure: RunnerFailureRule::default(),
             });
         }
-        match &self.runner {
+        match self.runner.get() {
             Ok(program) => Ok(bwrap::confined(program, &policy, &req.argv)),
             Err(why) => Err(Error::new(
                 SANDBOX_UNAVAILABLE,
@@ -197,20 +198,68 @@ fn mode_of(args: &Value) -> Result<Option<SandboxMode>> {
     }
 }
 
-/// Probes the runner on a std thread (it spawns a process; the kernel's executor must not).
-async fn probe(program: String, network: bool) -> Result<String, String> {
-    let (tx, rx) = oneshot::channel();
-    let spawned = std::thread::Builder::new()
-        .name(format!("keel-{PLUGIN_ID}-probe"))
-        .spawn(move || {
-            let root = std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/"));
-            let _ = tx.send(bwrap::probe(&program, &root, network).map(|()| program));
-        });
-    if let Err(e) = spawned {
-        return Err(format!("the probe thread could not start: {e}"));
+/// The bwrap probe's verdict. The probe starts at activation on a thread of its own and is
+/// awaited only by the first call that needs it, so the runner check costs boot nothing (it
+/// spawns a process: ~10 ms, most of this row's activation before).
+#[derive(Debug, Clone)]
+pub struct Runner {
+    verdict: Arc<std::sync::OnceLock<Result<String, String>>>,
+    probe: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
+}
+
+impl Runner {
+    /// A verdict known already (tests).
+    pub fn ready(verdict: Result<String, String>) -> Runner {
+        let cell = std::sync::OnceLock::new();
+        let _ = cell.set(verdict);
+        Runner {
+            verdict: Arc::new(cell),
+            probe: Arc::default(),
+        }
     }
-    rx.await
-        .unwrap_or_else(|_| Err("the probe thread died".to_owned()))
+
+    /// Starts probing `program` in the background.
+    pub fn spawn(program: String, network: bool) -> Runner {
+        let verdict: Arc<std::sync::OnceLock<Result<String, String>>> = Arc::default();
+        let slot = Arc::clone(&verdict);
+        let spawned = std::thread::Builder::new()
+            .name(format!("keel-{PLUGIN_ID}-probe"))
+            .spawn(move || {
+                let root = std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/"));
+                let result = bwrap::probe(&program, &root, network).map(|()| program);
+                if let Err(why) = &result {
+                    tracing::warn!(reason = %why, "no usable sandbox runner: confined commands will fail with SANDBOX_UNAVAILABLE");
+                }
+                let _ = slot.set(result);
+            });
+        let handle = match spawned {
+            Ok(h) => Some(h),
+            Err(e) => {
+                let _ = verdict.set(Err(format!("the probe thread could not start: {e}")));
+                None
+            }
+        };
+        Runner {
+            verdict,
+            probe: Arc::new(std::sync::Mutex::new(handle)),
+        }
+    }
+
+    /// The verdict, waiting for the probe if it still runs.
+    pub fn get(&self) -> &Result<String, String> {
+        if self.verdict.get().is_none() {
+            let handle = self
+                .probe
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(h) = handle {
+                let _ = h.join();
+            }
+        }
+        self.verdict
+            .get_or_init(|| Err("the runner probe did not finish".to_owned()))
+    }
 }
 
 /// The plugin value.
@@ -227,10 +276,7 @@ impl Plugin for SandboxPlugin {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: SandboxConfig = ctx.config()?;
-        let runner = probe(config.bwrap.clone(), config.network).await;
-        if let Err(why) = &runner {
-            tracing::warn!(reason = %why, "no usable sandbox runner: confined commands will fail with SANDBOX_UNAVAILABLE");
-        }
+        let runner = Runner::spawn(config.bwrap.clone(), config.network);
         let state = Arc::new(State {
             rules: Rules {
                 mode: config.mode,

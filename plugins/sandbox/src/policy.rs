@@ -159,9 +159,7 @@ mod tests {
     }
 
     // Workspaces live outside /tmp here, so "outside" really is outside every writable root.
-    fn workspace() -> tempfile::TempDir {
-        tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap()
-    }
+    use crate::test_dirs::workspace;
 
     // FS-06: inside is allowed, an absolute path outside is denied with the marker.
     #[test]

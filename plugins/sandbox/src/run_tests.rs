@@ -20,7 +20,7 @@ fn state(mode: SandboxMode, network: bool, runner: Result<String, String>) -> St
             network,
             tmpdir: None,
         },
-        runner,
+        runner: crate::Runner::ready(runner),
         override_mode: std::sync::Arc::default(),
     }
 }
@@ -61,7 +61,7 @@ fn stderr(o: &Output) -> String {
 
 /// A directory outside every writable root (not under /tmp).
 fn outside() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap()
+    crate::test_dirs::workspace()
 }
 
 // SBX-04 / B10: inside the workspace a write works; outside it fails with EROFS from the OS,
