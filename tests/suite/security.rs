@@ -290,3 +290,74 @@ fn sec06_a_denied_path_fails_read_file_with_the_firewall_reason() {
     );
     assert!(!reqs[1].body.to_string().contains("PRIVATE-KEY-MATERIAL-41"));
 }
+
+/// Approval rules by tool name and argument pattern: deny > ask > allow; an allow rule spares
+/// the mode's ask; the denial is the call's result; `config dump --explain` names the layer
+/// that set the rules.
+#[test]
+fn approval_rules_deny_ask_allow_by_tool_and_pattern() {
+    let server = server(vec![
+        Reply::tool_calls(vec![
+            (
+                "a1",
+                "shell",
+                args(json!({"command": "echo hi > allowed.txt"})),
+            ),
+            (
+                "a2",
+                "write_file",
+                args(json!({"path": "secret.txt", "content": "x"})),
+            ),
+            (
+                "a3",
+                "write_file",
+                args(json!({"path": "other.txt", "content": "x"})),
+            ),
+        ]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(
+        &server,
+        r#"[[replace]]
+id = "approval"
+config = { mode = "ask", rules = { allow = ["shell(echo *)"], deny = ["write_file(secret*)"] } }
+"#,
+    );
+    let (run, result) = run_json(&env, "three calls", &[]);
+    run.expect_code(0);
+    assert!(
+        work_file(&env, "allowed.txt").is_file(),
+        "the allow rule spared the ask"
+    );
+    assert!(!work_file(&env, "secret.txt").exists());
+    assert!(!work_file(&env, "other.txt").exists());
+    let reqs = contract_holds(&server);
+    let denied = tool_message(reqs[1].messages(), "a2");
+    assert!(
+        denied["content"]
+            .as_str()
+            .unwrap()
+            .contains("write_file(secret*)"),
+        "{denied}"
+    );
+    let asked = tool_message(reqs[1].messages(), "a3");
+    assert!(
+        asked["content"]
+            .as_str()
+            .unwrap()
+            .contains("APPROVAL_UNAVAILABLE"),
+        "{asked}"
+    );
+    // Only the call that asked has an audit pair.
+    let events = stored_events(&env, &session_of(&result));
+    let asked_ids: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"] == "approval/asked")
+        .map(|e| &e["data"]["call_id"])
+        .collect();
+    assert_eq!(asked_ids, [&json!("a3")]);
+    let dump = env.keel(&["config", "dump", "--profile", "t", "--explain"]);
+    dump.expect_code(0);
+    assert!(dump.stdout.contains("rules"), "{}", dump.stdout);
+    assert!(dump.stdout.contains("row 'approval'"), "{}", dump.stdout);
+}

@@ -6,7 +6,9 @@
 //! downstream is kept. And the service the pipeline asks ([`approvals::Approvals::ask`]), which
 //! audits every request as `approval/asked` + `approval/decided` (both `ignorable`).
 //!
-//! Row config: `mode` = `"ask"` (default) or `"never"` (headless and demo profiles set it).
+//! Row config: `mode` = `"ask"` (default) or `"never"` (headless and demo profiles set it), and
+//! `rules = { allow = [...], ask = [...], deny = [...] }` of `tool` / `tool(pattern)` entries
+//! (see [`rules`]): deny > ask > allow, and none loosens another listener's decision.
 //!
 //! Methods:
 //! - `ask` [`ApprovalRequest`] → `{outcome: "allowed-once"|"rejected"|"cancelled"|"unavailable"}`
@@ -20,9 +22,11 @@
 
 pub mod approvals;
 pub mod policy;
+pub mod rules;
 
 use std::sync::Arc;
 
+use keel_plugin_api::events::Json;
 use keel_plugin_api::events::tools::PreExecute;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::approval::{Approval, ApprovalRequest};
@@ -43,6 +47,9 @@ pub const INVALID_MODE: &str = "INVALID_MODE";
 struct Config {
     #[serde(default = "default_mode")]
     mode: Mode,
+    /// Allow / ask / deny rules by tool name and argument pattern.
+    #[serde(default)]
+    rules: rules::RulesConfig,
 }
 
 fn default_mode() -> Mode {
@@ -122,7 +129,16 @@ impl Plugin for ApprovalPlugin {
             .config_schema(json!({
                 "type": "object",
                 "properties": {
-                    "mode": { "enum": ["never", "ask"] }
+                    "mode": { "enum": ["never", "ask"] },
+                    "rules": {
+                        "type": "object",
+                        "properties": {
+                            "allow": { "type": "array", "items": { "type": "string", "minLength": 1 } },
+                            "ask": { "type": "array", "items": { "type": "string", "minLength": 1 } },
+                            "deny": { "type": "array", "items": { "type": "string", "minLength": 1 } }
+                        },
+                        "additionalProperties": false
+                    }
                 },
                 "additionalProperties": false
             }))
@@ -130,11 +146,15 @@ impl Plugin for ApprovalPlugin {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: Config = ctx.config()?;
+        let rules = Arc::new(
+            rules::Rules::parse(&config.rules).map_err(|e| Error::new("APPROVAL_RULE", e))?,
+        );
         let state = Arc::new(Approvals::new(config.mode));
 
         let listener_state = Arc::clone(&state);
         ctx.async_waterfall::<PreExecute, _, _>(ListenerOptions::default(), move |exec, next| {
             let state = Arc::clone(&listener_state);
+            let rules = Arc::clone(&rules);
             async move {
                 let session_id = exec.session_id.to_string();
                 let name = exec.name.to_string();
@@ -146,7 +166,15 @@ impl Plugin for ApprovalPlugin {
                     args: &parsed,
                     mutating,
                 };
-                Ok(state.pre_execute(&session_id, &view, downstream))
+                let by_mode = state.pre_execute(&session_id, &view, downstream.clone());
+                // The rules refine the mode's answer; neither loosens the chain's (TOOL-02).
+                let (Ok(chain), Ok(mode_says)) = (
+                    downstream.parse::<policy::Decision>(),
+                    by_mode.parse::<policy::Decision>(),
+                ) else {
+                    return Ok(by_mode);
+                };
+                Json::of(&rules.decide(&view, &chain, mode_says))
             }
         })?;
 
