@@ -14,6 +14,7 @@ pub(crate) mod ffi;
 mod link;
 mod manifest;
 mod plugin;
+mod registry;
 #[cfg(feature = "plugin-runtime")]
 mod runtime;
 mod service;
@@ -27,6 +28,7 @@ pub use error::{Error, Result};
 pub use ffi::{AsyncNext, Next};
 pub use manifest::{EventDecl, Manifest, Provision, Requirement};
 pub use plugin::Plugin;
+pub use registry::register_until_unload;
 #[cfg(feature = "plugin-runtime")]
 pub use runtime::{plugin_runtime, spawn_bridged};
 pub use service::{Service, ServiceRef};

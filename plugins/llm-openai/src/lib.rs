@@ -21,6 +21,7 @@ pub mod request;
 use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::register_until_unload;
 use keel_plugin_api::sdk::{plugin_runtime, spawn_bridged};
 use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::llm::{
@@ -138,31 +139,15 @@ impl Plugin for OpenAiPlugin {
 
 /// Registers `provider` with `keel.llm` and unregisters it when the row unloads.
 async fn register(ctx: Context, service: &str, provider: &str, model: &str) -> Result<()> {
-    let llm = ctx.service::<Llm>()?;
-    let answer = llm
-        .call(
-            "register",
-            json!({ "service": service, "providers": [provider], "default_model": model }),
-        )
-        .await?;
-    let Some(registration) = answer.get("registration").and_then(Value::as_u64) else {
-        return Err(Error::new(
-            "LLM_REGISTER",
-            format!("keel.llm answered register without a registration: {answer}"),
-        ));
-    };
-    ctx.effect("unregister the adapter from keel.llm", move || async move {
-        // keel.llm may already be gone (it unloads after its dependents, but a reload can
-        // dispose the registry first); a disposed registration is nothing left to undo.
-        if let Err(e) = llm
-            .call("unregister", json!({ "registration": registration }))
-            .await
-        {
-            tracing::debug!(error = %e, "unregister from keel.llm");
-        }
-        Ok(())
-    })?;
-    Ok(())
+    let llm: CallHandle = (*ctx.service::<Llm>()?).clone();
+    register_until_unload(
+        &ctx,
+        llm,
+        json!({ "service": service, "providers": [provider], "default_model": model }),
+        "unregister the adapter from keel.llm",
+    )
+    .await
+    .map(|_| ())
 }
 
 keel_plugin_api::export_plugin!(OpenAiPlugin);

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::register_until_unload;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::llm::{Llm, LlmRequest, adapter_service_name};
 use serde::Deserialize;
@@ -161,29 +162,14 @@ impl Plugin for ScriptedPlugin {
             &service,
             CallHandle::new(move |method, args| serve(Arc::clone(&script), method, args)),
         )?;
-        let llm = ctx.service::<Llm>()?;
-        let answer = llm
-            .call(
-                "register",
-                json!({ "service": service, "providers": [provider], "default_model": model }),
-            )
-            .await?;
-        let Some(registration) = answer.get("registration").and_then(Value::as_u64) else {
-            return Err(Error::new(
-                "LLM_REGISTER",
-                format!("keel.llm answered register without a registration: {answer}"),
-            ));
-        };
-        ctx.effect("unregister the adapter from keel.llm", move || async move {
-            // A registry that is already gone has nothing left to undo.
-            if let Err(e) = llm
-                .call("unregister", json!({ "registration": registration }))
-                .await
-            {
-                tracing::debug!(error = %e, "unregister from keel.llm");
-            }
-            Ok(())
-        })?;
+        let llm: CallHandle = (*ctx.service::<Llm>()?).clone();
+        register_until_unload(
+            &ctx,
+            llm,
+            json!({ "service": service, "providers": [provider], "default_model": model }),
+            "unregister the adapter from keel.llm",
+        )
+        .await?;
         Ok(())
     }
 }

@@ -32,6 +32,7 @@ use futures::channel::oneshot;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::fs::{EditIntent, FsIntent, FsObserved, Observed, WriteIntent};
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::register_until_unload;
 use keel_plugin_api::services::sandbox::{Access, CheckPathRequest, PathVerdict, Sandbox};
 use keel_plugin_api::services::tools::{
     PROVIDER_METHOD, ToolInvocation, Tools, provider_service_name,
@@ -168,24 +169,13 @@ impl Plugin for ToolFs {
             }),
         )?;
         let registry: CallHandle = (*ctx.service::<Tools>()?).clone();
-        let answer = registry
-            .call(
-                "register",
-                json!({ "service": service, "tools": definitions() }),
-            )
-            .await?;
-        let registration = answer.get("registration").cloned().ok_or_else(|| {
-            Error::new(
-                "INVALID_ANSWER",
-                format!("keel.tools register answered without a registration: {answer}"),
-            )
-        })?;
-        ctx.effect("unregister the file tools", move || async move {
-            registry
-                .call("unregister", json!({ "registration": registration }))
-                .await
-                .map(|_| ())
-        })?;
+        register_until_unload(
+            &ctx,
+            registry,
+            json!({ "service": service, "tools": definitions() }),
+            "unregister the file tools",
+        )
+        .await?;
         Ok(())
     }
 }

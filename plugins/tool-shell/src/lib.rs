@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::register_until_unload;
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::tools::{
     PROVIDER_METHOD, ToolInvocation, Tools, provider_service_name,
@@ -113,21 +114,13 @@ impl Plugin for ToolShell {
             Ok(())
         })?;
         let registry: CallHandle = (*ctx.service::<Tools>()?).clone();
-        let answer = registry
-            .call("register", json!({ "service": service, "tools": tools }))
-            .await?;
-        let registration = answer.get("registration").cloned().ok_or_else(|| {
-            Error::new(
-                "INVALID_ANSWER",
-                format!("keel.tools register answered without a registration: {answer}"),
-            )
-        })?;
-        ctx.effect("unregister the shell tool", move || async move {
-            registry
-                .call("unregister", json!({ "registration": registration }))
-                .await
-                .map(|_| ())
-        })?;
+        register_until_unload(
+            &ctx,
+            registry,
+            json!({ "service": service, "tools": tools }),
+            "unregister the shell tool",
+        )
+        .await?;
         Ok(())
     }
 }
