@@ -87,6 +87,78 @@ pub struct Policy {
     pub network: bool,
 }
 
+/// Where a fresh resolution failed: the ancestor that could not be resolved, and why.
+#[derive(Debug)]
+pub struct ResolveError {
+    /// The path whose resolution failed (an existing ancestor, or the joined input when no
+    /// prefix resolves at all).
+    pub path: PathBuf,
+    /// The OS error (`InvalidInput` when nothing of the path resolves).
+    pub error: std::io::Error,
+}
+
+/// `path` (absolute, or relative to `cwd`) resolved afresh (FS-06): symlinks resolved in the
+/// deepest existing ancestor, the missing tail appended lexically (`.` dropped, `..` applied to
+/// the canonical base). The one resolution both the sandbox's `check_path` and the file tools
+/// use, so a target and its check can never disagree.
+///
+/// # Errors
+/// An existing ancestor that cannot be resolved for a reason other than absence.
+pub fn resolve_fresh(cwd: &Path, path: &Path) -> Result<PathBuf, ResolveError> {
+    use std::path::Component;
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    };
+    let components: Vec<Component<'_>> = joined.components().collect();
+    // The longest prefix that canonicalises; everything after it does not exist (yet).
+    for split in (1..=components.len()).rev() {
+        let prefix: PathBuf = components[..split].iter().collect();
+        match std::fs::canonicalize(&prefix) {
+            Ok(mut base) => {
+                let mut tail: Vec<&std::ffi::OsStr> = Vec::new();
+                for c in &components[split..] {
+                    match c {
+                        Component::Normal(name) => tail.push(name),
+                        Component::ParentDir => {
+                            if tail.pop().is_none() {
+                                // `base` is canonical, so its parent is the real parent.
+                                base.pop();
+                            }
+                        }
+                        Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+                    }
+                }
+                base.extend(tail);
+                return Ok(base);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) => {}
+            Err(error) => {
+                return Err(ResolveError {
+                    path: prefix,
+                    error,
+                });
+            }
+        }
+    }
+    Err(ResolveError {
+        error: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "cannot resolve {} against {}",
+                path.display(),
+                cwd.display()
+            ),
+        ),
+        path: joined,
+    })
+}
+
 /// SBX-05 / B10, the single derivation both shell and file enforcement use:
 /// `read-only` ⇒ `[]`; `workspace-write` ⇒ `dedup(realpath([workspace_root, /tmp, tmpdir]))`;
 /// `danger-full-access` ⇒ `["/"]` (everything). A temp dir that does not exist is left out; a

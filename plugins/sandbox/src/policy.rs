@@ -5,12 +5,11 @@
 //! calls the one shared [`writable_roots`] function, so shell and file enforcement can never
 //! disagree about where writing is allowed.
 
-use std::ffi::OsString;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use keel_plugin_api::services::sandbox::{
-    Access, PathVerdict, Policy, SandboxMode, denial_marker, writable_roots,
+    Access, PathVerdict, Policy, SandboxMode, denial_marker, resolve_fresh, writable_roots,
 };
 
 /// The row's settings every call starts from.
@@ -91,55 +90,12 @@ fn denial(policy: &Policy, resolved: &Path) -> String {
     )
 }
 
-/// `path` against `cwd`, with symlinks resolved in the deepest existing ancestor and the
-/// missing tail appended lexically (`.` dropped, `..` applied to the canonical base).
+/// `path` against `cwd`, resolved afresh ([`resolve_fresh`], shared with the file tools).
 ///
 /// # Errors
 /// An existing ancestor that cannot be resolved for a reason other than absence.
 pub fn resolve(cwd: &Path, path: &Path) -> io::Result<PathBuf> {
-    let joined = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        cwd.join(path)
-    };
-    let components: Vec<Component<'_>> = joined.components().collect();
-    for split in (1..=components.len()).rev() {
-        let prefix: PathBuf = components[..split].iter().collect();
-        match std::fs::canonicalize(&prefix) {
-            Ok(base) => return Ok(append_missing(base, &components[split..])),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!(
-            "cannot resolve {} against {}",
-            path.display(),
-            cwd.display()
-        ),
-    ))
-}
-
-fn append_missing(mut base: PathBuf, rest: &[Component<'_>]) -> PathBuf {
-    let mut tail: Vec<OsString> = Vec::new();
-    for c in rest {
-        match c {
-            Component::Normal(name) => tail.push(name.to_os_string()),
-            Component::ParentDir => {
-                if tail.pop().is_none() {
-                    base.pop();
-                }
-            }
-            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
-        }
-    }
-    base.extend(tail);
-    base
+    resolve_fresh(cwd, path).map_err(|e| e.error)
 }
 
 #[cfg(test)]

@@ -7,9 +7,10 @@
 //! again inside their critical section, so a symlinked ancestor swapped in between is seen by
 //! a fresh canonicalisation, and only that fresh target is mutated.
 
-use std::ffi::OsString;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use keel_plugin_api::services::sandbox::resolve_fresh;
 
 use crate::error::{FsError, FsErrorCode, FsResult};
 use crate::hooks::FsHooks;
@@ -29,25 +30,13 @@ pub fn resolve_target(cwd: &Path, path: &str) -> FsResult<PathBuf> {
     if path.is_empty() {
         return Err(FsError::invalid_args("path must not be empty"));
     }
-    let joined = if Path::new(path).is_absolute() {
-        PathBuf::from(path)
-    } else {
-        cwd.join(path)
-    };
-    let components: Vec<Component<'_>> = joined.components().collect();
-    // The longest prefix that canonicalises; everything after it does not exist (yet).
-    for split in (1..=components.len()).rev() {
-        let prefix: PathBuf = components[..split].iter().collect();
-        match std::fs::canonicalize(&prefix) {
-            Ok(base) => return Ok(append_missing(base, &components[split..])),
-            Err(e) if is_missing(&e) => {}
-            Err(e) => return Err(FsError::io(&prefix, &e)),
+    resolve_fresh(cwd, Path::new(path)).map_err(|e| {
+        if e.error.kind() == io::ErrorKind::InvalidInput {
+            FsError::invalid_args(e.error.to_string())
+        } else {
+            FsError::io(&e.path, &e.error)
         }
-    }
-    Err(FsError::invalid_args(format!(
-        "cannot resolve {path} against {}",
-        cwd.display()
-    )))
+    })
 }
 
 /// [`resolve_target`], then the sandbox's write check on the result (FS-06).
@@ -84,31 +73,6 @@ pub fn recheck(hooks: &dyn FsHooks, cwd: &Path, path: &str, checked: &Path) -> F
 /// The observation key of a canonical target (FS-03 keys state by it).
 pub fn target_key(target: &Path) -> String {
     target.to_string_lossy().into_owned()
-}
-
-fn is_missing(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-    )
-}
-
-fn append_missing(mut base: PathBuf, rest: &[Component<'_>]) -> PathBuf {
-    let mut tail: Vec<OsString> = Vec::new();
-    for c in rest {
-        match c {
-            Component::Normal(name) => tail.push(name.to_os_string()),
-            Component::ParentDir => {
-                if tail.pop().is_none() {
-                    // `base` is canonical, so its parent is the real parent.
-                    base.pop();
-                }
-            }
-            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
-        }
-    }
-    base.extend(tail);
-    base
 }
 
 #[cfg(test)]
