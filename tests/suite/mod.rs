@@ -16,6 +16,8 @@ mod bus_modes;
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
+/// Sandbox escalation through an approver plugin (SBX-08).
+mod escalation;
 /// Fibers, effects, inject, reload (PLG-02..06, KRN-03, Cordis cases C–D).
 mod lifecycle;
 /// `keel.lock` beside the binary (KRN-04, KRN-05).

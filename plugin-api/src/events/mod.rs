@@ -7,6 +7,7 @@
 //! issue that builds them, never as placeholders: a payload type is an ABI promise.
 
 pub mod agent;
+pub mod approval;
 pub mod fs;
 mod json;
 pub mod kernel;
@@ -45,6 +46,7 @@ pub const CATALOG: &[EventInfo] = &[
     tools::PostExecute::INFO,
     tools::ToolsResult::INFO,
     tools::Change::INFO,
+    approval::Answer::INFO,
     fs::WriteIntent::INFO,
     fs::EditIntent::INFO,
     fs::Observed::INFO,

@@ -9,8 +9,9 @@ use crate::sdk::{CallHandle, Service};
 /// - `"ask"`: [`ApprovalRequest`] → `{outcome}` with [`ApprovalOutcome`]. Appends the audit pair
 ///   `approval/asked {id, tool_name, call_id, reason?}` then `approval/decided {id, outcome}`
 ///   (both `ignorable`) to the session; a decision whose audit append failed is not returned
-///   (the call fails, and the pipeline denies). Without an interactive approver (headless) the
-///   outcome is `unavailable`.
+///   (the call fails, and the pipeline denies). The answer comes from the first
+///   `approval/answer` listener ([`crate::events::approval::Answer`]); with none loaded
+///   (headless without an approver plugin) the outcome is `unavailable`.
 /// - `"mode"`: `{session_id?}` → `{mode: "never"|"ask"}`: the session's override when set,
 ///   else the row's mode.
 /// - `"set_mode"`: `{session_id, mode}` → `{}`: a per-session override (the headless driver's

@@ -201,9 +201,130 @@ pub struct ConfineRequest {
     /// The session's working directory: the workspace root derives from it (the child may
     /// still be spawned in a subdirectory).
     pub cwd: PathBuf,
-    /// Overrides the row's mode for this call.
+    /// The mode this call asks for. Narrower than (or equal to) the effective mode: used as
+    /// is. Wider: only with an approved escalation for `call` (SBX-08), else
+    /// [`ESCALATION_NOT_APPROVED`].
     #[serde(default)]
     pub mode: Option<SandboxMode>,
+    /// The tool call this is for (needed to use an escalation grant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<CallRef>,
+}
+
+/// The tool call a `confine` / `check_path` request serves: escalation grants are per call.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CallRef {
+    /// Session id.
+    pub session_id: String,
+    /// Call id.
+    pub call_id: String,
+}
+
+/// A request for a wider mode than the effective one without an approved escalation for that
+/// call (SBX-08).
+pub const ESCALATION_NOT_APPROVED: &str = "ESCALATION_NOT_APPROVED";
+
+/// The argument naming the mode a call asks to be escalated to (SBX-08). Shell and file tools
+/// share it; it must come with [`JUSTIFICATION_ARG`].
+pub const SANDBOX_PERMISSIONS_ARG: &str = "sandbox_permissions";
+/// Why the model asks for the wider mode; shown to the approver.
+pub const JUSTIFICATION_ARG: &str = "justification";
+
+/// SBX-08's ladder: `read-only` → {`workspace-write`, `danger-full-access`},
+/// `workspace-write` → {`danger-full-access`}. Only a strictly wider request is an escalation.
+pub fn is_wider(current: SandboxMode, requested: SandboxMode) -> bool {
+    fn rank(m: SandboxMode) -> u8 {
+        match m {
+            SandboxMode::ReadOnly => 0,
+            SandboxMode::WorkspaceWrite => 1,
+            SandboxMode::DangerFullAccess => 2,
+        }
+    }
+    rank(requested) > rank(current)
+}
+
+/// A call's escalation request, read from its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscalationRequest {
+    /// The mode asked for.
+    pub mode: SandboxMode,
+    /// Why.
+    pub justification: String,
+}
+
+impl EscalationRequest {
+    /// Reads [`SANDBOX_PERMISSIONS_ARG`] and [`JUSTIFICATION_ARG`] from a call's arguments:
+    /// `Ok(None)` when neither is there.
+    ///
+    /// # Errors
+    /// One without the other, an empty justification, or an unknown mode: the message is the
+    /// call's result.
+    pub fn from_args(args: &serde_json::Value) -> Result<Option<Self>, String> {
+        let perms = args.get(SANDBOX_PERMISSIONS_ARG).filter(|v| !v.is_null());
+        let why = args.get(JUSTIFICATION_ARG).filter(|v| !v.is_null());
+        match (perms, why) {
+            (None, None) => Ok(None),
+            (Some(_), None) | (None, Some(_)) => Err(format!(
+                "'{SANDBOX_PERMISSIONS_ARG}' and '{JUSTIFICATION_ARG}' must come together"
+            )),
+            (Some(p), Some(w)) => {
+                let mode = p.as_str().and_then(SandboxMode::parse).ok_or_else(|| {
+                    format!(
+                        "'{SANDBOX_PERMISSIONS_ARG}' must be \"workspace-write\" or \
+                         \"danger-full-access\", not {p}"
+                    )
+                })?;
+                let justification = w.as_str().map(str::trim).unwrap_or_default();
+                if justification.is_empty() {
+                    return Err(format!("'{JUSTIFICATION_ARG}' must be a non-empty string"));
+                }
+                Ok(Some(EscalationRequest {
+                    mode,
+                    justification: justification.to_owned(),
+                }))
+            }
+        }
+    }
+
+    /// The approver's question (B10): `escalate sandbox to <mode>: <justification>`.
+    pub fn reason(&self) -> String {
+        format!(
+            "escalate sandbox to {}: {}",
+            self.mode.as_str(),
+            self.justification
+        )
+    }
+}
+
+/// The JSON Schema properties a tool adds to its parameters to accept an escalation.
+pub fn escalation_parameters() -> serde_json::Value {
+    serde_json::json!({
+        SANDBOX_PERMISSIONS_ARG: {
+            "type": "string",
+            "enum": ["workspace-write", "danger-full-access"],
+            "description": "Only when a previous attempt was denied by the sandbox: the wider \
+                sandbox mode to run this one call in. Needs a justification; the user approves \
+                it first."
+        },
+        JUSTIFICATION_ARG: {
+            "type": "string",
+            "description": "Why this call needs the wider sandbox mode (shown to the user)."
+        }
+    })
+}
+
+/// The hint a denial carries when a wider mode exists (B10): `what` is `command` (shell) or
+/// `operation` (file tools).
+pub fn escalation_marker(current: SandboxMode, what: &str) -> Option<String> {
+    let wider = match current {
+        SandboxMode::ReadOnly => "\"workspace-write\" or \"danger-full-access\"",
+        SandboxMode::WorkspaceWrite => "\"danger-full-access\"",
+        SandboxMode::DangerFullAccess => return None,
+    };
+    Some(format!(
+        "[sandbox: escalation available — retry this exact {what} once with \
+         {SANDBOX_PERMISSIONS_ARG} {wider} + {JUSTIFICATION_ARG}; the user approves it first]"
+    ))
 }
 
 /// How completely a confined run is fenced (SBX-07).
@@ -294,9 +415,12 @@ pub struct CheckPathRequest {
     pub cwd: PathBuf,
     /// What the caller is about to do.
     pub access: Access,
-    /// Overrides the row's mode for this call.
+    /// The mode this call asks for (as in [`ConfineRequest::mode`]).
     #[serde(default)]
     pub mode: Option<SandboxMode>,
+    /// The tool call this is for (needed to use an escalation grant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<CallRef>,
 }
 
 /// What `"check_path"` answers.
@@ -315,6 +439,62 @@ pub struct PathVerdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // SBX-08: the ladder is strict; equal or narrower is no escalation.
+    #[test]
+    fn sbx08_only_strictly_wider_modes_escalate() {
+        use SandboxMode::*;
+        assert!(is_wider(ReadOnly, WorkspaceWrite));
+        assert!(is_wider(ReadOnly, DangerFullAccess));
+        assert!(is_wider(WorkspaceWrite, DangerFullAccess));
+        for (a, b) in [
+            (ReadOnly, ReadOnly),
+            (WorkspaceWrite, WorkspaceWrite),
+            (WorkspaceWrite, ReadOnly),
+            (DangerFullAccess, WorkspaceWrite),
+            (DangerFullAccess, DangerFullAccess),
+        ] {
+            assert!(!is_wider(a, b), "{a:?} -> {b:?}");
+        }
+        assert!(escalation_marker(DangerFullAccess, "command").is_none());
+        let hint = escalation_marker(WorkspaceWrite, "command").unwrap();
+        assert!(
+            hint.contains("sandbox_permissions \"danger-full-access\""),
+            "{hint}"
+        );
+    }
+
+    // SBX-08: `sandbox_permissions` and `justification` come together.
+    #[test]
+    fn sbx08_permissions_and_justification_come_together() {
+        use serde_json::json;
+        assert_eq!(
+            EscalationRequest::from_args(&json!({"command": "x"})),
+            Ok(None)
+        );
+        for lone in [
+            json!({"sandbox_permissions": "danger-full-access"}),
+            json!({"justification": "needs $HOME"}),
+        ] {
+            let e = EscalationRequest::from_args(&lone).unwrap_err();
+            assert!(e.contains("must come together"), "{e}");
+        }
+        let blank = json!({"sandbox_permissions": "danger-full-access", "justification": " "});
+        assert!(EscalationRequest::from_args(&blank).is_err());
+        let bad = json!({"sandbox_permissions": "root", "justification": "x"});
+        assert!(
+            EscalationRequest::from_args(&bad)
+                .unwrap_err()
+                .contains("root")
+        );
+        let ok =
+            json!({"sandbox_permissions": "danger-full-access", "justification": "write ~/.cache"});
+        let req = EscalationRequest::from_args(&ok).unwrap().unwrap();
+        assert_eq!(
+            req.reason(),
+            "escalate sandbox to danger-full-access: write ~/.cache"
+        );
+    }
 
     // SBX-05 / B10: one derivation; read-only has none; workspace-write dedups realpaths.
     #[test]

@@ -17,6 +17,25 @@ use serde_json::{Value, json};
 
 use crate::policy::{CallView, Decision, Mode, decide};
 
+/// Who answers an ask: the `approval/answer` seam in the plugin, a script in tests.
+pub trait Responder: Sync {
+    /// The answer to `request` (audit id `id`); `unavailable` when nobody can answer.
+    fn answer(
+        &self,
+        id: &str,
+        request: &ApprovalRequest,
+    ) -> impl Future<Output = ApprovalOutcome> + Send;
+}
+
+/// Nobody can answer (the headless driver without an approver plugin).
+pub struct NoResponder;
+
+impl Responder for NoResponder {
+    async fn answer(&self, _id: &str, _request: &ApprovalRequest) -> ApprovalOutcome {
+        ApprovalOutcome::Unavailable
+    }
+}
+
 /// Where the audit pair goes.
 pub trait Audit: Sync {
     /// Appends one event (`{type, data, ignorable}`) to `session_id`.
@@ -80,9 +99,10 @@ impl Approvals {
     ///
     /// # Errors
     /// The session's error when either audit append fails.
-    pub async fn ask<A: Audit>(
+    pub async fn ask<A: Audit, R: Responder>(
         &self,
         audit: &A,
+        responder: &R,
         request: &ApprovalRequest,
     ) -> Result<ApprovalOutcome> {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -101,7 +121,7 @@ impl Approvals {
                 json!({"type": "approval/asked", "data": asked, "ignorable": true}),
             )
             .await?;
-        let outcome = answer(request).await;
+        let outcome = responder.answer(&id, request).await;
         audit
             .append(
                 &request.session_id,
@@ -114,12 +134,6 @@ impl Approvals {
             .await?;
         Ok(outcome)
     }
-}
-
-/// Who answers an ask. There is no interactive approver yet (the headless driver is the only
-/// surface), so nobody can: `unavailable`, which the pipeline turns into a denial.
-async fn answer(_request: &ApprovalRequest) -> ApprovalOutcome {
-    ApprovalOutcome::Unavailable
 }
 
 #[cfg(test)]
@@ -162,7 +176,8 @@ mod tests {
     fn tool05_ask_appends_the_audit_pair_and_headless_is_unavailable() {
         let approvals = Approvals::new(Mode::Ask);
         let log = Log::default();
-        let outcome = block_on(approvals.ask(&log, &request(Some("changes files")))).unwrap();
+        let outcome =
+            block_on(approvals.ask(&log, &NoResponder, &request(Some("changes files")))).unwrap();
         assert_eq!(outcome, ApprovalOutcome::Unavailable);
         let events = log.events.lock().unwrap().clone();
         assert_eq!(events.len(), 2);
@@ -181,12 +196,34 @@ mod tests {
         );
     }
 
+    struct Says(ApprovalOutcome, Mutex<Vec<String>>);
+
+    impl Responder for Says {
+        async fn answer(&self, id: &str, _request: &ApprovalRequest) -> ApprovalOutcome {
+            self.1.lock().unwrap().push(id.to_owned());
+            self.0
+        }
+    }
+
+    #[test]
+    fn tool05_the_responder_answers_between_the_audit_pair() {
+        let approvals = Approvals::new(Mode::Ask);
+        let log = Log::default();
+        let says = Says(ApprovalOutcome::AllowedOnce, Mutex::default());
+        let outcome = block_on(approvals.ask(&log, &says, &request(None))).unwrap();
+        assert_eq!(outcome, ApprovalOutcome::AllowedOnce);
+        let events = log.events.lock().unwrap().clone();
+        // The responder was handed the audit id of the pair around it.
+        assert_eq!(says.1.lock().unwrap()[0], events[0].1["data"]["id"]);
+        assert_eq!(events[1].1["data"]["outcome"], "allowed-once");
+    }
+
     #[test]
     fn tool05_reason_is_optional_and_ids_are_unique() {
         let approvals = Approvals::new(Mode::Ask);
         let log = Log::default();
-        block_on(approvals.ask(&log, &request(None))).unwrap();
-        block_on(approvals.ask(&log, &request(None))).unwrap();
+        block_on(approvals.ask(&log, &NoResponder, &request(None))).unwrap();
+        block_on(approvals.ask(&log, &NoResponder, &request(None))).unwrap();
         let events = log.events.lock().unwrap().clone();
         assert!(events[0].1["data"].get("reason").is_none());
         assert_ne!(events[0].1["data"]["id"], events[2].1["data"]["id"]);
@@ -200,7 +237,7 @@ mod tests {
                 fail_on: Some(fail_on),
                 ..Log::default()
             };
-            let err = block_on(approvals.ask(&log, &request(None))).unwrap_err();
+            let err = block_on(approvals.ask(&log, &NoResponder, &request(None))).unwrap_err();
             assert_eq!(err.code, "SESSION_IO");
         }
         // A failed `asked` means nothing was decided, so nothing else was written.
@@ -208,7 +245,7 @@ mod tests {
             fail_on: Some("approval/asked"),
             ..Log::default()
         };
-        let _ = block_on(approvals.ask(&log, &request(None)));
+        let _ = block_on(approvals.ask(&log, &NoResponder, &request(None)));
         assert!(log.events.lock().unwrap().is_empty());
     }
 

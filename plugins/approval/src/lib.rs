@@ -12,8 +12,9 @@
 //!
 //! Methods:
 //! - `ask` [`ApprovalRequest`] → `{outcome: "allowed-once"|"rejected"|"cancelled"|"unavailable"}`
-//!   (no interactive approver exists yet: `unavailable`); an audit append that fails is an
-//!   `Err`, never a decision;
+//!   answered by the first `approval/answer` listener (an interactive front end or an approver
+//!   plugin), `unavailable` when none answers; an audit append that fails is an `Err`, never a
+//!   decision;
 //! - `mode {session_id?}` → `{mode}` (the session's override, else the row's);
 //! - `set_mode {session_id, mode}` → `{}`: a per-session override (`--approval never|ask`);
 //!   `INVALID_MODE` for anything else.
@@ -35,7 +36,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use approvals::{Approvals, Audit};
+use approvals::{Approvals, Audit, Responder};
+use keel_plugin_api::events::approval::Answer;
+use keel_plugin_api::services::approval::ApprovalOutcome;
 use policy::{CallView, Mode};
 
 /// `set_mode` with a mode that is not `never` or `ask`.
@@ -86,6 +89,39 @@ impl Audit for SessionAudit {
     }
 }
 
+/// The `approval/answer` seam: the first listener with a valid answer decides; nobody, a
+/// failing listener or an answer outside the vocabulary is `unavailable` (which denies).
+struct SeamResponder {
+    ctx: Context,
+}
+
+impl Responder for SeamResponder {
+    async fn answer(&self, id: &str, request: &ApprovalRequest) -> ApprovalOutcome {
+        let Ok(mut question) = serde_json::to_value(request) else {
+            return ApprovalOutcome::Unavailable;
+        };
+        if let Some(q) = question.as_object_mut() {
+            q.insert("id".into(), id.into());
+        }
+        let Ok(payload) = Json::of(&question) else {
+            return ApprovalOutcome::Unavailable;
+        };
+        match self.ctx.serial::<Answer>(payload).await {
+            Ok(Some(reply)) => reply
+                .parse::<Value>()
+                .ok()
+                .and_then(|v| v.get("outcome").cloned())
+                .and_then(|o| serde_json::from_value(o).ok())
+                .unwrap_or(ApprovalOutcome::Unavailable),
+            Ok(None) => ApprovalOutcome::Unavailable,
+            Err(e) => {
+                tracing::warn!(error = %e, "an approval/answer listener failed; the ask is unavailable");
+                ApprovalOutcome::Unavailable
+            }
+        }
+    }
+}
+
 async fn call(ctx: Context, state: &Approvals, method: &str, a: Value) -> Result<Value> {
     match method {
         "ask" => {
@@ -93,7 +129,7 @@ async fn call(ctx: Context, state: &Approvals, method: &str, a: Value) -> Result
             let audit = SessionAudit {
                 sessions: ctx.service::<Sessions>()?,
             };
-            let outcome = state.ask(&audit, &request).await?;
+            let outcome = state.ask(&audit, &SeamResponder { ctx }, &request).await?;
             Ok(json!({"outcome": outcome}))
         }
         "mode" => {

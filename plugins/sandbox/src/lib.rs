@@ -9,6 +9,7 @@
 //! running unconfined (SBX-06). Landlock is not implemented yet, so bwrap is the whole Linux chain for now.
 
 pub mod bwrap;
+pub mod escalation;
 pub mod policy;
 
 #[cfg(test)]
@@ -19,9 +20,12 @@ mod test_dirs;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::tools::{PreExecute, ToolsResult};
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::approval::{Approval, ApprovalRequest};
 use keel_plugin_api::services::sandbox::{
-    CheckPathRequest, ConfineRequest, Confined, Enforcement, RunnerFailureRule,
+    CallRef, CheckPathRequest, ConfineRequest, Confined, Enforcement, RunnerFailureRule,
     SANDBOX_UNAVAILABLE, Sandbox, SandboxMode,
 };
 use serde::Deserialize;
@@ -79,6 +83,8 @@ pub struct State {
     /// `set_mode`'s override of the row's mode for this process (`keel run --sandbox`; the
     /// headless driver is one-shot, so this is the run's mode).
     pub override_mode: Arc<std::sync::Mutex<Option<SandboxMode>>>,
+    /// Approved escalations, one per call (SBX-08).
+    pub grants: Arc<escalation::Grants>,
 }
 
 impl State {
@@ -88,14 +94,13 @@ impl State {
     /// `UNKNOWN_METHOD`, `INVALID_MODE`, `INVALID_ARGUMENTS`, `SANDBOX_UNAVAILABLE`,
     /// `SANDBOX_IO`.
     pub fn handle(&self, method: &str, args: Value) -> Result<Value> {
-        let overridden = *self
-            .override_mode
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mode = mode_of(&args)?.or(overridden);
+        let effective = self.effective_mode();
+        let asked = mode_of(&args)?;
+        // Queries may look at any mode; enforcement (confine, check_path) decides below.
+        let mode = asked.or(Some(effective));
         match method {
             "set_mode" => {
-                let Some(mode) = mode else {
+                let Some(mode) = asked else {
                     return Err(Error::new("INVALID_ARGUMENTS", "set_mode needs {mode}"));
                 };
                 *self
@@ -114,13 +119,13 @@ impl State {
             "confine" => {
                 let mut req: ConfineRequest = serde_json::from_value(args)
                     .map_err(|e| Error::new("INVALID_ARGUMENTS", e.to_string()))?;
-                req.mode = mode;
+                req.mode = Some(self.enforced_mode(effective, asked, req.call.as_ref())?);
                 Ok(serde_json::to_value(self.confine(&req)?)?)
             }
             "check_path" => {
                 let mut req: CheckPathRequest = serde_json::from_value(args)
                     .map_err(|e| Error::new("INVALID_ARGUMENTS", e.to_string()))?;
-                req.mode = mode;
+                req.mode = Some(self.enforced_mode(effective, asked, req.call.as_ref())?);
                 let verdict = self
                     .rules
                     .check_path(&req.path, &req.cwd, req.access, req.mode)
@@ -144,6 +149,26 @@ impl State {
                 format!("keel.sandbox has no method '{other}'"),
             )),
         }
+    }
+
+    /// The mode in force for calls that name none: `set_mode`'s override, else the row's.
+    pub fn effective_mode(&self) -> SandboxMode {
+        self.override_mode
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or(self.rules.mode)
+    }
+
+    /// The mode an enforcing call runs in (SBX-08): a wider one only with the call's grant.
+    fn enforced_mode(
+        &self,
+        effective: SandboxMode,
+        asked: Option<SandboxMode>,
+        call: Option<&keel_plugin_api::services::sandbox::CallRef>,
+    ) -> Result<SandboxMode> {
+        self.grants
+            .mode_for(effective, asked, call)
+            .map_err(|(code, message)| Error::new(code, message))
     }
 
     /// `confine`: the runner's argv, the argv unchanged in `danger-full-access`, or
@@ -262,6 +287,72 @@ impl Runner {
     }
 }
 
+/// SBX-08 on the tool pipeline: ask before a widening call runs, record the grant, drop it
+/// when the call's result is out.
+fn listen_for_escalations(ctx: Context, state: &Arc<State>) -> Result<()> {
+    let asking = Arc::clone(state);
+    ctx.async_waterfall::<PreExecute, _, _>(ListenerOptions::default(), move |exec, next| {
+        let state = Arc::clone(&asking);
+        async move {
+            let args: Value = exec.args.parse().unwrap_or(Value::Null);
+            let req = match escalation::plan(state.effective_mode(), &args) {
+                escalation::Plan::PassOn => return next.run(exec).await,
+                escalation::Plan::Deny(reason) => {
+                    return Json::of(&json!({"kind": "deny", "reason": reason}));
+                }
+                escalation::Plan::Ask(req) => req,
+            };
+            let call = CallRef {
+                session_id: exec.session_id.to_string(),
+                call_id: exec.call_id.to_string(),
+            };
+            let name = exec.name.to_string();
+            let downstream = next.run(exec).await?;
+            // The chain denied already: nobody is asked about a call that will not run.
+            if downstream
+                .parse::<Value>()
+                .is_ok_and(|d| d.get("kind").and_then(Value::as_str) == Some("deny"))
+            {
+                return Ok(downstream);
+            }
+            let Some(approval) = ctx.get_service::<Approval>()? else {
+                return Json::of(&escalation::not_approved(
+                    &req,
+                    "no approval service is loaded",
+                ));
+            };
+            let question = ApprovalRequest {
+                session_id: call.session_id.clone(),
+                tool_name: name,
+                call_id: call.call_id.clone(),
+                reason: Some(req.reason()),
+                args,
+            };
+            let answer = approval
+                .call("ask", serde_json::to_value(&question)?)
+                .await?;
+            let outcome = answer
+                .get("outcome")
+                .and_then(Value::as_str)
+                .unwrap_or("unavailable");
+            if outcome != "allowed-once" {
+                return Json::of(&escalation::not_approved(&req, outcome));
+            }
+            state.grants.grant(call, req.mode);
+            Ok(downstream)
+        }
+    })?;
+    let releasing = Arc::clone(state);
+    ctx.on::<ToolsResult>(ListenerOptions::default(), move |outcome| {
+        releasing.grants.release(&CallRef {
+            session_id: outcome.exec.session_id.to_string(),
+            call_id: outcome.exec.call_id.to_string(),
+        });
+        Ok(())
+    })?;
+    Ok(())
+}
+
 /// The plugin value.
 #[derive(Default)]
 struct SandboxPlugin;
@@ -271,6 +362,7 @@ impl Plugin for SandboxPlugin {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("sandbox policy root: bwrap confinement for shell, containment for files")
             .provides::<Sandbox>()
+            .optional::<Approval>()
             .config_schema(SandboxConfig::schema())
     }
 
@@ -285,7 +377,9 @@ impl Plugin for SandboxPlugin {
             },
             runner,
             override_mode: Arc::default(),
+            grants: Arc::default(),
         });
+        listen_for_escalations(ctx, &state)?;
         ctx.provide::<Sandbox>(CallHandle::new(move |method, args| {
             let state = Arc::clone(&state);
             async move { state.handle(&method, args) }

@@ -9,7 +9,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use keel_plugin_api::services::sandbox::{
-    Access, PathVerdict, Policy, SandboxMode, denial_marker, resolve_fresh, writable_roots,
+    Access, PathVerdict, Policy, SandboxMode, denial_marker, escalation_marker, resolve_fresh,
+    writable_roots,
 };
 
 /// The row's settings every call starts from.
@@ -71,9 +72,12 @@ impl Rules {
 
 fn denial(policy: &Policy, resolved: &Path) -> String {
     let marker = denial_marker(policy.mode);
+    let hint = escalation_marker(policy.mode, "operation")
+        .map(|h| format!("\n{h}"))
+        .unwrap_or_default();
     if policy.writable_roots.is_empty() {
         return format!(
-            "{marker} writing {} is not allowed: nothing is writable in {} mode",
+            "{marker} writing {} is not allowed: nothing is writable in {} mode{hint}",
             resolved.display(),
             policy.mode.as_str()
         );
@@ -84,7 +88,7 @@ fn denial(policy: &Policy, resolved: &Path) -> String {
         .map(|r| r.display().to_string())
         .collect();
     format!(
-        "{marker} writing {} is not allowed: it resolves outside the writable roots ({})",
+        "{marker} writing {} is not allowed: it resolves outside the writable roots ({}){hint}",
         resolved.display(),
         roots.join(", ")
     )

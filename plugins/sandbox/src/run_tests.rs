@@ -22,6 +22,7 @@ fn state(mode: SandboxMode, network: bool, runner: Result<String, String>) -> St
         },
         runner: crate::Runner::ready(runner),
         override_mode: std::sync::Arc::default(),
+        grants: std::sync::Arc::default(),
     }
 }
 
@@ -41,6 +42,7 @@ fn confine(s: &State, cwd: &Path, script: &str) -> Confined {
         argv: vec!["bash".into(), "-c".into(), script.into()],
         cwd: cwd.to_path_buf(),
         mode: None,
+        call: None,
     })
     .unwrap()
 }
@@ -184,6 +186,7 @@ fn sbx06_no_runner_fails_closed() {
         argv: vec!["true".into()],
         cwd: PathBuf::from("/"),
         mode: None,
+        call: None,
     };
     let e = s.confine(&req).unwrap_err();
     assert_eq!(e.code, SANDBOX_UNAVAILABLE);
@@ -251,4 +254,42 @@ fn set_mode_overrides_the_row_mode_for_later_calls() {
         s.handle("set_mode", serde_json::json!({"mode": "bogus"}))
             .is_err()
     );
+}
+
+// SBX-08 through the service: a wider mode is refused without the call's grant, honoured with
+// it, for that call only; a narrower one needs none.
+#[test]
+fn sbx08_confine_widens_only_with_the_calls_grant() {
+    use keel_plugin_api::services::sandbox::{CallRef, ESCALATION_NOT_APPROVED};
+    use serde_json::json;
+    let s = state(SandboxMode::WorkspaceWrite, false, Ok("bwrap".to_owned()));
+    let call = |id: &str| CallRef {
+        session_id: "s".into(),
+        call_id: id.into(),
+    };
+    let ask = |id: &str, mode: &str| json!({"argv": ["true"], "cwd": "/", "mode": mode, "call": call(id)});
+    let e = s
+        .handle("confine", ask("c1", "danger-full-access"))
+        .unwrap_err();
+    assert_eq!(e.code, ESCALATION_NOT_APPROVED);
+    let e = s
+        .handle(
+            "check_path",
+            json!({"path": "/etc/x", "cwd": "/", "access": "write",
+            "mode": "danger-full-access", "call": call("c1")}),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, ESCALATION_NOT_APPROVED);
+    s.grants.grant(call("c1"), SandboxMode::DangerFullAccess);
+    let ok = s
+        .handle("confine", ask("c1", "danger-full-access"))
+        .unwrap();
+    assert_eq!(ok["argv"], json!(["true"]));
+    assert_eq!(ok["enforcement"], "none");
+    let e = s
+        .handle("confine", ask("c2", "danger-full-access"))
+        .unwrap_err();
+    assert_eq!(e.code, ESCALATION_NOT_APPROVED);
+    let narrower = s.handle("confine", ask("c2", "read-only")).unwrap();
+    assert_eq!(narrower["mode"], "read-only");
 }

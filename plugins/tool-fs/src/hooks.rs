@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{FsError, FsResult};
+use crate::tools::Scope;
 
 /// Which decision slot a call goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,14 +48,14 @@ pub trait FsHooks: Send + Sync {
     /// Reports an observation. Never fails (FS-02).
     fn observed(&self, session_id: &str, target: &str, observation: &Observation);
 
-    /// FS-06: may the canonical `target` be written by a session whose working directory is
-    /// `cwd`? The default (no sandbox loaded) allows everything.
+    /// FS-06: may the canonical `target` be written by this call (its session's working
+    /// directory, the mode it asks for)? The default (no sandbox loaded) allows everything.
     ///
     /// # Errors
     /// `FS_SANDBOX_DENIED` with the sandbox's reason (it carries the `[sandbox: …]` marker);
     /// a sandbox that cannot answer also denies (fail closed).
-    fn check_write(&self, cwd: &Path, target: &Path) -> FsResult<()> {
-        let _ = (cwd, target);
+    fn check_write(&self, scope: Scope<'_>, target: &Path) -> FsResult<()> {
+        let _ = (scope, target);
         Ok(())
     }
 }

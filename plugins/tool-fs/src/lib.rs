@@ -33,7 +33,7 @@ use keel_plugin_api::events::Json;
 use keel_plugin_api::events::fs::{EditIntent, FsIntent, FsObserved, Observed, WriteIntent};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::register_until_unload;
-use keel_plugin_api::services::sandbox::{Access, CheckPathRequest, PathVerdict, Sandbox};
+use keel_plugin_api::services::sandbox::{Access, CallRef, CheckPathRequest, PathVerdict, Sandbox};
 use keel_plugin_api::services::tools::{
     PROVIDER_METHOD, ToolInvocation, Tools, provider_service_name,
 };
@@ -41,7 +41,7 @@ use serde_json::{Value, json};
 
 pub use error::{FsError, FsErrorCode};
 pub use hooks::{FsHooks, Intent, NoPolicy, Observation};
-pub use tools::{FsConfig, FsTools, definitions};
+pub use tools::{FsConfig, FsTools, Scope, definitions};
 
 /// The plugin id; the provider service is `keel.tool.tool-fs`.
 pub const PLUGIN_ID: &str = "tool-fs";
@@ -71,7 +71,7 @@ impl FsHooks for KernelHooks {
         payload.decision.parse::<Value>().map_err(|e| e.to_string())
     }
 
-    fn check_write(&self, cwd: &Path, target: &Path) -> Result<(), FsError> {
+    fn check_write(&self, scope: Scope<'_>, target: &Path) -> Result<(), FsError> {
         let denied = |message: String| FsError::fs(FsErrorCode::SandboxDenied, message);
         let sandbox = match self.ctx.get_service::<Sandbox>() {
             Ok(None) => return Ok(()),
@@ -80,9 +80,13 @@ impl FsHooks for KernelHooks {
         };
         let request = CheckPathRequest {
             path: target.to_path_buf(),
-            cwd: cwd.to_path_buf(),
+            cwd: scope.cwd.to_path_buf(),
             access: Access::Write,
-            mode: None,
+            mode: scope.mode,
+            call: Some(CallRef {
+                session_id: scope.session_id.to_owned(),
+                call_id: scope.call_id.to_owned(),
+            }),
         };
         let args = serde_json::to_value(&request).map_err(|e| denied(e.to_string()))?;
         // On the tool's worker thread: the sandbox's check does no waiting on the kernel.

@@ -115,13 +115,13 @@ fn stale(target: &Path, what: &str) -> FsError {
 /// `FS_NOT_OBSERVED`, `FS_STALE_VERSION`, `FS_NOT_REGULAR_FILE`, OS errors, `TOOL_FAILED` when
 /// the decision slot broke.
 pub fn write_file(tools: &FsTools, scope: Scope<'_>, args: WriteArgs) -> FsResult<ToolResult> {
-    let target = writable_target(tools.hooks.as_ref(), scope.cwd, &args.path)?;
+    let target = writable_target(tools.hooks.as_ref(), scope, &args.path)?;
     let key = target_key(&target);
     let decision = write_decision(tools.hooks.as_ref(), scope.session_id, &key)?;
     let bytes = args.content.as_bytes();
     tools.locks.with(&target, || {
         // FS-06: re-resolved and re-checked inside the critical section.
-        let target = recheck(tools.hooks.as_ref(), scope.cwd, &args.path, &target)?;
+        let target = recheck(tools.hooks.as_ref(), scope, &args.path, &target)?;
         let before = current(&target)?;
         match (&decision, &before) {
             (WriteDecision::CreateIfAbsent, Some(_)) => return Err(not_observed(&target)),
@@ -223,7 +223,7 @@ pub fn edit_file(tools: &FsTools, scope: Scope<'_>, args: EditArgs) -> FsResult<
             "old_string must not be empty; use write_file to create or overwrite a file",
         ));
     }
-    let target = writable_target(tools.hooks.as_ref(), scope.cwd, &args.path)?;
+    let target = writable_target(tools.hooks.as_ref(), scope, &args.path)?;
     let key = target_key(&target);
     let decision = edit_decision(tools.hooks.as_ref(), scope.session_id, &key)?;
     if let EditDecision::Error { code } = &decision {
@@ -231,7 +231,7 @@ pub fn edit_file(tools: &FsTools, scope: Scope<'_>, args: EditArgs) -> FsResult<
     }
     tools.locks.with(&target, || {
         // FS-06: re-resolved and re-checked inside the critical section.
-        let target = recheck(tools.hooks.as_ref(), scope.cwd, &args.path, &target)?;
+        let target = recheck(tools.hooks.as_ref(), scope, &args.path, &target)?;
         let Some(bytes) = current(&target)? else {
             tools
                 .hooks

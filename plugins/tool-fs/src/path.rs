@@ -14,6 +14,7 @@ use keel_plugin_api::services::sandbox::resolve_fresh;
 
 use crate::error::{FsError, FsErrorCode, FsResult};
 use crate::hooks::FsHooks;
+use crate::tools::Scope;
 
 /// Resolves `path` (absolute, or relative to the session's `cwd`) to a canonical absolute path.
 ///
@@ -43,9 +44,9 @@ pub fn resolve_target(cwd: &Path, path: &str) -> FsResult<PathBuf> {
 ///
 /// # Errors
 /// Those of [`resolve_target`]; `FS_SANDBOX_DENIED` from the check.
-pub fn writable_target(hooks: &dyn FsHooks, cwd: &Path, path: &str) -> FsResult<PathBuf> {
-    let target = resolve_target(cwd, path)?;
-    hooks.check_write(cwd, &target)?;
+pub fn writable_target(hooks: &dyn FsHooks, scope: Scope<'_>, path: &str) -> FsResult<PathBuf> {
+    let target = resolve_target(scope.cwd, path)?;
+    hooks.check_write(scope, &target)?;
     Ok(target)
 }
 
@@ -55,8 +56,13 @@ pub fn writable_target(hooks: &dyn FsHooks, cwd: &Path, path: &str) -> FsResult<
 ///
 /// # Errors
 /// Those of [`writable_target`]; `FS_STALE_VERSION` when the path now resolves elsewhere.
-pub fn recheck(hooks: &dyn FsHooks, cwd: &Path, path: &str, checked: &Path) -> FsResult<PathBuf> {
-    let fresh = writable_target(hooks, cwd, path)?;
+pub fn recheck(
+    hooks: &dyn FsHooks,
+    scope: Scope<'_>,
+    path: &str,
+    checked: &Path,
+) -> FsResult<PathBuf> {
+    let fresh = writable_target(hooks, scope, path)?;
     if fresh != checked {
         return Err(FsError::fs(
             FsErrorCode::StaleVersion,

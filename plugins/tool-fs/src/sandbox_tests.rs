@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::error::{FsError, FsErrorCode, FsResult};
 use crate::hooks::{FsHooks, Intent, Observation, unconditional};
-use crate::tools::{FsConfig, FsTools};
+use crate::tools::{FsConfig, FsTools, Scope};
 
 const MARKER: &str = "[sandbox: file access denied under workspace-write mode]";
 
@@ -30,7 +30,7 @@ impl FsHooks for Fence {
         Ok(serde_json::to_value(unconditional()).unwrap())
     }
     fn observed(&self, _s: &str, _t: &str, _o: &Observation) {}
-    fn check_write(&self, _cwd: &Path, target: &Path) -> FsResult<()> {
+    fn check_write(&self, _scope: Scope<'_>, target: &Path) -> FsResult<()> {
         if target.starts_with(&self.root) {
             Ok(())
         } else {

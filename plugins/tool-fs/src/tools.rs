@@ -7,6 +7,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use keel_plugin_api::services::sandbox::{
+    EscalationRequest, JUSTIFICATION_ARG, SANDBOX_PERMISSIONS_ARG, SandboxMode,
+    escalation_parameters,
+};
 use keel_plugin_api::services::tools::{ToolDefinition, ToolInvocation, ToolResult, codes};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -68,6 +72,10 @@ pub struct Scope<'a> {
     pub session_id: &'a str,
     /// The session's working root.
     pub cwd: &'a Path,
+    /// The call (an escalation grant is per call, SBX-08).
+    pub call_id: &'a str,
+    /// The sandbox mode the call asks for (`sandbox_permissions`), when it names one.
+    pub mode: Option<SandboxMode>,
 }
 
 /// The file tools: config, hooks and locks shared by every call.
@@ -97,11 +105,23 @@ impl FsTools {
 
     /// Runs one call. Never fails: every failure is an error result with a code.
     pub fn execute(&self, call: &ToolInvocation) -> ToolResult {
+        let mode = match EscalationRequest::from_args(&call.args) {
+            Ok(e) => e.map(|e| e.mode),
+            Err(message) => return FsError::invalid_args(message).into_result(),
+        };
         let scope = Scope {
             session_id: &call.session_id,
             cwd: Path::new(&call.cwd),
+            call_id: &call.call_id,
+            mode,
         };
-        let args = &call.args;
+        let mut args = call.args.clone();
+        // Read here and by the sandbox; the tools' own argument types do not carry them.
+        if let Some(obj) = args.as_object_mut() {
+            obj.remove(SANDBOX_PERMISSIONS_ARG);
+            obj.remove(JUSTIFICATION_ARG);
+        }
+        let args = &args;
         let outcome = match call.name.as_str() {
             "read_file" => parse(args).and_then(|a| read::read_file(self, scope, a)),
             "list_dir" => parse(args).and_then(|a| read::list_dir(self, scope, a)),
@@ -132,8 +152,22 @@ fn tool(name: &str, description: &str, parameters: serde_json::Value) -> ToolDef
     }
 }
 
-/// The six definitions, as registered with `keel.tools`.
+/// The six definitions, as registered with `keel.tools`. The mutating ones accept the
+/// sandbox's escalation arguments (SBX-08: shell and file tools share the vocabulary).
 pub fn definitions() -> Vec<ToolDefinition> {
+    let mut defs = base_definitions();
+    for def in defs.iter_mut().filter(|d| d.mutating) {
+        if let (Some(props), serde_json::Value::Object(extra)) = (
+            def.parameters["properties"].as_object_mut(),
+            escalation_parameters(),
+        ) {
+            props.extend(extra);
+        }
+    }
+    defs
+}
+
+fn base_definitions() -> Vec<ToolDefinition> {
     let path_desc = "File path, absolute or relative to the working directory.";
     vec![
         ToolDefinition {
@@ -288,10 +322,23 @@ mod tests {
             shape,
             vec![
                 ("read_file", vec!["path", "offset", "limit"], true, false),
-                ("write_file", vec!["path", "content"], false, true),
+                // SBX-08: the mutating tools take the sandbox's escalation arguments.
+                (
+                    "write_file",
+                    vec!["path", "content", "sandbox_permissions", "justification"],
+                    false,
+                    true
+                ),
                 (
                     "edit_file",
-                    vec!["path", "old_string", "new_string", "replace_all"],
+                    vec![
+                        "path",
+                        "old_string",
+                        "new_string",
+                        "replace_all",
+                        "sandbox_permissions",
+                        "justification"
+                    ],
                     false,
                     true
                 ),

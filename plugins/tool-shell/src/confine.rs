@@ -7,20 +7,20 @@
 //! The [`Confiner`] seam keeps the tool body plain Rust: the plugin passes one that calls the
 //! service, tests pass one built by hand.
 
-use std::ffi::OsString;
-use std::path::Path;
-
 use keel_plugin_api::prelude::CallHandle;
 use keel_plugin_api::sdk::Error;
 use keel_plugin_api::services::sandbox::{ConfineRequest, Confined};
+use std::ffi::OsString;
 
 /// Turns a command's argv into the argv to spawn.
 pub trait Confiner: Send + Sync {
-    /// The confined argv for `argv`, for a session whose working directory is `cwd`.
+    /// The confined argv for `request.argv` (the session's working directory, the mode the
+    /// call asks for, the call itself for an escalation grant).
     ///
     /// # Errors
-    /// The sandbox's refusal (`SANDBOX_UNAVAILABLE`, …): nothing may run.
-    fn confine(&self, argv: Vec<String>, cwd: &Path) -> Result<Confined, Error>;
+    /// The sandbox's refusal (`SANDBOX_UNAVAILABLE`, `ESCALATION_NOT_APPROVED`, …): nothing
+    /// may run.
+    fn confine(&self, request: ConfineRequest) -> Result<Confined, Error>;
 }
 
 /// A confiner backed by the `keel.sandbox` service. Called from the tool's worker thread, so
@@ -28,13 +28,8 @@ pub trait Confiner: Send + Sync {
 pub struct SandboxService(pub CallHandle);
 
 impl Confiner for SandboxService {
-    fn confine(&self, argv: Vec<String>, cwd: &Path) -> Result<Confined, Error> {
-        let req = ConfineRequest {
-            argv,
-            cwd: cwd.to_path_buf(),
-            mode: None,
-        };
-        let args = serde_json::to_value(&req)?;
+    fn confine(&self, request: ConfineRequest) -> Result<Confined, Error> {
+        let args = serde_json::to_value(&request)?;
         let answer = futures::executor::block_on(self.0.call("confine", args))?;
         serde_json::from_value(answer).map_err(|e| {
             Error::new(

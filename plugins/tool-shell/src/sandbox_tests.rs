@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use keel_plugin_api::sdk::Error;
 use keel_plugin_api::services::sandbox::{
-    Confined, Enforcement, RunnerFailureRule, SANDBOX_UNAVAILABLE, SandboxMode,
+    ConfineRequest, Confined, Enforcement, RunnerFailureRule, SANDBOX_UNAVAILABLE, SandboxMode,
 };
 use keel_plugin_api::services::tools::{ToolInvocation, ToolResult};
 use serde_json::json;
@@ -23,9 +23,9 @@ use crate::tool::{Shell, ShellConfig};
 struct Prefix(Vec<String>);
 
 impl Confiner for Prefix {
-    fn confine(&self, argv: Vec<String>, _cwd: &Path) -> Result<Confined, Error> {
+    fn confine(&self, request: ConfineRequest) -> Result<Confined, Error> {
         let mut full = self.0.clone();
-        full.extend(argv);
+        full.extend(request.argv);
         Ok(Confined {
             argv: full,
             enforcement: Enforcement::Full,
@@ -44,7 +44,7 @@ impl Confiner for Prefix {
 struct Unavailable;
 
 impl Confiner for Unavailable {
-    fn confine(&self, _argv: Vec<String>, _cwd: &Path) -> Result<Confined, Error> {
+    fn confine(&self, _request: ConfineRequest) -> Result<Confined, Error> {
         Err(Error::new(SANDBOX_UNAVAILABLE, "no usable runner"))
     }
 }

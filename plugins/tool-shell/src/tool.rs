@@ -13,7 +13,10 @@ use keel_plugin_api::services::tools::{ToolDefinition, ToolInvocation, ToolResul
 use serde::Deserialize;
 use serde_json::json;
 
-use keel_plugin_api::services::sandbox::{Confined, SANDBOX_UNAVAILABLE, denial_marker};
+use keel_plugin_api::services::sandbox::{
+    CallRef, ConfineRequest, Confined, EscalationRequest, SANDBOX_UNAVAILABLE, denial_marker,
+    escalation_marker, escalation_parameters,
+};
 
 use crate::confine::{Confiner, pick_shell};
 use crate::env::scrubbed;
@@ -174,12 +177,26 @@ impl Shell {
             None => std::env::vars_os().collect(),
         };
         let env = scrubbed(parent, &self.config.env);
+        // SBX-08: the mode asked for travels with the call; the sandbox honours a wider one
+        // only with this call's approved grant.
+        let escalation = match EscalationRequest::from_args(&call.args) {
+            Ok(e) => e,
+            Err(message) => return ToolResult::error(codes::INVALID_ARGUMENTS, message),
+        };
         let confined = match confiner {
             None => None,
             Some(c) => {
                 let shell = pick_shell(&env);
-                let argv = vec![shell.to_owned(), "-c".to_owned(), args.command.clone()];
-                match c.confine(argv, Path::new(&call.cwd)) {
+                let request = ConfineRequest {
+                    argv: vec![shell.to_owned(), "-c".to_owned(), args.command.clone()],
+                    cwd: PathBuf::from(&call.cwd),
+                    mode: escalation.as_ref().map(|e| e.mode),
+                    call: Some(CallRef {
+                        session_id: call.session_id.clone(),
+                        call_id: call.call_id.clone(),
+                    }),
+                };
+                match c.confine(request) {
                     Ok(answer) => Some((answer, shell)),
                     Err(e) => return refused(&e),
                 }
@@ -256,8 +273,11 @@ fn sandboxed(result: ToolResult, o: &Outcome, c: &Confined) -> ToolResult {
             .iter()
             .any(|d| o.stderr.contains(d.as_str()));
     let content = if denied {
+        let hint = escalation_marker(c.mode, "command")
+            .map(|h| format!("{h}\n"))
+            .unwrap_or_default();
         format!(
-            "{}{} a write outside the writable roots was refused by the sandbox\n",
+            "{}{} a write outside the writable roots was refused by the sandbox\n{hint}",
             result.content,
             denial_marker(c.mode)
         )
@@ -327,6 +347,25 @@ pub fn definition(config: &ShellConfig) -> ToolDefinition {
         "Deadline in milliseconds (default {}, at most {}).",
         config.default_timeout_ms, config.max_timeout_ms
     );
+    let mut parameters = json!({
+        "type": "object",
+        "properties": {
+            "command": { "type": "string", "minLength": 1,
+                         "description": "The command line, interpreted by bash." },
+            "timeout_ms": { "type": "integer", "minimum": 1,
+                            "description": timeouts },
+            "workdir": { "type": "string",
+                         "description": "Directory to run in, absolute or relative to the working directory." }
+        },
+        "required": ["command"],
+        "additionalProperties": false
+    });
+    if let (Some(props), serde_json::Value::Object(extra)) = (
+        parameters["properties"].as_object_mut(),
+        escalation_parameters(),
+    ) {
+        props.extend(extra);
+    }
     ToolDefinition {
         name: "shell".into(),
         description: "Run a shell command with `bash -c` (or `/bin/sh -c` where bash is \
@@ -341,19 +380,7 @@ pub fn definition(config: &ShellConfig) -> ToolDefinition {
             reported as an error (SHELL_EXIT) with the output. Credentials in the environment \
             (names containing KEY, SECRET, TOKEN, PASSWORD) are not passed on."
             .into(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "command": { "type": "string", "minLength": 1,
-                             "description": "The command line, interpreted by bash." },
-                "timeout_ms": { "type": "integer", "minimum": 1,
-                                "description": timeouts },
-                "workdir": { "type": "string",
-                             "description": "Directory to run in, absolute or relative to the working directory." }
-            },
-            "required": ["command"],
-            "additionalProperties": false
-        }),
+        parameters,
         parallel_safe: false,
         mutating: true,
     }
