@@ -2,7 +2,7 @@
 //!
 //! Layout (ARCHITECTURE §4.1: the kernel looks for plugins in `lib/` beside its binary, and the
 //! lock lives next to the binary):
-//! `DIR/bin/keel`, `DIR/bin/keel.lock`, `DIR/lib/libkeel_plugin_*.so`, `DIR/share/profiles/*.toml`,
+//! `DIR/bin/keel`, `DIR/bin/keel.lock`, `DIR/bin/keel-landlock` (the sandbox's launcher), `DIR/lib/libkeel_plugin_*.so`, `DIR/share/profiles/*.toml`,
 //! `DIR/share/bundles/*.toml`.
 //! Decisions: only plugin crates (`keel-plugin-*`) under `plugins/` ship (test plugins under
 //! `tests/plugins/` never do; plain support libraries there, like `keel-session-store-kit`, are
@@ -22,6 +22,9 @@ use crate::shell;
 use crate::shell::Failure;
 use crate::shell::Result;
 
+/// Executables that plugins find beside the `keel` binary.
+const HELPERS: &[&str] = &["keel-landlock"];
+
 /// Entry point for `cargo xtask dist`.
 pub fn run(args: &[String]) -> Result {
     let out = parse_out(args)?;
@@ -35,6 +38,17 @@ pub fn run(args: &[String]) -> Result {
     let exe = format!("keel{}", std::env::consts::EXE_SUFFIX);
     let keel = out.join("bin").join(&exe);
     copy(&release.join(&exe), &keel)?;
+    // Helper executables plugins run beside `keel` (the sandbox's Landlock launcher).
+    for helper in HELPERS {
+        let name = format!("{helper}{}", std::env::consts::EXE_SUFFIX);
+        let built = release.join(&name);
+        if built.is_file() {
+            copy(&built, &out.join("bin").join(&name))?;
+        } else {
+            shell::warn(format!("{name} was not built; not shipped"));
+            warnings += 1;
+        }
+    }
 
     let plugins = plugin_crates(&shell::root().join("plugins"))?;
     if plugins.is_empty() {

@@ -162,14 +162,49 @@ fn sandbox(r: &mut Report, sandbox_row: Option<bool>) {
             "not installed (apt-get install bubblewrap)",
         ),
     }
-    match std::fs::read_to_string("/sys/kernel/security/lsm") {
-        Ok(lsm) if lsm.split(',').any(|m| m.trim() == "landlock") => {
-            r.ok("sandbox: landlock", "enabled in this kernel");
+    landlock(r);
+}
+
+/// Landlock through the sandbox plugin's launcher beside this binary: a real self-restriction
+/// (`keel-landlock --probe`), with the kernel's ABI and whether it enforces fully (SBX-07).
+fn landlock(r: &mut Report) {
+    const ROW: &str = "sandbox: landlock";
+    let launcher = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("keel-landlock")));
+    let Some(launcher) = launcher.filter(|l| l.is_file()) else {
+        r.warn(ROW, "keel-landlock is not installed beside keel");
+        return;
+    };
+    let out = std::process::Command::new(&launcher)
+        .arg("--probe")
+        .stdin(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let probe: serde_json::Value =
+                serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+            let enforcement = probe["enforcement"].as_str().unwrap_or("unknown");
+            let detail = format!(
+                "confines a test process (kernel ABI {}, enforcement {enforcement})",
+                probe["abi"]
+            );
+            if enforcement == "full" {
+                r.ok(ROW, detail);
+            } else {
+                r.warn(ROW, detail);
+            }
         }
-        Ok(_) => r.warn("sandbox: landlock", "not in the active LSM list"),
-        Err(_) => r.warn(
-            "sandbox: landlock",
-            "unknown (/sys/kernel/security/lsm unreadable)",
+        Ok(o) => r.warn(
+            ROW,
+            format!(
+                "unusable here: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+        ),
+        Err(e) => r.warn(
+            ROW,
+            format!("{} could not be started: {e}", launcher.display()),
         ),
     }
 }

@@ -4,13 +4,16 @@
 //! `network` switch (default off in confined modes), the workspace root derived from the
 //! session's cwd, and the writable roots derived from both by the one shared function. The
 //! `shell` tool asks `confine` for the argv to spawn; the file tools ask `check_path` before
-//! they mutate. The runner (bubblewrap) is probed once, in the background from activation on;
-//! when it is unusable, confined `confine` calls fail with `SANDBOX_UNAVAILABLE` rather than
-//! running unconfined (SBX-06). Landlock is not implemented yet, so bwrap is the whole Linux chain for now.
+//! they mutate. The runner chain (bubblewrap, then Landlock through the `keel-landlock`
+//! launcher) is probed once, in the background from activation on; the first usable runner
+//! confines, and when none is, confined `confine` calls fail with `SANDBOX_UNAVAILABLE` rather
+//! than running unconfined (SBX-06). Escalation (SBX-08) lives in [`escalation`].
 
 pub mod bwrap;
 pub mod escalation;
+pub mod landlock;
 pub mod policy;
+pub mod runner;
 
 #[cfg(test)]
 mod run_tests;
@@ -32,6 +35,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use policy::Rules;
+pub use runner::{Chosen, Runner, RunnerKind};
 
 /// The plugin id.
 pub const PLUGIN_ID: &str = "sandbox";
@@ -49,6 +53,16 @@ pub struct SandboxConfig {
     /// The bubblewrap binary.
     #[serde(default = "default_bwrap")]
     pub bwrap: String,
+    /// The runner chain, tried in order (SBX-04): the first usable one confines.
+    #[serde(default = "default_runners")]
+    pub runners: Vec<RunnerKind>,
+    /// The Landlock launcher; empty = `keel-landlock` beside the `keel` binary.
+    #[serde(default)]
+    pub landlock: String,
+}
+
+fn default_runners() -> Vec<RunnerKind> {
+    vec![RunnerKind::Bwrap, RunnerKind::Landlock]
 }
 
 fn default_mode() -> SandboxMode {
@@ -66,7 +80,14 @@ impl SandboxConfig {
             "properties": {
                 "mode": { "enum": ["read-only", "workspace-write", "danger-full-access"] },
                 "network": { "type": "boolean" },
-                "bwrap": { "type": "string", "minLength": 1 }
+                "bwrap": { "type": "string", "minLength": 1 },
+                "runners": {
+                    "type": "array",
+                    "items": { "enum": ["bwrap", "landlock"] },
+                    "minItems": 1,
+                    "uniqueItems": true
+                },
+                "landlock": { "type": "string" }
             },
             "additionalProperties": false
         })
@@ -137,13 +158,16 @@ impl State {
                     })?;
                 Ok(serde_json::to_value(verdict)?)
             }
-            "status" => Ok(json!({
-                "mode": mode.unwrap_or(self.rules.mode),
-                "network": self.rules.network,
-                "runner": self.runner.get().as_ref().ok().map(|_| bwrap::RUNNER),
-                "enforcement": if self.runner.get().is_ok() { "full" } else { "none" },
-                "unavailable_reason": self.runner.get().as_ref().err(),
-            })),
+            "status" => {
+                let verdict = self.runner.get();
+                Ok(json!({
+                    "mode": mode.unwrap_or(self.rules.mode),
+                    "network": self.rules.network,
+                    "runner": verdict.as_ref().ok().map(|c| c.kind.as_str()),
+                    "enforcement": verdict.as_ref().map_or(Enforcement::None, |c| c.enforcement),
+                    "unavailable_reason": verdict.as_ref().err(),
+                }))
+            }
             other => Err(Error::new(
                 "UNKNOWN_METHOD",
                 format!("keel.sandbox has no method '{other}'"),
@@ -192,7 +216,7 @@ impl State {
             });
         }
         match self.runner.get() {
-            Ok(program) => Ok(bwrap::confined(program, &policy, &req.argv)),
+            Ok(chosen) => Ok(chosen.confined(&policy, &req.argv)),
             Err(why) => Err(Error::new(
                 SANDBOX_UNAVAILABLE,
                 format!(
@@ -220,70 +244,6 @@ fn mode_of(args: &Value) -> Result<Option<SandboxMode>> {
             "INVALID_MODE",
             format!("mode must be a string, not {other}"),
         )),
-    }
-}
-
-/// The bwrap probe's verdict. The probe starts at activation on a thread of its own and is
-/// awaited only by the first call that needs it, so the runner check costs boot nothing (it
-/// spawns a process: ~10 ms, most of this row's activation before).
-#[derive(Debug, Clone)]
-pub struct Runner {
-    verdict: Arc<std::sync::OnceLock<Result<String, String>>>,
-    probe: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
-}
-
-impl Runner {
-    /// A verdict known already (tests).
-    pub fn ready(verdict: Result<String, String>) -> Runner {
-        let cell = std::sync::OnceLock::new();
-        let _ = cell.set(verdict);
-        Runner {
-            verdict: Arc::new(cell),
-            probe: Arc::default(),
-        }
-    }
-
-    /// Starts probing `program` in the background.
-    pub fn spawn(program: String, network: bool) -> Runner {
-        let verdict: Arc<std::sync::OnceLock<Result<String, String>>> = Arc::default();
-        let slot = Arc::clone(&verdict);
-        let spawned = std::thread::Builder::new()
-            .name(format!("keel-{PLUGIN_ID}-probe"))
-            .spawn(move || {
-                let root = std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/"));
-                let result = bwrap::probe(&program, &root, network).map(|()| program);
-                if let Err(why) = &result {
-                    tracing::warn!(reason = %why, "no usable sandbox runner: confined commands will fail with SANDBOX_UNAVAILABLE");
-                }
-                let _ = slot.set(result);
-            });
-        let handle = match spawned {
-            Ok(h) => Some(h),
-            Err(e) => {
-                let _ = verdict.set(Err(format!("the probe thread could not start: {e}")));
-                None
-            }
-        };
-        Runner {
-            verdict,
-            probe: Arc::new(std::sync::Mutex::new(handle)),
-        }
-    }
-
-    /// The verdict, waiting for the probe if it still runs.
-    pub fn get(&self) -> &Result<String, String> {
-        if self.verdict.get().is_none() {
-            let handle = self
-                .probe
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take();
-            if let Some(h) = handle {
-                let _ = h.join();
-            }
-        }
-        self.verdict
-            .get_or_init(|| Err("the runner probe did not finish".to_owned()))
     }
 }
 
@@ -368,7 +328,22 @@ impl Plugin for SandboxPlugin {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: SandboxConfig = ctx.config()?;
-        let runner = Runner::spawn(config.bwrap.clone(), config.network);
+        let runner = Runner::spawn(
+            config
+                .runners
+                .iter()
+                .map(|kind| match kind {
+                    RunnerKind::Bwrap => (*kind, config.bwrap.clone()),
+                    RunnerKind::Landlock => (
+                        *kind,
+                        landlock::launcher_path(&config.landlock)
+                            .to_string_lossy()
+                            .into_owned(),
+                    ),
+                })
+                .collect(),
+            config.network,
+        );
         let state = Arc::new(State {
             rules: Rules {
                 mode: config.mode,

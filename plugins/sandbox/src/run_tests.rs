@@ -20,7 +20,11 @@ fn state(mode: SandboxMode, network: bool, runner: Result<String, String>) -> St
             network,
             tmpdir: None,
         },
-        runner: crate::Runner::ready(runner),
+        runner: crate::Runner::ready(runner.map(|program| crate::Chosen {
+            kind: crate::RunnerKind::Bwrap,
+            program,
+            enforcement: Enforcement::Full,
+        })),
         override_mode: std::sync::Arc::default(),
         grants: std::sync::Arc::default(),
     }

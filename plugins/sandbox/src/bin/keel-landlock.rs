@@ -1,0 +1,156 @@
+//! `keel-landlock`: the Landlock launcher of the `sandbox` plugin (B10, SBX-04, SBX-07), the
+//! Linux runner used where bubblewrap is not (no user namespaces, no setuid helper).
+//!
+//! Landlock restricts the calling process and everything it later executes, so confinement
+//! needs a process of its own between keel and the command: this one. It restricts itself —
+//! everything readable, only `--rw` roots and `/dev/null` writable, TCP (and UDP where the
+//! kernel can) refused unless `--net` — asks for the death signal when keel goes away, then
+//! `exec`s the command, which inherits all of it.
+//!
+//! Usage: `keel-landlock [--rw PATH]... [--net] -- PROGRAM [ARG]...`;
+//! `keel-landlock --probe [--net]` restricts itself the same way and prints
+//! `{"abi":N,"enforcement":"full"|"partial"}`.
+//! Its own failures print one `keel-landlock: …` line and exit 125 (the runner-failure rule
+//! the plugin hands to consumers, SBX-09); the command's exit code is the command's.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
+};
+
+/// Exit code of the launcher's own failures.
+const LAUNCHER_FAILURE: u8 = 125;
+
+/// The newest ABI this launcher knows: requested best effort, so older kernels enforce what
+/// they can and the status says `partial`.
+const REQUESTED: ABI = ABI::V10;
+
+struct Args {
+    rw: Vec<PathBuf>,
+    net: bool,
+    probe: bool,
+    command: Vec<OsString>,
+}
+
+fn parse(mut raw: impl Iterator<Item = OsString>) -> Result<Args, String> {
+    let mut args = Args {
+        rw: Vec::new(),
+        net: false,
+        probe: false,
+        command: Vec::new(),
+    };
+    while let Some(a) = raw.next() {
+        match a.to_str() {
+            Some("--rw") => {
+                let path = raw.next().ok_or("--rw needs a path")?;
+                args.rw.push(PathBuf::from(path));
+            }
+            Some("--net") => args.net = true,
+            Some("--probe") => args.probe = true,
+            Some("--") => {
+                args.command = raw.collect();
+                break;
+            }
+            _ => return Err(format!("unexpected argument {}", a.to_string_lossy())),
+        }
+    }
+    if !args.probe && args.command.is_empty() {
+        return Err("no command after --".to_owned());
+    }
+    Ok(args)
+}
+
+/// Restricts this process; `Ok(partial)` when the kernel enforces only part of the request.
+fn restrict(args: &Args) -> Result<(bool, i32), String> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| format!("{what}: {e}");
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(REQUESTED))
+        .map_err(|e| fail("cannot handle file access", &e))?;
+    if !args.net {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(REQUESTED))
+            .map_err(|e| fail("cannot handle network access", &e))?;
+    }
+    let mut writable = vec![PathBuf::from("/dev/null")];
+    writable.extend(args.rw.iter().cloned());
+    let status = ruleset
+        .create()
+        .map_err(|e| fail("cannot create the ruleset", &e))?
+        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(REQUESTED)))
+        .map_err(|e| fail("cannot allow reading /", &e))?
+        .add_rules(path_beneath_rules(&writable, AccessFs::from_all(REQUESTED)))
+        .map_err(|e| fail("cannot allow the writable roots", &e))?
+        .restrict_self()
+        .map_err(|e| fail("cannot restrict itself", &e))?;
+    let abi = match status.landlock {
+        LandlockStatus::Available { effective_abi, .. } => effective_abi as i32,
+        LandlockStatus::NotEnabled => {
+            return Err("Landlock is disabled in this kernel (not in the lsm= list)".to_owned());
+        }
+        LandlockStatus::NotImplemented => {
+            return Err("this kernel has no Landlock support".to_owned());
+        }
+    };
+    match status.ruleset {
+        RulesetStatus::FullyEnforced => Ok((false, abi)),
+        RulesetStatus::PartiallyEnforced => Ok((true, abi)),
+        RulesetStatus::NotEnforced => Err("the ruleset is not enforced".to_owned()),
+    }
+}
+
+fn launch(args: &Args) -> Result<ExitCode, String> {
+    let (partial, abi) = restrict(args)?;
+    if args.probe {
+        let enforcement = if partial { "partial" } else { "full" };
+        println!("{{\"abi\":{abi},\"enforcement\":\"{enforcement}\"}}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The command dies with keel even if keel is killed outright (B12: no orphans).
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        .map_err(|e| format!("cannot set the parent-death signal: {e}"))?;
+    let Some((program, rest)) = args.command.split_first() else {
+        return Err("no command after --".to_owned());
+    };
+    let e = Command::new(program).args(rest).exec();
+    Err(format!("cannot run {}: {e}", program.to_string_lossy()))
+}
+
+fn main() -> ExitCode {
+    let result = parse(std::env::args_os().skip(1)).and_then(|a| launch(&a));
+    match result {
+        Ok(code) => code,
+        Err(why) => {
+            eprintln!("keel-landlock: {why}");
+            ExitCode::from(LAUNCHER_FAILURE)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Args, String> {
+        parse(list.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn arguments_parse_and_bad_ones_are_named() {
+        let a = args(&["--rw", "/w", "--rw", "/tmp", "--", "sh", "-c", "x"]).unwrap();
+        assert_eq!(a.rw, vec![PathBuf::from("/w"), PathBuf::from("/tmp")]);
+        assert!(!a.net && !a.probe);
+        assert_eq!(a.command, ["sh", "-c", "x"]);
+        assert!(args(&["--probe", "--net"]).unwrap().net);
+        assert_eq!(args(&["--rw"]).err().unwrap(), "--rw needs a path");
+        assert_eq!(args(&["--rw", "/w"]).err().unwrap(), "no command after --");
+        assert!(args(&["--bogus"]).err().unwrap().contains("--bogus"));
+        // Flags after `--` belong to the command.
+        assert_eq!(args(&["--", "ls", "--rw"]).unwrap().command, ["ls", "--rw"]);
+    }
+}

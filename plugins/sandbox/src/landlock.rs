@@ -1,0 +1,175 @@
+//! The Linux Landlock runner (B10, SBX-04, SBX-07, SBX-09): the second link of the runner
+//! chain, for hosts where bubblewrap cannot run (no user namespaces, no setuid helper).
+//!
+//! Landlock confines the process that asks and everything it executes, so the command runs
+//! under `keel-landlock` (this crate's launcher binary): it restricts itself to the policy and
+//! `exec`s the command. Unlike bwrap there is no mount or pid namespace: `/tmp` is the host's,
+//! and the network fence covers what the kernel's ABI can (TCP from ABI 4, UDP from 10), which
+//! is why the launcher's probe reports `partial` on older kernels (SBX-07).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use keel_plugin_api::services::sandbox::{Confined, Enforcement, Policy, RunnerFailureRule};
+use serde::Deserialize;
+
+/// The runner's name in `confine` answers.
+pub const RUNNER: &str = "landlock";
+/// The launcher's file name (beside the `keel` binary).
+pub const LAUNCHER: &str = "keel-landlock";
+
+/// The launcher prefixes its own failures with this.
+const FATAL_SIGNATURE: &str = "keel-landlock: ";
+/// And exits with this.
+const FATAL_EXIT: i32 = 125;
+
+/// Where the launcher is: `configured` when set, else beside the running executable (`bin/`
+/// of a dist, `target/<profile>/` in a build).
+pub fn launcher_path(configured: &str) -> PathBuf {
+    if !configured.is_empty() {
+        return PathBuf::from(configured);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(LAUNCHER)))
+        .unwrap_or_else(|| PathBuf::from(LAUNCHER))
+}
+
+/// The argv running `argv` under the launcher with `policy`.
+pub fn argv(launcher: &str, policy: &Policy, argv: &[String]) -> Vec<String> {
+    let mut out = vec![launcher.to_owned()];
+    for root in &policy.writable_roots {
+        out.push("--rw".to_owned());
+        out.push(root.to_string_lossy().into_owned());
+    }
+    if policy.network {
+        out.push("--net".to_owned());
+    }
+    out.push("--".to_owned());
+    out.extend(argv.iter().cloned());
+    out
+}
+
+/// The `confine` answer for a Landlock-wrapped command.
+pub fn confined(
+    launcher: &str,
+    enforcement: Enforcement,
+    policy: &Policy,
+    command: &[String],
+) -> Confined {
+    Confined {
+        argv: argv(launcher, policy, command),
+        enforcement,
+        runner: RUNNER.to_owned(),
+        mode: policy.mode,
+        // Landlock refuses with EACCES; shells and coreutils print it like this.
+        denial_signatures: vec!["Permission denied".to_owned()],
+        runner_failure: RunnerFailureRule {
+            allowed_exit_codes: Some(vec![FATAL_EXIT]),
+            fatal_signatures: vec![FATAL_SIGNATURE.to_owned()],
+            informational_lines: Vec::new(),
+        },
+    }
+}
+
+#[derive(Deserialize)]
+struct ProbeAnswer {
+    abi: u32,
+    enforcement: Enforcement,
+}
+
+/// Whether the launcher can restrict itself here, and how completely: `Ok((enforcement,
+/// abi))`, or why not.
+///
+/// # Errors
+/// A description of why Landlock is unusable (no launcher, kernel without Landlock, …).
+pub fn probe(launcher: &Path, network: bool) -> Result<(Enforcement, u32), String> {
+    let mut cmd = Command::new(launcher);
+    cmd.arg("--probe");
+    if network {
+        cmd.arg("--net");
+    }
+    let out = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .output()
+        .map_err(|e| format!("{} could not be started: {e}", launcher.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} cannot confine processes here ({}): {}",
+            launcher.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let answer: ProbeAnswer = serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "{} answered its probe with something unexpected: {e}",
+            launcher.display()
+        )
+    })?;
+    Ok((answer.enforcement, answer.abi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_plugin_api::services::sandbox::SandboxMode;
+
+    #[test]
+    fn argv_lists_the_writable_roots_and_the_network_switch() {
+        let policy = Policy {
+            mode: SandboxMode::WorkspaceWrite,
+            workspace_root: PathBuf::from("/w"),
+            writable_roots: vec![PathBuf::from("/w"), PathBuf::from("/tmp")],
+            network: false,
+        };
+        let got = argv(
+            "/bin/keel-landlock",
+            &policy,
+            &["sh".into(), "-c".into(), "x".into()],
+        );
+        assert_eq!(
+            got,
+            [
+                "/bin/keel-landlock",
+                "--rw",
+                "/w",
+                "--rw",
+                "/tmp",
+                "--",
+                "sh",
+                "-c",
+                "x"
+            ]
+        );
+        let open = Policy {
+            network: true,
+            writable_roots: Vec::new(),
+            ..policy
+        };
+        assert_eq!(
+            argv("l", &open, &["true".into()]),
+            ["l", "--net", "--", "true"]
+        );
+    }
+
+    // SBX-09: the launcher's failure needs exit 125 and its own line; a child exiting 1 with a
+    // "Permission denied" is the child's failure, not the runner's.
+    #[test]
+    fn sbx09_launcher_failures_are_told_from_the_childs() {
+        let policy = Policy {
+            mode: SandboxMode::ReadOnly,
+            workspace_root: PathBuf::from("/w"),
+            writable_roots: Vec::new(),
+            network: false,
+        };
+        let c = confined("l", Enforcement::Partial, &policy, &["true".into()]);
+        let rule = &c.runner_failure;
+        assert!(rule.is_runner_failure(Some(125), "keel-landlock: cannot run x: not found\n"));
+        assert!(!rule.is_runner_failure(Some(1), "keel-landlock: cannot run x\n"));
+        assert!(!rule.is_runner_failure(Some(1), "grep: no match\n"));
+        assert!(!rule.is_runner_failure(Some(125), "sh: /x: Permission denied\n"));
+    }
+}
