@@ -22,6 +22,7 @@ pub mod graph;
 pub mod loader;
 pub mod lock;
 pub mod paths;
+pub mod redact;
 pub mod runtime;
 pub mod schema;
 pub mod services;

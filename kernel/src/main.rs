@@ -1,4 +1,5 @@
-//! The `keel` binary: tracing to stderr (filter from `KEEL_LOG`), then the CLI.
+//! The `keel` binary: tracing to stderr (filter from `KEEL_LOG`) through the output
+//! redactions plugins register (SEC-03), then the CLI.
 
 use clap::Parser as _;
 
@@ -7,7 +8,7 @@ fn main() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(keel_kernel::redact::RedactingStderr)
         .with_target(true)
         .init();
     let cli = keel_kernel::cli::Cli::parse();

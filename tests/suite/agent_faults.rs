@@ -181,6 +181,41 @@ fn b6_a_failing_checkpoint_means_no_request_is_sent() {
     assert!(!types(&events).contains(&"request/header".to_owned()));
 }
 
+/// SEC-10: the key is on the wire (built inside the adapter) and nowhere in what is logged: the
+/// session's `request/header` events hold the model and its settings, no credential field and
+/// no value; neither does any other stored event.
+#[test]
+fn sec10_the_logged_request_header_holds_no_credential() {
+    let server = server(vec![Reply::text("hello")]);
+    let env = agent_env(&server, "");
+    let (run, result) = run_json(&env, "hi", &[]);
+    run.expect_code(0);
+    let reqs = server.completions();
+    assert_eq!(
+        reqs[0].headers.get("authorization").map(String::as_str),
+        Some(format!("Bearer {KEY_VALUE}").as_str()),
+        "the adapter authenticated"
+    );
+    let events = stored_events(&env, &session_of(&result));
+    let headers: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"] == "request/header")
+        .collect();
+    assert!(!headers.is_empty(), "a request header was logged");
+    for h in headers {
+        let text = h.to_string().to_ascii_lowercase();
+        for field in ["authorization", "api_key\"", "bearer", "\"key\""] {
+            assert!(!text.contains(field), "the header has {field}: {h}");
+        }
+    }
+    for e in &events {
+        assert!(
+            !e.to_string().contains(KEY_VALUE),
+            "a stored event holds the key: {e}"
+        );
+    }
+}
+
 /// SEC-07/08, LLM-05: with no environment variable, the key comes from
 /// `$KEEL_HOME/credentials.toml`, and a value rotated in that file during the run is used by
 /// the very next request (the first reply is a shell call that rewrites the file).

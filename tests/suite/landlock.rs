@@ -57,7 +57,7 @@ fn results(env: &Env, result: &Value) -> Vec<Value> {
 }
 
 #[test]
-fn sbx04_landlock_confines_shell_and_reports_its_enforcement() {
+fn sbx04_sbx07_landlock_confines_shell_and_reports_its_enforcement() {
     let Some(enforcement) = landlock_enforcement() else {
         return;
     };

@@ -172,7 +172,7 @@ fn sbx_read_only_mode_denies_writes_in_the_workspace() {
 /// The canary (SEC-01/02/03): the command really receives the value; no channel carries it.
 /// On both session backends (the SQLite files are read as bytes: database and WAL).
 #[test]
-fn sec_canary_secret_reaches_the_tool_and_no_output_channel() {
+fn sec01_sec03_canary_secret_reaches_the_tool_and_no_output_channel() {
     canary("");
     canary(
         "[[disable]]\nid = \"session-store\"\n\n[[insert]]\nid = \"session-store\"\nplugin = \"session-sqlite\"\n",
@@ -189,9 +189,16 @@ fn canary(backend_rows: &str) {
             args(json!({"command":
                 "printf %s sec_CANARY > used.txt; echo sec_CANARY; printf %s sec_CANARY | base64; cat used.txt"})),
         )]),
-        Reply::text("the secret stayed secret"),
+        // The model repeats the value it was told (it should never have been able to).
+        Reply::text(format!("the secret is {VALUE}")),
     ]);
-    let env = agent_env(&server, backend_rows);
+    let marker = std::env::temp_dir().join(format!("keel-canary-marker-{}", std::process::id()));
+    // A plugin that logs the value on every tool call (SEC-03: tracing lines are redacted).
+    let logger = format!(
+        "[[insert]]\nid = \"hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = {{ seam = \"tools/pre-execute\", action = \"log\", text = \"{VALUE}\", marker = \"{}\" }}\n",
+        marker.display()
+    );
+    let env = agent_env(&server, &format!("{backend_rows}\n{logger}"));
     let mut set = env
         .command(&["secrets", "set", "CANARY", "--profile", "t"])
         .stdin(Stdio::piped())
@@ -222,7 +229,9 @@ fn canary(backend_rows: &str) {
             "t",
             "--output-format",
             "stream-json",
-            "use the canary",
+            // The user pastes the value itself (SEC-03: session events are scrubbed before
+            // they are written).
+            &format!("use the canary, it is {VALUE}"),
         ],
         &[("KEEL_LOG", std::ffi::OsStr::new("trace"))],
     );
@@ -258,6 +267,18 @@ fn canary(backend_rows: &str) {
         assert!(!text.contains(VALUE), "the value leaked into {name}");
         assert!(!text.contains(b64), "the value's base64 leaked into {name}");
     }
+    // Each channel really carried the text, as the alias.
+    assert!(
+        run.stdout.contains("the secret is sec_CANARY"),
+        "stdout shows the alias: {}",
+        run.stdout
+    );
+    assert!(
+        channels[1].1.contains("proof-agent-hooks saw: sec_CANARY"),
+        "the plugin's line was written, redacted"
+    );
+    let user = reqs[0].messages()[1]["content"].to_string();
+    assert!(user.contains("it is sec_CANARY"), "{user}");
     let scrubbed = tool_message(reqs[1].messages(), "c1");
     assert!(
         scrubbed["content"].as_str().unwrap().contains("sec_CANARY"),

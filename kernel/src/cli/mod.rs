@@ -229,7 +229,7 @@ impl ProfileArgs {
         };
         let profile = resolve_profile(&self.profile, &sources)?;
         for w in &profile.warnings {
-            eprintln!("keel: {w}");
+            crate::redact::eprintln(format_args!("keel: {w}"));
         }
         Ok(profile)
     }
@@ -303,7 +303,7 @@ pub fn execute(cli: Cli) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("keel: error[{}]: {e}", e.code());
+            crate::redact::eprintln(format_args!("keel: error[{}]: {e}", e.code()));
             2
         }
     }

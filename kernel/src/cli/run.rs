@@ -117,7 +117,7 @@ fn hand_off(
         let code = tokio::select! {
             r = &mut work => r,
             _ = tokio::signal::ctrl_c() => {
-                eprintln!("keel: interrupted");
+                crate::redact::eprintln(format_args!("keel: interrupted"));
                 // The driver hears SIGINT too and owns the clean stop (abort the turn, flush,
                 // close: §11). It gets a grace period; a second SIGINT or the end of the grace
                 // cuts it short, and teardown below still drains every row.
@@ -125,7 +125,7 @@ fn hand_off(
                     _ = &mut work => {}
                     _ = tokio::signal::ctrl_c() => {}
                     () = tokio::time::sleep(INTERRUPT_GRACE) => {
-                        eprintln!("keel: the driver did not stop within {} s", INTERRUPT_GRACE.as_secs());
+                        crate::redact::eprintln(format_args!("keel: the driver did not stop within {} s", INTERRUPT_GRACE.as_secs()));
                     }
                 }
                 Ok(130)
@@ -135,7 +135,7 @@ fn hand_off(
         match code {
             Ok(c) => Ok(c),
             Err(e @ KernelError::Driver { .. }) => {
-                eprintln!("keel: error[{}]: {e}", e.code());
+                crate::redact::eprintln(format_args!("keel: error[{}]: {e}", e.code()));
                 Ok(1)
             }
             Err(e) => Err(e),

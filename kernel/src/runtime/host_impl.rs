@@ -122,6 +122,24 @@ impl Host for HostImpl {
         }
     }
 
+    fn redact(&self, fiber: FiberId, pairs: Vec<(String, String)>) -> AbiResult<()> {
+        let row = match self.fiber(fiber) {
+            Ok(f) => f.row.clone(),
+            Err(e) => return err(e),
+        };
+        match crate::redact::set(&row, pairs) {
+            Ok(()) => RResult::ROk(()),
+            Err(why) => RResult::RErr(PluginError::new("REDACT", why)),
+        }
+    }
+
+    fn write_output(&self, _fiber: FiberId, stream: u8, text: &str) -> AbiResult<()> {
+        match crate::redact::write(stream, text) {
+            Ok(()) => RResult::ROk(()),
+            Err(e) => RResult::RErr(PluginError::new("IO", e.to_string())),
+        }
+    }
+
     fn row(&self, fiber: FiberId) -> AbiResult<RString> {
         match self.fiber(fiber) {
             Ok(f) => RResult::ROk(RString::from(f.row.as_str())),

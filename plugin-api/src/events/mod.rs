@@ -25,6 +25,7 @@ pub const CATALOG: &[EventInfo] = &[
     kernel::PluginStatus::INFO,
     kernel::ListenerError::INFO,
     kernel::ConfigUpdateFailed::INFO,
+    session::Persist::INFO,
     session::SessionEvent::INFO,
     session::SessionFlush::INFO,
     session::SessionCreated::INFO,

@@ -3,6 +3,7 @@
 use abi_stable::StableAbi;
 use abi_stable::std_types::RString;
 
+use super::json::Json;
 use crate::declare_event;
 
 /// One committed event, as the `session/event` feed delivers it.
@@ -37,6 +38,22 @@ pub struct SessionLifecycle {
     pub header: RString,
 }
 
+/// A batch on its way into a session log.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct PersistBatch {
+    /// Session id.
+    pub session_id: RString,
+    /// The events' `data`, in batch order (a JSON array with one value per event).
+    pub data: Json,
+}
+
+declare_event! {
+    /// Before an append is validated and committed: listeners may rewrite each event's `data`
+    /// (the firewall's scrub, SEC-03), never the number of events. A failing listener fails
+    /// the append: nothing of the batch is written (fail closed).
+    pub struct Persist: waterfall("session/persist") -> PersistBatch;
+}
 declare_event! {
     /// Post-commit feed of every appended session event, in seq order. Observers cannot revert
     /// an append: a failing observer is contained (SES-01).

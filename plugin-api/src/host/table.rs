@@ -106,6 +106,19 @@ pub trait Host: Send + Sync + 'static {
     fn plugin_status(&self, fiber: FiberId) -> AbiResult<RString>;
     /// Row control.
     fn control(&self, fiber: FiberId, request: String) -> BoxFuture<AbiResult<RString>>;
+    /// Replaces the fiber's output redactions (`(needle, replacement)` pairs).
+    fn redact(&self, fiber: FiberId, pairs: Vec<(String, String)>) -> AbiResult<()> {
+        let _ = (fiber, pairs);
+        RResult::ROk(())
+    }
+    /// Writes to stdout (`1`) or stderr (`2`) after the redactions.
+    fn write_output(&self, fiber: FiberId, stream: u8, text: &str) -> AbiResult<()> {
+        let _ = fiber;
+        RResult::from(
+            crate::sdk::write_stream(stream, text)
+                .map_err(|e| PluginError::new("IO", e.to_string())),
+        )
+    }
 }
 
 static HOST: OnceLock<Arc<dyn Host>> = OnceLock::new();
@@ -284,6 +297,21 @@ extern "C" fn control(fiber: FiberId, request: RString) -> FfiFuture<AbiResult<R
     with_host_async(move |h| h.control(fiber, request.into_string()))
 }
 
+extern "C" fn redact(fiber: FiberId, pairs: RString) -> AbiResult<()> {
+    with_host(
+        |h| match serde_json::from_str::<Vec<(String, String)>>(pairs.as_str()) {
+            Ok(pairs) => h.redact(fiber, pairs),
+            Err(e) => RResult::RErr(PluginError::new(
+                "INVALID_JSON",
+                format!("redactions must be [[needle, replacement], …]: {e}"),
+            )),
+        },
+    )
+}
+extern "C" fn write_output(fiber: FiberId, stream: u8, text: RStr<'_>) -> AbiResult<()> {
+    with_host(|h| h.write_output(fiber, stream, text.as_str()))
+}
+
 #[cfg(feature = "host-api-extension-fixture")]
 extern "C" fn fixture_extension() -> u32 {
     42
@@ -314,6 +342,8 @@ pub fn install_host(host: Arc<dyn Host>) -> HostApi_Ref {
             sleep,
             plugin_status,
             control,
+            redact,
+            write_output,
             #[cfg(feature = "host-api-extension-fixture")]
             fixture_extension,
         }

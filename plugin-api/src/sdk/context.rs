@@ -38,8 +38,8 @@ pub struct Registration {
 /// One fiber's handle on the kernel. Cheap to clone; valid for the fiber's whole life.
 #[derive(Clone, Copy)]
 pub struct Context {
-    fiber: FiberId,
-    api: HostApi_Ref,
+    pub(super) fiber: FiberId,
+    pub(super) api: HostApi_Ref,
 }
 
 impl std::fmt::Debug for Context {

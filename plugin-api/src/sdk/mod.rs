@@ -13,6 +13,7 @@ pub mod export;
 pub(crate) mod ffi;
 mod link;
 mod manifest;
+mod output;
 mod plugin;
 mod registry;
 #[cfg(feature = "plugin-runtime")]
@@ -27,6 +28,7 @@ pub use context::{Context, Registration, sleep};
 pub use error::{Error, Result};
 pub use ffi::{AsyncNext, Next};
 pub use manifest::{EventDecl, Manifest, Provision, Requirement};
+pub use output::write_stream;
 pub use plugin::Plugin;
 pub use registry::register_until_unload;
 #[cfg(feature = "plugin-runtime")]

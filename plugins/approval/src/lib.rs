@@ -162,6 +162,7 @@ impl Plugin for ApprovalPlugin {
             .description("approval policy on tool calls and the audited one-shot ask")
             .provides::<Approval>()
             .requires::<Sessions>()
+            .declares::<Answer>()
             .config_schema(json!({
                 "type": "object",
                 "properties": {

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::llm::Stream;
 use keel_plugin_api::events::prompt::Assemble;
+use keel_plugin_api::events::session::Persist;
 use keel_plugin_api::events::tools::{Execute, Guard, PostExecute};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::command::{CommandInvocation, CommandOutcome, SecretsCommand};
@@ -115,7 +116,12 @@ fn facts(policy: &Policy, vault: &SharedVault, method: &str, args: Value) -> Res
 }
 
 /// Runs `keel secrets …` on a thread of its own (it reads stdin and writes files).
-async fn run_command(vault: SharedVault, method: String, args: Value) -> Result<Value> {
+async fn run_command(
+    ctx: Context,
+    vault: SharedVault,
+    method: String,
+    args: Value,
+) -> Result<Value> {
     if method != "run" {
         return Err(Error::new(
             "UNKNOWN_METHOD",
@@ -138,12 +144,11 @@ async fn run_command(vault: SharedVault, method: String, args: Value) -> Result<
                     err: &mut err,
                 },
             );
-            {
-                use std::io::Write as _;
-                let _ = std::io::stdout().write_all(&out);
-                let _ = std::io::stdout().flush();
-                let _ = std::io::stderr().write_all(&err);
-            }
+            // The stored set changed: the kernel redacts the new set from here on.
+            publish_redactions(ctx, &vault);
+            // Through the kernel's output redactions (SEC-03).
+            let _ = ctx.write_stdout(&String::from_utf8_lossy(&out));
+            let _ = ctx.write_stderr(&String::from_utf8_lossy(&err));
             let _ = tx.send(exit_code);
         })
         .map_err(|e| Error::new(codes::SECRETS_IO, format!("cannot start a thread: {e}")))?;
@@ -151,6 +156,15 @@ async fn run_command(vault: SharedVault, method: String, args: Value) -> Result<
         .await
         .map_err(|_| Error::new(codes::SECRETS_IO, "the secrets command thread died"))?;
     Ok(serde_json::to_value(CommandOutcome { exit_code })?)
+}
+
+/// Hands the kernel every scrubbed form of every value, so its tracing lines and printed
+/// output carry aliases too (SEC-03). A kernel that cannot redact is logged, not fatal: the
+/// firewall's own scrubs still hold.
+fn publish_redactions(ctx: Context, vault: &SharedVault) {
+    if let Err(e) = ctx.redact(&vault.snapshot().redactions()) {
+        tracing::warn!("firewall: the kernel cannot redact output: {e}");
+    }
 }
 
 /// The plugin value.
@@ -185,6 +199,7 @@ impl Plugin for FirewallPlugin {
         )?);
         let vault = SharedVault::load(SecretStore::new(dir))?;
         tracing::debug!(aliases = ?vault.snapshot().aliases(), "firewall: secrets loaded");
+        publish_redactions(ctx, &vault);
 
         let (p, v) = (policy.clone(), vault.clone());
         ctx.provide::<FirewallService>(CallHandle::new(move |method, args| {
@@ -193,7 +208,7 @@ impl Plugin for FirewallPlugin {
         }))?;
         let v = vault.clone();
         ctx.provide::<SecretsCommand>(CallHandle::new(move |method, args| {
-            run_command(v.clone(), method, args)
+            run_command(ctx, v.clone(), method, args)
         }))?;
 
         // SEC-06: the facts are called on every real tool call.
@@ -280,12 +295,23 @@ impl Plugin for FirewallPlugin {
             },
         )?;
 
-        let v = vault;
+        let v = vault.clone();
         ctx.waterfall::<Assemble>(ListenerOptions::order(0), move |assembly, next| {
             if let Some(sections) = hooks::add_section(&v.snapshot(), &assembly.sections) {
                 assembly.sections = sections;
             }
             next.run(assembly)
+        })?;
+
+        // SEC-03: every session event, whoever appends it (a pasted key in a user message,
+        // a value the model guessed), is scrubbed before it is validated and written.
+        let v = vault;
+        ctx.waterfall::<Persist>(ListenerOptions::order(ORDER), move |batch, next| {
+            if let Some(scrubbed) = hooks::scrub_json_text(&v.snapshot(), &batch.data) {
+                tracing::debug!("firewall: scrubbed session events before they were written");
+                batch.data = scrubbed;
+            }
+            next.run(batch)
         })?;
         Ok(())
     }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::error::FirewallError;
 use crate::fill::{fill_str, map_strings};
-use crate::scrub::Scrubber;
+use crate::scrub::{Scrubber, encodings};
 use crate::store::{SecretStore, SecretValue, alias};
 
 /// One snapshot of the secrets.
@@ -62,6 +62,20 @@ impl Vault {
     /// Outbound: scrubs every string of `value`; true when any changed.
     pub fn scrub_json(&self, value: &mut Value) -> bool {
         map_strings(value, &mut |s| self.scrub(s))
+    }
+
+    /// `(form, alias)` for every scrubbed form of every value: what the kernel replaces in
+    /// tracing lines and printed output (SEC-03).
+    pub fn redactions(&self) -> Vec<(String, String)> {
+        self.secrets
+            .iter()
+            .flat_map(|(name, value)| {
+                let alias = alias(name);
+                encodings(value.expose())
+                    .into_iter()
+                    .map(move |form| (form, alias.clone()))
+            })
+            .collect()
     }
 
     /// The aliases of the secrets found in `text`.

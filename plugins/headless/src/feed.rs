@@ -8,7 +8,6 @@
 //! only that session's events pass, re-ordered by seq ([`Order`]) and never duplicated.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -24,19 +23,26 @@ pub trait Sink: Send + 'static {
     fn err(&mut self, line: &str);
 }
 
-/// The process's stdout and stderr.
+/// The process's stdout and stderr, through the kernel's output redactions (SEC-03) when a
+/// kernel context is at hand.
 #[derive(Debug, Default)]
-pub struct StdSink;
+pub struct StdSink(pub Option<keel_plugin_api::prelude::Context>);
 
 impl Sink for StdSink {
     fn out(&mut self, line: &str) -> bool {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+        let text = format!("{line}\n");
+        match self.0 {
+            Some(ctx) => ctx.write_stdout(&text).is_ok(),
+            None => keel_plugin_api::sdk::write_stream(1, &text).is_ok(),
+        }
     }
 
     fn err(&mut self, line: &str) {
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "{line}");
+        let text = format!("{line}\n");
+        let _ = match self.0 {
+            Some(ctx) => ctx.write_stderr(&text),
+            None => keel_plugin_api::sdk::write_stream(2, &text).map_err(Into::into),
+        };
     }
 }
 

@@ -75,7 +75,7 @@ async fn driver_call(
     let env = RunEnv {
         hub,
         active,
-        sink: Box::new(StdSink),
+        sink: Box::new(StdSink(Some(ctx))),
         progress: std::io::stderr().is_terminal(),
         interrupts,
         stdin: Box::new(read_stdin),

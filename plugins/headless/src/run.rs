@@ -235,7 +235,7 @@ pub async fn run(inv: &DriverInvocation, services: Services<'_>, env: RunEnv) ->
         }
         Err(e) => {
             // The sink went with the thread that could not start: say it on stderr directly.
-            crate::feed::StdSink.err(&format::error_line(
+            crate::feed::StdSink(None).err(&format::error_line(
                 "DRIVER_IO",
                 &format!("cannot start the output thread: {e}"),
             ));

@@ -41,6 +41,12 @@ pub trait Hooks: Send + Sync + 'static {
     fn disposed(&self, header: &SessionHeader);
     /// The durability barrier (`session/flush`): must end with the manager's writer drained.
     fn flush(&self, session_id: &str) -> BoxFut<Result<()>>;
+    /// `session/persist`: listeners may rewrite each event's `data` before it is validated
+    /// and committed (SEC-03). An error fails the append.
+    fn before_persist(&self, session_id: &str, batch: &mut [NewEvent]) -> Result<()> {
+        let _ = (session_id, batch);
+        Ok(())
+    }
 }
 
 #[derive(Deserialize)]
@@ -158,7 +164,8 @@ pub async fn call(
         }
         "append" => {
             let AppendArgs { session_id, events } = args(method, a)?;
-            let batch = events.into_iter().map(to_new).collect::<Result<Vec<_>>>()?;
+            let mut batch = events.into_iter().map(to_new).collect::<Result<Vec<_>>>()?;
+            hooks.before_persist(&session_id, &mut batch)?;
             let seqs = mgr.append(&session_id, batch, |committed| {
                 hooks.committed(&session_id, committed);
             })?;

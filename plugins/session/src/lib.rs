@@ -43,9 +43,10 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
+use keel_plugin_api::events::Json;
 use keel_plugin_api::events::session::{
-    FlushRequest, SessionCreated, SessionDisposed, SessionEvent, SessionEventNotice, SessionFlush,
-    SessionLifecycle,
+    FlushRequest, Persist, PersistBatch, SessionCreated, SessionDisposed, SessionEvent,
+    SessionEventNotice, SessionFlush, SessionLifecycle,
 };
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
@@ -60,6 +61,7 @@ use serde_json::{Value, json};
 use crate::error::SessionError;
 use crate::sessions::{Config, SessionManager};
 use crate::store::{BoxFut, Loaded, Store, StoreAppend, Timer};
+use crate::validate::NewEvent;
 
 fn to_sdk(e: SessionError) -> Error {
     let code = e.code().to_owned();
@@ -193,6 +195,43 @@ impl api::Hooks for KernelHooks {
         }
     }
 
+    fn before_persist(&self, session_id: &str, batch: &mut [NewEvent]) -> error::Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let data: Vec<&Value> = batch.iter().map(|e| &e.data).collect();
+        let text =
+            serde_json::to_string(&data).map_err(|e| SessionError::invalid(e.to_string()))?;
+        let mut payload = PersistBatch {
+            session_id: session_id.into(),
+            data: Json { text: text.into() },
+        };
+        let before = payload.data.text.clone();
+        self.ctx
+            .run_waterfall::<Persist>(&mut payload, |_| Ok(()))
+            .map_err(from_sdk)?;
+        if payload.data.text == before {
+            return Ok(());
+        }
+        let rewritten: Vec<Value> =
+            serde_json::from_str(payload.data.text.as_str()).map_err(|e| {
+                SessionError::invalid(format!(
+                    "a session/persist listener left data that is not a JSON array: {e}"
+                ))
+            })?;
+        if rewritten.len() != batch.len() {
+            return Err(SessionError::invalid(format!(
+                "a session/persist listener changed the number of events ({} → {}); nothing was written",
+                batch.len(),
+                rewritten.len()
+            )));
+        }
+        for (event, data) in batch.iter_mut().zip(rewritten) {
+            event.data = data;
+        }
+        Ok(())
+    }
+
     fn flush(&self, session_id: &str) -> BoxFut<error::Result<()>> {
         let (ctx, mgr, id) = (self.ctx, self.mgr.clone(), session_id.to_owned());
         Box::pin(async move {
@@ -208,7 +247,13 @@ impl api::Hooks for KernelHooks {
     }
 }
 
-async fn run_command(mgr: &SessionManager, method: &str, args: Value, fork: bool) -> Result<Value> {
+async fn run_command(
+    ctx: Context,
+    mgr: &SessionManager,
+    method: &str,
+    args: Value,
+    fork: bool,
+) -> Result<Value> {
     if method != "run" {
         return Err(Error::new(
             "UNKNOWN_METHOD",
@@ -226,12 +271,9 @@ async fn run_command(mgr: &SessionManager, method: &str, args: Value, fork: bool
     } else {
         commands::sessions(mgr, &inv.args, &mut io).await
     };
-    {
-        use std::io::Write as _;
-        let _ = std::io::stdout().write_all(&out);
-        let _ = std::io::stdout().flush();
-        let _ = std::io::stderr().write_all(&err);
-    }
+    // Through the kernel's output redactions (SEC-03).
+    let _ = ctx.write_stdout(&String::from_utf8_lossy(&out));
+    let _ = ctx.write_stderr(&String::from_utf8_lossy(&err));
     Ok(serde_json::to_value(CommandOutcome { exit_code })?)
 }
 
@@ -246,6 +288,7 @@ impl Plugin for SessionPlugin {
             .provides::<Sessions>()
             .provides::<SessionsCommand>()
             .provides::<ForkCommand>()
+            .declares::<Persist>()
             .declares::<SessionEvent>()
             .declares::<SessionFlush>()
             .declares::<SessionCreated>()
@@ -300,12 +343,12 @@ impl Plugin for SessionPlugin {
         let m = mgr.clone();
         ctx.provide::<SessionsCommand>(CallHandle::new(move |method, args| {
             let m = m.clone();
-            async move { run_command(&m, &method, args, false).await }
+            async move { run_command(ctx, &m, &method, args, false).await }
         }))?;
         let m = mgr.clone();
         ctx.provide::<ForkCommand>(CallHandle::new(move |method, args| {
             let m = m.clone();
-            async move { run_command(&m, &method, args, true).await }
+            async move { run_command(ctx, &m, &method, args, true).await }
         }))?;
 
         // Disposal drains every live session (B5) and releases its writer lock.

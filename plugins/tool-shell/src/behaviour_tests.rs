@@ -303,7 +303,8 @@ fn timeouts_are_capped_and_bad_arguments_rejected() {
     );
 }
 
-// ARCHITECTURE §8: shell{command, timeout_ms?, workdir?}, exclusive and mutating.
+// ARCHITECTURE §8: shell{command, timeout_ms?, workdir?}, exclusive and mutating; plus the
+// sandbox's escalation arguments (SBX-08).
 #[test]
 fn definition_matches_the_public_contract() {
     let d = crate::tool::definition(&ShellConfig::default());
@@ -313,7 +314,16 @@ fn definition_matches_the_public_contract() {
         .unwrap()
         .keys()
         .collect();
-    assert_eq!(props, ["command", "timeout_ms", "workdir"]);
+    assert_eq!(
+        props,
+        [
+            "command",
+            "timeout_ms",
+            "workdir",
+            "sandbox_permissions",
+            "justification"
+        ]
+    );
     assert!(!d.parallel_safe);
     assert!(d.mutating);
 }

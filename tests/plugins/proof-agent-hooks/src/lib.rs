@@ -3,7 +3,8 @@
 //!
 //! Row config: `seam` (`tools/pre-execute`, `llm/stream`, `tools/execute`, `session/flush`,
 //! `agent/turn-stopping`),
-//! `action` (`panic` or `error` the first time, `steer` for turn-stopping), and `marker`: a
+//! `action` (`panic` or `error` the first time, `steer` for turn-stopping, `log` to log `text`
+//! at warn level every time), and `marker`: a
 //! file created on the first call; while it exists the listener passes through, so the next turn
 //! (for example after `keel resume`) runs normally.
 
@@ -28,6 +29,9 @@ struct Config {
     #[serde(default = "panic_action")]
     action: String,
     marker: PathBuf,
+    /// For `action = "log"`: the line to log at warn level, each time the seam fires.
+    #[serde(default)]
+    text: String,
 }
 
 fn panic_action() -> String {
@@ -45,6 +49,11 @@ impl Config {
     }
 
     fn misbehave(&self) -> Result<()> {
+        if self.action == "log" {
+            // A plugin that logs what it should not (SEC-03: the kernel redacts the line).
+            tracing::warn!("proof-agent-hooks saw: {}", self.text);
+            return Ok(());
+        }
         if !self.first_time() {
             return Ok(());
         }

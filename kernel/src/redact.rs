@@ -1,0 +1,143 @@
+//! Output redactions (SEC-03 at the kernel's edge): the process's stderr and stdout belong to
+//! the kernel, so the kernel applies the redactions plugins register (the firewall registers
+//! each secret and its simple encodings) to every tracing line and to everything plugins write
+//! through `write_output`.
+//!
+//! The kernel stays feature-blind: it replaces byte strings it was given and knows nothing of
+//! secrets. Redactions are kept per row for the life of the process — a row that unloads
+//! during shutdown must not let the last lines through — and a row's new set replaces its old.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::{PoisonError, RwLock};
+
+use aho_corasick::{AhoCorasick, MatchKind};
+
+/// Needles shorter than this are ignored: replacing a 2-byte string everywhere would wreck
+/// every line and protect nothing.
+const MIN_NEEDLE: usize = 4;
+
+#[derive(Default)]
+struct Redactions {
+    by_row: BTreeMap<String, Vec<(String, String)>>,
+    matcher: Option<(AhoCorasick, Vec<String>)>,
+}
+
+static REDACTIONS: RwLock<Option<Redactions>> = RwLock::new(None);
+
+/// Replaces `row`'s redactions with `pairs` (`(needle, replacement)`).
+///
+/// # Errors
+/// The matcher could not be built (pathological sizes); the previous set stays in force.
+pub fn set(row: &str, pairs: Vec<(String, String)>) -> Result<(), String> {
+    let mut guard = REDACTIONS.write().unwrap_or_else(PoisonError::into_inner);
+    let all = guard.get_or_insert_with(Redactions::default);
+    let mut by_row = all.by_row.clone();
+    let pairs: Vec<(String, String)> = pairs
+        .into_iter()
+        .filter(|(needle, _)| needle.len() >= MIN_NEEDLE)
+        .collect();
+    by_row.insert(row.to_owned(), pairs);
+    let (needles, replacements): (Vec<String>, Vec<String>) =
+        by_row.values().flatten().cloned().unzip();
+    let matcher = if needles.is_empty() {
+        None
+    } else {
+        let ac = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&needles)
+            .map_err(|e| format!("cannot build the output redactions: {e}"))?;
+        Some((ac, replacements))
+    };
+    *all = Redactions { by_row, matcher };
+    Ok(())
+}
+
+/// `text` with every registered needle replaced.
+pub fn apply(text: &str) -> Cow<'_, str> {
+    let guard = REDACTIONS.read().unwrap_or_else(PoisonError::into_inner);
+    match guard.as_ref().and_then(|r| r.matcher.as_ref()) {
+        Some((ac, replacements)) if ac.is_match(text) => {
+            Cow::Owned(ac.replace_all(text, replacements))
+        }
+        _ => Cow::Borrowed(text),
+    }
+}
+
+/// Writes `text` to stdout (`1`) or stderr (anything else), redacted, and flushes.
+///
+/// # Errors
+/// The stream's I/O error.
+pub fn write(stream: u8, text: &str) -> std::io::Result<()> {
+    let text = apply(text);
+    if stream == 1 {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.flush()
+    } else {
+        let mut err = std::io::stderr().lock();
+        err.write_all(text.as_bytes())?;
+        err.flush()
+    }
+}
+
+/// `eprintln!` through the redactions (the CLI's own messages quote plugin errors).
+pub fn eprintln(line: impl std::fmt::Display) {
+    let _ = write(2, &format!("{line}\n"));
+}
+
+/// The tracing writer: each formatted line goes to stderr redacted. The fmt layer formats a
+/// whole event before writing it, so a needle never straddles two writes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RedactingStderr;
+
+impl Write for RedactingStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr()
+            .lock()
+            .write_all(apply(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().lock().flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for RedactingStderr {
+    type Writer = RedactingStderr;
+    fn make_writer(&'a self) -> Self::Writer {
+        RedactingStderr
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // One test owns the process-wide set (tests in this binary run in parallel).
+    #[test]
+    fn sec03_registered_needles_are_replaced_per_row_and_short_ones_ignored() {
+        assert_eq!(apply("nothing registered"), "nothing registered");
+        set(
+            "firewall",
+            vec![
+                ("s3cr3t-value".into(), "sec_api".into()),
+                ("czNjcjN0LXZhbHVl".into(), "sec_api".into()),
+                ("ab".into(), "x".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            apply("key=s3cr3t-value b64=czNjcjN0LXZhbHVl ab"),
+            "key=sec_api b64=sec_api ab"
+        );
+        assert!(matches!(apply("clean line"), Cow::Borrowed(_)));
+        // A row's new set replaces its old one; other rows' sets stay.
+        set("other", vec![("another-one".into(), "[x]".into())]).unwrap();
+        set("firewall", vec![]).unwrap();
+        assert_eq!(apply("s3cr3t-value another-one"), "s3cr3t-value [x]");
+    }
+}
