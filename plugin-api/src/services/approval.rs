@@ -11,7 +11,8 @@ use crate::sdk::{CallHandle, Service};
 ///   (both `ignorable`) to the session; a decision whose audit append failed is not returned
 ///   (the call fails, and the pipeline denies). The answer comes from the first
 ///   `approval/answer` listener ([`crate::events::approval::Answer`]); with none loaded
-///   (headless without an approver plugin) the outcome is `unavailable`.
+///   (headless without an approver plugin) the outcome is `unavailable`. An ask for a session
+///   without an open turn fails with `NO_OPEN_TURN` before anything is appended (TOOL-05).
 /// - `"mode"`: `{session_id?}` → `{mode: "never"|"ask"}`: the session's override when set,
 ///   else the row's mode.
 /// - `"set_mode"`: `{session_id, mode}` → `{}`: a per-session override (the headless driver's

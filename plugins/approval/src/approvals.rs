@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 
 use crate::policy::{CallView, Decision, Mode, decide};
 
+/// An ask for a session without an open turn (TOOL-05).
+pub const NO_OPEN_TURN: &str = "NO_OPEN_TURN";
+
 /// Who answers an ask: the `approval/answer` seam in the plugin, a script in tests.
 pub trait Responder: Sync {
     /// The answer to `request` (audit id `id`); `unavailable` when nobody can answer.
@@ -46,6 +49,9 @@ pub trait Audit: Sync {
 pub struct Approvals {
     default_mode: Mode,
     overrides: Mutex<HashMap<String, Mode>>,
+    /// Sessions with an open turn (from the `session/event` feed): an ask outside one is
+    /// rejected before anything is appended (TOOL-05).
+    open_turns: Mutex<std::collections::HashSet<String>>,
     next_id: AtomicU64,
     /// Distinguishes ids across processes writing the same session over time.
     epoch: u64,
@@ -61,6 +67,7 @@ impl Approvals {
         Approvals {
             default_mode,
             overrides: Mutex::new(HashMap::new()),
+            open_turns: Mutex::default(),
             next_id: AtomicU64::new(1),
             epoch,
         }
@@ -76,6 +83,23 @@ impl Approvals {
         session_id
             .and_then(|s| self.overrides().get(s).copied())
             .unwrap_or(self.default_mode)
+    }
+
+    /// The session log said `turn/start` (`true`) or `turn/end` (`false`).
+    pub fn turn(&self, session_id: &str, open: bool) {
+        let mut turns = self.open_turns.lock().unwrap_or_else(|p| p.into_inner());
+        if open {
+            turns.insert(session_id.to_owned());
+        } else {
+            turns.remove(session_id);
+        }
+    }
+
+    fn in_turn(&self, session_id: &str) -> bool {
+        self.open_turns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(session_id)
     }
 
     /// Overrides the mode of one session (the headless driver's `--approval`).
@@ -105,6 +129,16 @@ impl Approvals {
         responder: &R,
         request: &ApprovalRequest,
     ) -> Result<ApprovalOutcome> {
+        if !self.in_turn(&request.session_id) {
+            return Err(keel_plugin_api::sdk::Error::new(
+                NO_OPEN_TURN,
+                format!(
+                    "session {} has no open turn: an approval can only be asked for a call of \
+                     a running turn",
+                    request.session_id
+                ),
+            ));
+        }
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = format!("apr_{:x}_{n}", self.epoch);
         let mut asked = json!({
@@ -175,6 +209,7 @@ mod tests {
     #[test]
     fn tool05_ask_appends_the_audit_pair_and_headless_is_unavailable() {
         let approvals = Approvals::new(Mode::Ask);
+        approvals.turn("s1", true);
         let log = Log::default();
         let outcome =
             block_on(approvals.ask(&log, &NoResponder, &request(Some("changes files")))).unwrap();
@@ -208,6 +243,7 @@ mod tests {
     #[test]
     fn tool05_the_responder_answers_between_the_audit_pair() {
         let approvals = Approvals::new(Mode::Ask);
+        approvals.turn("s1", true);
         let log = Log::default();
         let says = Says(ApprovalOutcome::AllowedOnce, Mutex::default());
         let outcome = block_on(approvals.ask(&log, &says, &request(None))).unwrap();
@@ -221,6 +257,7 @@ mod tests {
     #[test]
     fn tool05_reason_is_optional_and_ids_are_unique() {
         let approvals = Approvals::new(Mode::Ask);
+        approvals.turn("s1", true);
         let log = Log::default();
         block_on(approvals.ask(&log, &NoResponder, &request(None))).unwrap();
         block_on(approvals.ask(&log, &NoResponder, &request(None))).unwrap();
@@ -232,6 +269,7 @@ mod tests {
     #[test]
     fn tool05_no_decision_when_an_audit_append_fails() {
         let approvals = Approvals::new(Mode::Ask);
+        approvals.turn("s1", true);
         for fail_on in ["approval/asked", "approval/decided"] {
             let log = Log {
                 fail_on: Some(fail_on),
@@ -247,6 +285,21 @@ mod tests {
         };
         let _ = block_on(approvals.ask(&log, &NoResponder, &request(None)));
         assert!(log.events.lock().unwrap().is_empty());
+    }
+
+    // TOOL-05: outside an open turn the ask is rejected before anything is appended.
+    #[test]
+    fn tool05_an_ask_outside_an_open_turn_appends_nothing() {
+        let approvals = Approvals::new(Mode::Ask);
+        let log = Log::default();
+        let err = block_on(approvals.ask(&log, &NoResponder, &request(None))).unwrap_err();
+        assert_eq!(err.code, NO_OPEN_TURN);
+        assert!(log.events.lock().unwrap().is_empty());
+        approvals.turn("s1", true);
+        block_on(approvals.ask(&log, &NoResponder, &request(None))).unwrap();
+        approvals.turn("s1", false);
+        assert!(block_on(approvals.ask(&log, &NoResponder, &request(None))).is_err());
+        assert_eq!(log.events.lock().unwrap().len(), 2);
     }
 
     #[test]

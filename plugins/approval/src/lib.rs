@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 
 use approvals::{Approvals, Audit, Responder};
 use keel_plugin_api::events::approval::Answer;
+use keel_plugin_api::events::session::{SessionEvent, SessionEventNotice};
 use keel_plugin_api::services::approval::ApprovalOutcome;
 use policy::{CallView, Mode};
 
@@ -213,6 +214,17 @@ impl Plugin for ApprovalPlugin {
                 };
                 Json::of(&rules.decide(&view, &chain, mode_says))
             }
+        })?;
+
+        // TOOL-05: which sessions have an open turn, from the log's own feed.
+        let turns = Arc::clone(&state);
+        ctx.on::<SessionEvent>(ListenerOptions::default(), move |n: &SessionEventNotice| {
+            match n.kind.as_str() {
+                "turn/start" => turns.turn(n.session_id.as_str(), true),
+                "turn/end" => turns.turn(n.session_id.as_str(), false),
+                _ => {}
+            }
+            Ok(())
         })?;
 
         ctx.provide::<Approval>(CallHandle::new(move |method, a| {
