@@ -1,0 +1,259 @@
+//! The headless flow's controls against the same fake agent ([`super`]'s harness): approval
+//! modes, SIGINT, failed closes and waits, option parsing, one run at a time, and a run
+//! stopped from outside.
+
+use super::*;
+use pretty_assertions::assert_eq;
+
+fn approval_handle(calls: Calls, fails: bool) -> CallHandle {
+    CallHandle::new(move |method, args| {
+        calls
+            .lock()
+            .unwrap()
+            .push((format!("approval.{method}"), args));
+        async move {
+            if fails {
+                Err(Error::new("UNKNOWN_METHOD", "no set_mode"))
+            } else {
+                Ok(json!({}))
+            }
+        }
+    })
+}
+
+#[test]
+fn approval_mode_is_set_when_asked_and_a_row_provides_it() {
+    let seen = Calls::default();
+    let approval = approval_handle(Arc::clone(&seen), false);
+    let options = json!({"output_format": "text", "approval": "never"});
+    let h = drive_with(
+        &inv("run", Some("x"), options),
+        Script::default(),
+        Some(&approval),
+        "",
+    );
+    assert_eq!(h.code, 0);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(
+            "approval.set_mode".to_owned(),
+            json!({"session_id": "s1", "mode": "never"})
+        )]
+    );
+    // Without the option nothing is set.
+    let seen = Calls::default();
+    let approval = approval_handle(Arc::clone(&seen), false);
+    drive_with(
+        &inv("run", Some("x"), text()),
+        Script::default(),
+        Some(&approval),
+        "",
+    );
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_refused_approval_mode_exits_2_and_still_closes_the_session() {
+    let approval = approval_handle(Calls::default(), true);
+    let options = json!({"output_format": "text", "approval": "ask"});
+    let h = drive_with(
+        &inv("run", Some("x"), options),
+        Script::default(),
+        Some(&approval),
+        "",
+    );
+    assert_eq!(h.code, 2);
+    assert_eq!(h.methods(), ["create", "close"]);
+    assert_eq!(h.out.stderr(), ["keel: error[UNKNOWN_METHOD]: no set_mode"]);
+}
+
+#[test]
+fn surf01_sigint_aborts_the_turn_then_closes_and_exits_130() {
+    let script = Script {
+        wait_for_abort: true,
+        interrupt_on_send: true,
+        report: Ok(report(json!({"kind": "aborted", "by": "user"}), "")),
+        ..Script::default()
+    };
+    let h = drive(
+        &inv("run", Some("x"), json!({"output_format": "json"})),
+        script,
+    );
+    assert_eq!(h.code, 130);
+    assert_eq!(
+        h.methods(),
+        ["create", "send", "wait_idle", "abort", "close"]
+    );
+    assert_eq!(h.out.stderr(), ["keel: interrupted"]);
+    let result: Value = serde_json::from_str(&h.out.stdout()[0]).unwrap();
+    assert_eq!(result["turn_end_reason"], "aborted");
+}
+
+#[test]
+fn a_failed_close_turns_success_into_exit_1() {
+    let script = Script {
+        close_fails: true,
+        ..Script::default()
+    };
+    let h = drive(&inv("run", Some("x"), text()), script);
+    assert_eq!(h.code, 1);
+    assert_eq!(
+        h.out.stderr(),
+        ["keel: error[SESSION_IO]: closing session s1 failed: disk full"]
+    );
+}
+
+#[test]
+fn a_failed_wait_reads_as_an_error_turn() {
+    let script = Script {
+        report: Err(("AGENT_GONE".into(), "the loop stopped".into())),
+        ..Script::default()
+    };
+    let h = drive(&inv("run", Some("x"), text()), script);
+    assert_eq!(h.code, 1);
+    assert_eq!(
+        h.out.stderr(),
+        ["keel: turn ended error AGENT_GONE: the loop stopped"]
+    );
+    assert_eq!(h.methods().last().map(String::as_str), Some("close"));
+}
+
+#[test]
+fn options_parse_and_refuse_nonsense() {
+    assert_eq!(
+        Options::parse(&json!({})),
+        Ok(Options {
+            format: OutputFormat::Text,
+            ephemeral: false,
+            max_turns: None,
+            approval: None,
+            sandbox: None,
+        })
+    );
+    assert!(Options::parse(&json!({"max_turns": -1})).is_err());
+    assert!(Options::parse(&json!({"output_format": "xml"})).is_err());
+    assert!(Options::parse(&json!({"approval": 1})).is_err());
+    let h = drive(
+        &inv("run", Some("x"), json!({"output_format": "xml"})),
+        Script::default(),
+    );
+    assert_eq!(h.code, 2);
+    assert!(h.out.stderr()[0].starts_with("keel: error[USAGE]: unknown output format"));
+}
+
+#[test]
+fn unknown_commands_are_usage_errors() {
+    let h = drive(&inv("fork", Some("x"), text()), Script::default());
+    assert_eq!(h.code, 2);
+    assert!(h.out.stderr()[0].contains("not \"fork\""));
+}
+
+#[test]
+fn a_second_concurrent_run_is_refused() {
+    let active = Arc::new(Active::default());
+    assert!(active.try_begin());
+    let out = Captured::default();
+    let agent = CallHandle::new(|_m, _a| async { Ok(json!({})) });
+    let env = RunEnv {
+        hub: Arc::new(Hub::default()),
+        active: Arc::clone(&active),
+        sink: Box::new(out.clone()),
+        progress: false,
+        interrupts: Interrupts::never(),
+        stdin: Box::new(|| Ok(String::new())),
+    };
+    let services = Services {
+        agent: &agent,
+        approval: None,
+        sandbox: None,
+    };
+    let code = futures::executor::block_on(run(&inv("run", Some("x"), text()), services, env));
+    assert_eq!(code, 2);
+    assert!(out.stderr()[0].starts_with("keel: error[DRIVER_BUSY]"));
+}
+
+#[test]
+fn surf01_a_run_stopped_from_outside_is_finished_by_the_disposer() {
+    // The kernel's own Ctrl-C handling drops the run's future mid-wait; the disposer then
+    // finishes the session the run left open.
+    let calls = Calls::default();
+    let hub = Arc::new(Hub::default());
+    let (tx, interrupts) = Interrupts::channel();
+    let script = Script {
+        wait_for_abort: true,
+        at_send: vec![notice("s1", 0, "turn/start")],
+        report: Ok(report(json!({"kind": "aborted"}), "")),
+        ..Script::default()
+    };
+    let agent = fake_agent(script, Arc::clone(&calls), Arc::clone(&hub), tx);
+    let out = Captured::default();
+    let active = Arc::new(Active::default());
+    let env = RunEnv {
+        hub,
+        active: Arc::clone(&active),
+        sink: Box::new(out.clone()),
+        progress: false,
+        interrupts,
+        stdin: Box::new(|| Ok(String::new())),
+    };
+    let services = Services {
+        agent: &agent,
+        approval: None,
+        sandbox: None,
+    };
+    let invocation = inv("run", Some("x"), json!({"output_format": "stream-json"}));
+    futures::executor::block_on(async {
+        let mut running = Box::pin(run(&invocation, services, env).fuse());
+        // Poll until the run waits for idle, then drop it as the kernel's select would.
+        for _ in 0..1000 {
+            if calls.lock().unwrap().iter().any(|(m, _)| m == "wait_idle") {
+                break;
+            }
+            futures::select_biased! {
+                _ = running => panic!("the run should be waiting"),
+                default => std::thread::yield_now(),
+            }
+        }
+    });
+    let open = active.take_open().expect("the run left its session open");
+    assert_eq!(open.session_id, "s1");
+    // The log as `keel.session` `inspect` answers after close: what was printed, and the
+    // turn's closers the listener no longer saw.
+    let sessions = CallHandle::new(|method, args| async move {
+        assert_eq!(
+            (method.as_str(), &args),
+            ("inspect", &json!({"session_id": "s1"}))
+        );
+        let ev = |seq: u64, kind: &str| json!({"seq": seq, "time": 0, "type": kind, "data": {}});
+        Ok(json!({"events": [ev(0, "turn/start"), ev(1, "step/end"), ev(2, "turn/end")]}))
+    });
+    futures::executor::block_on(finish_stopped(&agent, Some(&sessions), open));
+    let methods: Vec<String> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(m, _)| m.clone())
+        .collect();
+    assert_eq!(
+        methods,
+        ["create", "send", "wait_idle", "abort", "wait_idle", "close"]
+    );
+    let stdout: Vec<Value> = out
+        .stdout()
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(stdout.len(), 5, "{stdout:?}");
+    assert_eq!(stdout[0]["subtype"], "init");
+    let kinds: Vec<&str> = stdout[1..4]
+        .iter()
+        .map(|l| l["event"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["turn/start", "step/end", "turn/end"],
+        "no duplicate seq 0"
+    );
+    assert_eq!(stdout[4]["turn_end_reason"], "aborted");
+    assert!(active.take_open().is_none());
+}
