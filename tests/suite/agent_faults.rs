@@ -120,6 +120,44 @@ fn b14_auth_failures_are_not_retried() {
     );
 }
 
+/// SEC-11: a provider that echoes the key in its error (OpenAI's "Incorrect API key provided:
+/// …" does, partly masked) and `keel doctor` never put the value on any channel: stdout,
+/// stderr, the session log.
+#[test]
+fn sec11_errors_and_doctor_never_print_a_credential_value() {
+    for (status, code) in [(401, "AUTH"), (400, "BAD_REQUEST")] {
+        let server = server(vec![Reply::status(
+            status,
+            error_body(
+                &format!("Incorrect API key provided: {KEY_VALUE}"),
+                "invalid_request_error",
+                "invalid_api_key",
+            ),
+        )]);
+        let env = agent_env(&server, "");
+        let (run, result) = run_json(&env, "hi", &[]);
+        run.expect_code(1);
+        assert!(run.stderr.contains(code), "{}", run.stderr);
+        let stored: Vec<String> = stored_events(&env, &session_of(&result))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let doctor = env.keel(&["doctor", "--profile", "t"]);
+        for (name, text) in [
+            ("stdout", &run.stdout),
+            ("stderr", &run.stderr),
+            ("session", &stored.join("\n")),
+            ("doctor stdout", &doctor.stdout),
+            ("doctor stderr", &doctor.stderr),
+        ] {
+            assert!(
+                !text.contains(KEY_VALUE),
+                "{status}: the key leaked into {name}: {text}"
+            );
+        }
+    }
+}
+
 #[test]
 fn b14_empty_answers_retry_then_end_with_empty_response() {
     faults_to(three(Reply::empty), "EMPTY_RESPONSE", 3, &[]);

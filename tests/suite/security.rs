@@ -97,6 +97,56 @@ fn sbx_escapes_through_shell_and_fs_tools_are_blocked() {
     }
 }
 
+/// FS-06 / SBX-05: a symlink the model makes during the run (inside the workspace, pointing
+/// at `$HOME`) leads nowhere: neither `write_file` nor `shell` writes through it.
+#[test]
+fn sbx_a_symlink_made_during_the_run_does_not_lead_out() {
+    if !sandbox_usable() {
+        eprintln!("skipped: bubblewrap is not usable on this machine");
+        return;
+    }
+    let (via_fs, via_shell) = (outside("made-fs"), outside("made-shell"));
+    let home = via_fs.parent().unwrap().display().to_string();
+    let name = |p: &std::path::Path| p.file_name().unwrap().to_string_lossy().into_owned();
+    let server = server(vec![
+        Reply::tool_calls(vec![(
+            "m1",
+            "shell",
+            args(json!({"command": format!("ln -s {home} made-link && ls -d made-link")})),
+        )]),
+        Reply::tool_calls(vec![
+            (
+                "m2",
+                "write_file",
+                args(json!({"path": format!("made-link/{}", name(&via_fs)), "content": "x"})),
+            ),
+            (
+                "m3",
+                "shell",
+                args(json!({"command": format!("echo x > made-link/{}", name(&via_shell))})),
+            ),
+        ]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(&server, "");
+    let (run, _) = run_json(&env, "link out", &[]);
+    run.expect_code(0);
+    assert!(
+        std::fs::symlink_metadata(work_file(&env, "made-link")).is_ok_and(|m| m.is_symlink()),
+        "the link was made inside the workspace"
+    );
+    for p in [&via_fs, &via_shell] {
+        let escaped = p.exists();
+        let _ = std::fs::remove_file(p);
+        assert!(!escaped, "{} was written through the link", p.display());
+    }
+    let reqs = contract_holds(&server);
+    let m2 = tool_message(reqs[2].messages(), "m2")["content"].to_string();
+    assert!(m2.contains("FS_SANDBOX_DENIED"), "{m2}");
+    let m3 = tool_message(reqs[2].messages(), "m3")["content"].to_string();
+    assert!(m3.contains("[sandbox: file access denied"), "{m3}");
+}
+
 /// Network is off in confined modes; the same command reaches the listener with
 /// `--sandbox danger-full-access` (the control that proves the probe works).
 #[test]
