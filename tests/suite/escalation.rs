@@ -160,7 +160,10 @@ fn sbx08_a_rejected_or_unanswered_escalation_runs_nothing() {
         eprintln!("skipped: bubblewrap is not usable on this machine");
         return;
     }
-    for (outcome, says) in [(Some("rejected"), "rejected"), (None, "unavailable")] {
+    for (outcome, says, code) in [
+        (Some("rejected"), "rejected", "APPROVAL_REJECTED"),
+        (None, "unavailable", "APPROVAL_UNAVAILABLE"),
+    ] {
         let target = outside(says);
         let server = server(vec![
             Reply::tool_calls(vec![(
@@ -176,8 +179,10 @@ fn sbx08_a_rejected_or_unanswered_escalation_runs_nothing() {
         assert_eq!(existed(&[&target]), vec![false], "{says}: it ran");
         let reqs = contract_holds(&server);
         let content = tool_message(reqs[1].messages(), "x1")["content"].to_string();
+        // The pipeline's one ask carried the escalation's reason (TOOL-03: one question).
         assert!(
-            content.contains(&format!("was not approved ({says})")),
+            content.contains(code)
+                && content.contains("escalate sandbox to danger-full-access: the build cache"),
             "{says}: {content}"
         );
         assert_eq!(questions(&record).len(), usize::from(outcome.is_some()));
@@ -230,4 +235,36 @@ fn sbx08_no_prompt_without_widening_and_malformed_requests_are_refused() {
     let reqs = contract_holds(&server);
     let lone = tool_message(reqs[1].messages(), "n3")["content"].to_string();
     assert!(lone.contains("must come together"), "{lone}");
+}
+
+/// TOOL-03 + SBX-08: in approval mode `ask`, where the shell call needs approval anyway, the
+/// escalation is still one question, carrying the escalation's reason.
+#[test]
+fn sbx08_an_escalation_in_ask_mode_is_one_question() {
+    if !sandbox_usable() {
+        eprintln!("skipped: bubblewrap is not usable on this machine");
+        return;
+    }
+    let target = outside("ask-mode");
+    let server = server(vec![
+        Reply::tool_calls(vec![(
+            "q1",
+            "shell",
+            escalate(&format!("echo x > {}", target.display())),
+        )]),
+        Reply::text("done"),
+    ]);
+    let (env, record) = env_with_approver(&server, Some("allowed-once"));
+    let (run, _) = run_json(&env, "escalate", &["--approval", "ask"]);
+    run.expect_code(0);
+    assert_eq!(existed(&[&target]), vec![true], "the approved call ran");
+    let asked = questions(&record);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("escalate sandbox to danger-full-access"),
+        "{asked:?}"
+    );
 }

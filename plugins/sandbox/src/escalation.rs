@@ -1,12 +1,20 @@
 //! Escalation (SBX-08, B10): a tool call may ask to run in a wider mode than the effective one,
 //! once, after the user approved it.
 //!
-//! The sandbox owns the whole of it, so a wider mode can never be had without the approval:
-//! its `tools/pre-execute` listener reads the call's `sandbox_permissions` + `justification`,
-//! asks `keel.approval` (audited) before anything runs, and records a grant for that one call;
-//! `confine` / `check_path` honour a wider mode only with that call's grant; the grant is
-//! dropped when the call's result is out (`tools/result`). A request that does not widen
-//! never prompts and runs in the mode asked for (equal or narrower).
+//! The sandbox owns the whole of it, so a wider mode can never be had without the approval,
+//! and the pipeline's one-shot ask (TOOL-03) is the only question the user sees:
+//!
+//! 1. its `tools/pre-execute` listener reads the call's `sandbox_permissions` +
+//!    `justification`; a strictly wider mode turns the chain's decision into an `ask` with
+//!    the reason `escalate sandbox to <mode>: <justification>` and records a *pending* grant;
+//! 2. the pipeline asks `keel.approval` (audited) before anything runs; only an
+//!    `allowed-once` lets the call on to `tools/guard`, where the sandbox's guard turns the
+//!    pending grant into a grant;
+//! 3. `confine` / `check_path` honour a wider mode only with that call's grant;
+//! 4. `tools/result` drops whatever the call held.
+//!
+//! A request that does not widen never prompts and runs in the mode it names (equal or
+//! narrower).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -20,26 +28,35 @@ use serde_json::{Value, json};
 /// never observed (calls are short-lived; a real session holds a handful).
 const MAX_GRANTS: usize = 256;
 
-/// Approved escalations, one per call.
+/// Where a call's escalation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Asked for; the pipeline's approval has not let the call through yet.
+    Pending(SandboxMode),
+    /// Approved: `confine` / `check_path` may use the mode for this call.
+    Granted(SandboxMode),
+}
+
+/// Escalations, one per call.
 #[derive(Debug, Default)]
 pub struct Grants {
-    inner: Mutex<HashMap<CallRef, (SandboxMode, u64)>>,
+    inner: Mutex<HashMap<CallRef, (Stage, u64)>>,
     counter: std::sync::atomic::AtomicU64,
 }
 
 impl Grants {
-    fn lock(&self) -> MutexGuard<'_, HashMap<CallRef, (SandboxMode, u64)>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<CallRef, (Stage, u64)>> {
         // Single inserts and removals: a poisoned map is still whole.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records an approved escalation of `call` to `mode`.
-    pub fn grant(&self, call: CallRef, mode: SandboxMode) {
+    fn put(&self, call: CallRef, stage: Stage) {
         let n = self
             .counter
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut map = self.lock();
         if map.len() >= MAX_GRANTS
+            && !map.contains_key(&call)
             && let Some(oldest) = map
                 .iter()
                 .min_by_key(|(_, (_, at))| *at)
@@ -47,12 +64,40 @@ impl Grants {
         {
             map.remove(&oldest);
         }
-        map.insert(call, (mode, n));
+        map.insert(call, (stage, n));
     }
 
-    /// The mode granted to `call`, if any.
+    /// Records that `call` asks for `mode` (not usable until [`Grants::approve`]).
+    pub fn pend(&self, call: CallRef, mode: SandboxMode) {
+        self.put(call, Stage::Pending(mode));
+    }
+
+    /// The call passed its approval: a pending escalation becomes a grant. `true` when there
+    /// was one.
+    pub fn approve(&self, call: &CallRef) -> bool {
+        let mut map = self.lock();
+        match map.get_mut(call) {
+            Some((stage @ Stage::Pending(_), _)) => {
+                if let Stage::Pending(mode) = *stage {
+                    *stage = Stage::Granted(mode);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Records an approved escalation of `call` to `mode` directly.
+    pub fn grant(&self, call: CallRef, mode: SandboxMode) {
+        self.put(call, Stage::Granted(mode));
+    }
+
+    /// The mode granted to `call`, if any (a pending one is not).
     pub fn granted(&self, call: &CallRef) -> Option<SandboxMode> {
-        self.lock().get(call).map(|(m, _)| *m)
+        match self.lock().get(call) {
+            Some((Stage::Granted(m), _)) => Some(*m),
+            _ => None,
+        }
     }
 
     /// Drops `call`'s grant (its result is out).
@@ -124,17 +169,14 @@ pub fn plan(effective: SandboxMode, args: &Value) -> Plan {
     }
 }
 
-/// The denial when the approver did not allow the escalation.
-pub fn not_approved(req: &EscalationRequest, outcome: &str) -> Value {
-    json!({
-        "kind": "deny",
-        "reason": format!(
-            "the escalation to {} mode was not approved ({outcome}); nothing was run. \
-             Retry without {} to run in the current mode.",
-            req.mode.as_str(),
-            keel_plugin_api::services::sandbox::SANDBOX_PERMISSIONS_ARG,
-        ),
-    })
+/// The pre-execute decision for an escalation, given the rest of the chain's `downstream`
+/// decision: a deny stays (nobody is asked about a call that will not run); anything else
+/// becomes the one ask, with the escalation's reason.
+pub fn decision(req: &EscalationRequest, downstream: &Value) -> Option<Value> {
+    if downstream.get("kind").and_then(Value::as_str) == Some("deny") {
+        return None;
+    }
+    Some(json!({"kind": "ask", "reason": req.reason()}))
 }
 
 #[cfg(test)]
@@ -188,6 +230,46 @@ mod tests {
             g.mode_for(WorkspaceWrite, Some(DangerFullAccess), Some(&call("c1")))
                 .is_err()
         );
+    }
+
+    // SBX-08: a pending escalation is not a grant until the call passed its approval.
+    #[test]
+    fn sbx08_pending_is_not_granted_until_approved() {
+        let g = Grants::default();
+        g.pend(call("p"), DangerFullAccess);
+        assert_eq!(g.granted(&call("p")), None);
+        assert!(
+            g.mode_for(WorkspaceWrite, Some(DangerFullAccess), Some(&call("p")))
+                .is_err()
+        );
+        assert!(g.approve(&call("p")));
+        assert_eq!(g.granted(&call("p")), Some(DangerFullAccess));
+        assert!(!g.approve(&call("unknown")));
+        g.release(&call("p"));
+        assert_eq!(g.granted(&call("p")), None);
+    }
+
+    #[test]
+    fn sbx08_the_escalation_asks_unless_the_chain_denied() {
+        let req = EscalationRequest {
+            mode: DangerFullAccess,
+            justification: "why".into(),
+        };
+        assert_eq!(
+            decision(&req, &json!({"kind": "deny", "reason": "no"})),
+            None
+        );
+        for downstream in [
+            json!({"kind": "allow"}),
+            json!({"kind": "ask", "reason": "x"}),
+        ] {
+            assert_eq!(
+                decision(&req, &downstream),
+                Some(
+                    json!({"kind": "ask", "reason": "escalate sandbox to danger-full-access: why"})
+                )
+            );
+        }
     }
 
     #[test]

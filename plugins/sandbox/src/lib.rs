@@ -24,9 +24,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_plugin_api::events::Json;
-use keel_plugin_api::events::tools::{PreExecute, ToolsResult};
+use keel_plugin_api::events::tools::{Guard, PreExecute, ToolsResult};
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::approval::{Approval, ApprovalRequest};
 use keel_plugin_api::services::sandbox::{
     CallRef, CheckPathRequest, ConfineRequest, Confined, Enforcement, RunnerFailureRule,
     SANDBOX_UNAVAILABLE, Sandbox, SandboxMode,
@@ -247,8 +246,9 @@ fn mode_of(args: &Value) -> Result<Option<SandboxMode>> {
     }
 }
 
-/// SBX-08 on the tool pipeline: ask before a widening call runs, record the grant, drop it
-/// when the call's result is out.
+/// SBX-08 on the tool pipeline (see [`escalation`]): a widening call becomes the pipeline's
+/// one ask and a pending grant; the guard stage, reached only after an `allowed-once`, turns it
+/// into a grant; the call's result drops it.
 fn listen_for_escalations(ctx: Context, state: &Arc<State>) -> Result<()> {
     let asking = Arc::clone(state);
     ctx.async_waterfall::<PreExecute, _, _>(ListenerOptions::default(), move |exec, next| {
@@ -262,55 +262,37 @@ fn listen_for_escalations(ctx: Context, state: &Arc<State>) -> Result<()> {
                 }
                 escalation::Plan::Ask(req) => req,
             };
-            let call = CallRef {
-                session_id: exec.session_id.to_string(),
-                call_id: exec.call_id.to_string(),
-            };
-            let name = exec.name.to_string();
+            let call = call_of(&exec.session_id, &exec.call_id);
             let downstream = next.run(exec).await?;
-            // The chain denied already: nobody is asked about a call that will not run.
-            if downstream
-                .parse::<Value>()
-                .is_ok_and(|d| d.get("kind").and_then(Value::as_str) == Some("deny"))
-            {
+            let Some(ask) = escalation::decision(&req, &downstream.parse::<Value>()?) else {
                 return Ok(downstream);
-            }
-            let Some(approval) = ctx.get_service::<Approval>()? else {
-                return Json::of(&escalation::not_approved(
-                    &req,
-                    "no approval service is loaded",
-                ));
             };
-            let question = ApprovalRequest {
-                session_id: call.session_id.clone(),
-                tool_name: name,
-                call_id: call.call_id.clone(),
-                reason: Some(req.reason()),
-                args,
-            };
-            let answer = approval
-                .call("ask", serde_json::to_value(&question)?)
-                .await?;
-            let outcome = answer
-                .get("outcome")
-                .and_then(Value::as_str)
-                .unwrap_or("unavailable");
-            if outcome != "allowed-once" {
-                return Json::of(&escalation::not_approved(&req, outcome));
-            }
-            state.grants.grant(call, req.mode);
-            Ok(downstream)
+            state.grants.pend(call, req.mode);
+            Json::of(&ask)
         }
+    })?;
+    let approving = Arc::clone(state);
+    ctx.on_serial::<Guard, _, _>(ListenerOptions::default(), move |exec| {
+        approving
+            .grants
+            .approve(&call_of(&exec.session_id, &exec.call_id));
+        async { Ok(None) }
     })?;
     let releasing = Arc::clone(state);
     ctx.on::<ToolsResult>(ListenerOptions::default(), move |outcome| {
-        releasing.grants.release(&CallRef {
-            session_id: outcome.exec.session_id.to_string(),
-            call_id: outcome.exec.call_id.to_string(),
-        });
+        releasing
+            .grants
+            .release(&call_of(&outcome.exec.session_id, &outcome.exec.call_id));
         Ok(())
     })?;
     Ok(())
+}
+
+fn call_of(session_id: &RString, call_id: &RString) -> CallRef {
+    CallRef {
+        session_id: session_id.to_string(),
+        call_id: call_id.to_string(),
+    }
 }
 
 /// The plugin value.
@@ -322,7 +304,6 @@ impl Plugin for SandboxPlugin {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("sandbox policy root: bwrap confinement for shell, containment for files")
             .provides::<Sandbox>()
-            .optional::<Approval>()
             .config_schema(SandboxConfig::schema())
     }
 
