@@ -336,6 +336,77 @@ fn canary(backend_rows: &str) {
     );
 }
 
+/// `keel secrets set NAME` with the value on stdin, in `env`.
+fn set_secret(env: &keel_tests::Env, name: &str, value: &str) {
+    let mut set = env
+        .command(&["secrets", "set", name, "--profile", "t"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{value}\n").as_bytes())
+        .unwrap();
+    let out = set.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// SEC-02/03: a secret set by another process while a run is going is filled and scrubbed
+/// from the run's next tool call on (the firewall re-reads a changed store; one `stat` per
+/// call otherwise).
+#[test]
+fn sec03_a_secret_set_during_the_run_is_filled_and_scrubbed_from_then_on() {
+    const VALUE: &str = "late-secret-77e2b-value";
+    let server = server(vec![
+        // Time for the test to set the secret while this call runs.
+        Reply::tool_calls(vec![("w1", "shell", args(json!({"command": "sleep 2"})))]),
+        Reply::tool_calls(vec![(
+            "w2",
+            "shell",
+            args(json!({"command": "printf %s sec_LATE > late.txt; echo got sec_LATE"})),
+        )]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(&server, "");
+    let child = env
+        .command(&["run", "--profile", "t", "--output-format", "json", "go"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while server.completions().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    set_secret(&env, "LATE", VALUE);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(work_file(&env, "late.txt")).unwrap(),
+        VALUE,
+        "the alias was filled"
+    );
+    let reqs = contract_holds(&server);
+    let w2 = tool_message(reqs[2].messages(), "w2")["content"].to_string();
+    assert!(w2.contains("got sec_LATE") && !w2.contains(VALUE), "{w2}");
+    for channel in [&out.stdout, &out.stderr] {
+        assert!(!String::from_utf8_lossy(channel).contains(VALUE));
+    }
+}
+
 /// SEC-06: the firewall's path fact is on the real execution chain: a denied path makes
 /// `read_file` fail with the firewall's reason, and the file's content never reaches the model.
 #[test]

@@ -167,6 +167,17 @@ fn publish_redactions(ctx: Context, vault: &SharedVault) {
     }
 }
 
+/// The vault as of now: re-read first when another process changed the store during this run
+/// (one `stat` otherwise), and the kernel's redactions follow.
+fn current(ctx: Context, vault: &SharedVault) -> Arc<vault::Vault> {
+    match vault.refresh() {
+        Ok(true) => publish_redactions(ctx, vault),
+        Ok(false) => {}
+        Err(e) => tracing::warn!("firewall: the secrets store changed but cannot be read: {e}"),
+    }
+    vault.snapshot()
+}
+
 /// The plugin value.
 #[derive(Default)]
 struct FirewallPlugin;
@@ -217,7 +228,7 @@ impl Plugin for FirewallPlugin {
             let args: Value = serde_json::from_str(exec.args.text.as_str()).unwrap_or(Value::Null);
             let denied = guard::decide(
                 &p,
-                &v.snapshot(),
+                &current(ctx, &v),
                 exec.name.as_str(),
                 &args,
                 exec.cwd.as_str(),
@@ -287,7 +298,7 @@ impl Plugin for FirewallPlugin {
         ctx.async_waterfall::<Stream, _, _>(
             ListenerOptions::order(ORDER),
             move |mut call, next| {
-                if let Some(scrubbed) = hooks::scrub_request(&v.snapshot(), &call.request) {
+                if let Some(scrubbed) = hooks::scrub_request(&current(ctx, &v), &call.request) {
                     tracing::debug!("firewall: scrubbed a model request");
                     call.request = scrubbed;
                 }
@@ -297,7 +308,7 @@ impl Plugin for FirewallPlugin {
 
         let v = vault.clone();
         ctx.waterfall::<Assemble>(ListenerOptions::order(0), move |assembly, next| {
-            if let Some(sections) = hooks::add_section(&v.snapshot(), &assembly.sections) {
+            if let Some(sections) = hooks::add_section(&current(ctx, &v), &assembly.sections) {
                 assembly.sections = sections;
             }
             next.run(assembly)

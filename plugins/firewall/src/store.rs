@@ -90,6 +90,15 @@ impl SecretStore {
         &self.dir
     }
 
+    /// What identifies the store file's current version without reading it: inode, size and
+    /// modification time (`None` while there is no file). A `set` or `rm` renames a new file
+    /// into place, so the inode changes even within one mtime tick.
+    pub fn stamp(&self) -> Option<(u64, u64, std::time::SystemTime)> {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = fs::metadata(self.dir.join(STORE)).ok()?;
+        Some((m.ino(), m.len(), m.modified().ok()?))
+    }
+
     fn read_file(&self) -> Result<StoreFile, FirewallError> {
         let path = self.dir.join(STORE);
         match fs::read(&path) {

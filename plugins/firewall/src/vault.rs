@@ -89,7 +89,11 @@ impl Vault {
 pub struct SharedVault {
     store: SecretStore,
     current: Arc<RwLock<Arc<Vault>>>,
+    /// The store file's stamp when `current` was read.
+    seen: Arc<std::sync::Mutex<Option<Stamp>>>,
 }
+
+type Stamp = (u64, u64, std::time::SystemTime);
 
 impl SharedVault {
     /// Loads `store`.
@@ -97,10 +101,12 @@ impl SharedVault {
     /// # Errors
     /// As [`SecretStore::load`].
     pub fn load(store: SecretStore) -> Result<Self, FirewallError> {
+        let stamp = store.stamp();
         let vault = Vault::new(store.load()?)?;
         Ok(SharedVault {
             store,
             current: Arc::new(RwLock::new(Arc::new(vault))),
+            seen: Arc::new(std::sync::Mutex::new(stamp)),
         })
     }
 
@@ -122,13 +128,37 @@ impl SharedVault {
     /// # Errors
     /// As [`SecretStore::load`]; the previous snapshot stays in force.
     pub fn reload(&self) -> Result<(), FirewallError> {
+        let stamp = self.store.stamp();
         let vault = Arc::new(Vault::new(self.store.load()?)?);
+        *self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = stamp;
         match self.current.write() {
             Ok(mut g) => *g = vault,
             Err(poisoned) => *poisoned.into_inner() = vault,
         }
         tracing::debug!(aliases = ?self.snapshot().aliases(), "firewall: secrets reloaded");
         Ok(())
+    }
+
+    /// Reloads when the store file changed since it was read (another process ran `keel
+    /// secrets set|rm` during this run): one `stat`, no read, when nothing changed. `true`
+    /// when it reloaded.
+    ///
+    /// # Errors
+    /// As [`SharedVault::reload`]; the previous snapshot stays in force.
+    pub fn refresh(&self) -> Result<bool, FirewallError> {
+        let now = self.store.stamp();
+        let changed = *self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            != now;
+        if changed {
+            self.reload()?;
+        }
+        Ok(changed)
     }
 }
 
@@ -148,7 +178,11 @@ mod tests {
             .set("KEY", &SecretValue::new("abcd-1234"))
             .unwrap();
         assert!(shared.snapshot().names().is_empty(), "not before reload");
-        shared.reload().unwrap();
+        assert!(
+            shared.refresh().unwrap(),
+            "the store file changed: refresh reloads"
+        );
+        assert!(!shared.refresh().unwrap(), "unchanged: nothing to do");
         let v = shared.snapshot();
         assert_eq!(v.aliases(), ["sec_KEY"]);
         let mut args = json!({"command": "echo sec_KEY"});
