@@ -433,6 +433,76 @@ fn sec06_a_denied_path_fails_read_file_with_the_firewall_reason() {
     assert!(!reqs[1].body.to_string().contains("PRIVATE-KEY-MATERIAL-41"));
 }
 
+/// SEC-04/SEC-06: each of the firewall's facts is asked by the real chain and its denial is
+/// the call's result before anything runs: `check_tool` (deny_tools), `check_path` (a shell
+/// `workdir` under `~/.ssh`-style denied paths), `check_network` (a URL host outside
+/// allow_hosts). A control call to an allowed host reaches the listener, so the denial is the
+/// firewall's and not the sandbox's (the run is unconfined).
+#[test]
+fn sec06_the_chain_asks_check_tool_check_path_and_check_network() {
+    let target = keel_tests::model_server::ModelServer::start(vec![]);
+    let port = target.addr().port();
+    // The URL names the host the firewall checks; bash's /dev/tcp makes the request to the
+    // loopback listener, so a call that runs is seen there.
+    let fetch = |host: &str, path: &str| {
+        format!(
+            "echo fetching http://{host}:{port}/{path}; \
+             printf 'GET /{path} HTTP/1.0\\r\\nHost: {host}\\r\\n\\r\\n' > /dev/tcp/127.0.0.1/{port}"
+        )
+    };
+    let server = server(vec![
+        Reply::tool_calls(vec![
+            ("f1", "glob", args(json!({"pattern": "*"}))),
+            (
+                "f2",
+                "shell",
+                args(json!({"command": "touch x", "workdir": ".ssh"})),
+            ),
+            (
+                "f3",
+                "shell",
+                args(json!({"command": fetch("exfil.example", "denied")})),
+            ),
+            (
+                "f4",
+                "shell",
+                args(json!({"command": fetch("allowed.example", "control")})),
+            ),
+        ]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(
+        &server,
+        "[[replace]]\nid = \"firewall\"\nconfig = { deny_tools = [\"glob\"], allow_hosts = [\"allowed.example\"] }\n",
+    );
+    std::fs::create_dir_all(work_file(&env, ".ssh")).unwrap();
+    let (run, _) = run_json(
+        &env,
+        "probe the firewall",
+        &["--sandbox", "danger-full-access"],
+    );
+    run.expect_code(0);
+    let reqs = contract_holds(&server);
+    for (id, why) in [
+        ("f1", "tool 'glob' is denied"),
+        ("f2", ".ssh"),
+        ("f3", "host 'exfil.example' is not in allow_hosts"),
+    ] {
+        let m = tool_message(reqs[1].messages(), id)["content"].to_string();
+        assert!(
+            m.contains("TOOL_DENIED") && m.contains("firewall:") && m.contains(why),
+            "{id}: {m}"
+        );
+    }
+    assert!(!work_file(&env, ".ssh/x").exists(), "the denied shell ran");
+    let paths: Vec<String> = target.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(
+        paths,
+        vec!["/control".to_owned()],
+        "only the allowed host was reached"
+    );
+}
+
 /// Approval rules by tool name and argument pattern: deny > ask > allow; an allow rule spares
 /// the mode's ask; the denial is the call's result; `config dump --explain` names the layer
 /// that set the rules.
