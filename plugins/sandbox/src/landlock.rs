@@ -3,9 +3,10 @@
 //!
 //! Landlock confines the process that asks and everything it executes, so the command runs
 //! under `keel-landlock` (this crate's launcher binary): it restricts itself to the policy and
-//! `exec`s the command. Unlike bwrap there is no mount or pid namespace: `/tmp` is the host's,
-//! and the network fence covers what the kernel's ABI can (TCP from ABI 4, UDP from 10), which
-//! is why the launcher's probe reports `partial` on older kernels (SBX-07).
+//! runs the command as its supervised child (with `--unrestricted` it supervises unconfined
+//! commands too: B12, no orphans). Unlike bwrap there is no mount or pid namespace: `/tmp` is
+//! the host's, and the network fence covers what the kernel's ABI can (TCP from ABI 4, UDP
+//! from 10), which is why the launcher's probe reports `partial` on older kernels (SBX-07).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -64,6 +65,30 @@ pub fn confined(
         mode: policy.mode,
         // Landlock refuses with EACCES; shells and coreutils print it like this.
         denial_signatures: vec!["Permission denied".to_owned()],
+        runner_failure: RunnerFailureRule {
+            allowed_exit_codes: Some(vec![FATAL_EXIT]),
+            fatal_signatures: vec![FATAL_SIGNATURE.to_owned()],
+            informational_lines: Vec::new(),
+        },
+    }
+}
+
+/// The `confine` answer in `danger-full-access` when the launcher is installed: no fence, but
+/// the launcher supervises the command (`--unrestricted`), so a keel killed outright leaves no
+/// orphans (B12).
+pub fn supervised(launcher: &str, command: &[String]) -> Confined {
+    let mut argv = vec![
+        launcher.to_owned(),
+        "--unrestricted".to_owned(),
+        "--".to_owned(),
+    ];
+    argv.extend(command.iter().cloned());
+    Confined {
+        argv,
+        enforcement: Enforcement::None,
+        runner: "none".to_owned(),
+        mode: keel_plugin_api::services::sandbox::SandboxMode::DangerFullAccess,
+        denial_signatures: Vec::new(),
         runner_failure: RunnerFailureRule {
             allowed_exit_codes: Some(vec![FATAL_EXIT]),
             fatal_signatures: vec![FATAL_SIGNATURE.to_owned()],

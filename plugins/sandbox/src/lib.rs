@@ -105,6 +105,9 @@ pub struct State {
     pub override_mode: Arc<std::sync::Mutex<Option<SandboxMode>>>,
     /// Approved escalations, one per call (SBX-08).
     pub grants: Arc<escalation::Grants>,
+    /// The launcher that supervises unconfined commands (B12: no orphans when keel is killed),
+    /// when it is installed.
+    pub supervisor: Option<String>,
 }
 
 impl State {
@@ -205,13 +208,18 @@ impl State {
         }
         let policy = self.rules.policy(&req.cwd, req.mode);
         if !policy.mode.is_confined() {
-            return Ok(Confined {
-                argv: req.argv.clone(),
-                enforcement: Enforcement::None,
-                runner: "none".to_owned(),
-                mode: policy.mode,
-                denial_signatures: Vec::new(),
-                runner_failure: RunnerFailureRule::default(),
+            // Unfenced, but still supervised when the launcher is there: a keel killed
+            // outright takes the command's whole group with it.
+            return Ok(match &self.supervisor {
+                Some(launcher) => landlock::supervised(launcher, &req.argv),
+                None => Confined {
+                    argv: req.argv.clone(),
+                    enforcement: Enforcement::None,
+                    runner: "none".to_owned(),
+                    mode: policy.mode,
+                    denial_signatures: Vec::new(),
+                    runner_failure: RunnerFailureRule::default(),
+                },
             });
         }
         match self.runner.get() {
@@ -334,6 +342,9 @@ impl Plugin for SandboxPlugin {
             runner,
             override_mode: Arc::default(),
             grants: Arc::default(),
+            supervisor: Some(landlock::launcher_path(&config.landlock))
+                .filter(|p| p.is_file())
+                .map(|p| p.to_string_lossy().into_owned()),
         });
         listen_for_escalations(ctx, &state)?;
         ctx.provide::<Sandbox>(CallHandle::new(move |method, args| {

@@ -27,6 +27,7 @@ fn state(mode: SandboxMode, network: bool, runner: Result<String, String>) -> St
         })),
         override_mode: std::sync::Arc::default(),
         grants: std::sync::Arc::default(),
+        supervisor: None,
     }
 }
 

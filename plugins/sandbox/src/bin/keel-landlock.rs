@@ -4,19 +4,24 @@
 //! Landlock restricts the calling process and everything it later executes, so confinement
 //! needs a process of its own between keel and the command: this one. It restricts itself —
 //! everything readable, only `--rw` roots and `/dev/null` writable, TCP (and UDP where the
-//! kernel can) refused unless `--net` — asks for the death signal when keel goes away, then
-//! `exec`s the command, which inherits all of it.
+//! kernel can) refused unless `--net` — then runs the command as its child, which inherits all
+//! of it, and stays as its supervisor (B12, no orphans): it exits with the command's status,
+//! and if keel goes away first (killed outright), it kills the command's whole process group,
+//! grandchildren included, instead of leaving them to PID 1. With `--unrestricted` it only
+//! supervises (the sandbox uses that for `danger-full-access`).
 //!
-//! Usage: `keel-landlock [--rw PATH]... [--net] -- PROGRAM [ARG]...`;
+//! Usage: `keel-landlock [--rw PATH]... [--net] [--unrestricted] -- PROGRAM [ARG]...`;
 //! `keel-landlock --probe [--net]` restricts itself the same way and prints
 //! `{"abi":N,"enforcement":"full"|"partial"}`.
 //! Its own failures print one `keel-landlock: …` line and exit 125 (the runner-failure rule
-//! the plugin hands to consumers, SBX-09); the command's exit code is the command's.
+//! the plugin hands to consumers, SBX-09); otherwise the exit code is the command's (128 + N
+//! when a signal N ended it, as shells report it).
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
+use std::time::Duration;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, Ruleset,
@@ -34,14 +39,19 @@ struct Args {
     rw: Vec<PathBuf>,
     net: bool,
     probe: bool,
+    unrestricted: bool,
     command: Vec<OsString>,
 }
+
+/// How often the supervisor checks that keel is still its parent.
+const PARENT_POLL: Duration = Duration::from_millis(50);
 
 fn parse(mut raw: impl Iterator<Item = OsString>) -> Result<Args, String> {
     let mut args = Args {
         rw: Vec::new(),
         net: false,
         probe: false,
+        unrestricted: false,
         command: Vec::new(),
     };
     while let Some(a) = raw.next() {
@@ -52,6 +62,7 @@ fn parse(mut raw: impl Iterator<Item = OsString>) -> Result<Args, String> {
             }
             Some("--net") => args.net = true,
             Some("--probe") => args.probe = true,
+            Some("--unrestricted") => args.unrestricted = true,
             Some("--") => {
                 args.command = raw.collect();
                 break;
@@ -105,20 +116,73 @@ fn restrict(args: &Args) -> Result<(bool, i32), String> {
 }
 
 fn launch(args: &Args) -> Result<ExitCode, String> {
-    let (partial, abi) = restrict(args)?;
-    if args.probe {
-        let enforcement = if partial { "partial" } else { "full" };
-        println!("{{\"abi\":{abi},\"enforcement\":\"{enforcement}\"}}");
-        return Ok(ExitCode::SUCCESS);
+    let keel = rustix::process::getppid();
+    // keel's shell tool armed a parent-death SIGKILL before exec; it would kill this supervisor
+    // before it could kill the group. The watch below replaces it.
+    if !args.probe {
+        rustix::process::set_parent_process_death_signal(None)
+            .map_err(|e| format!("cannot clear the parent-death signal: {e}"))?;
+        if keel.is_none_or(|p| p.as_raw_nonzero().get() == 1) {
+            return Err("keel exited before the command started".to_owned());
+        }
     }
-    // The command dies with keel even if keel is killed outright (B12: no orphans).
-    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-        .map_err(|e| format!("cannot set the parent-death signal: {e}"))?;
+    if !args.unrestricted || args.probe {
+        let (partial, abi) = restrict(args)?;
+        if args.probe {
+            let enforcement = if partial { "partial" } else { "full" };
+            println!("{{\"abi\":{abi},\"enforcement\":\"{enforcement}\"}}");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let Some((program, rest)) = args.command.split_first() else {
         return Err("no command after --".to_owned());
     };
-    let e = Command::new(program).args(rest).exec();
-    Err(format!("cannot run {}: {e}", program.to_string_lossy()))
+    let mut child = Command::new(program)
+        .args(rest)
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", program.to_string_lossy()))?;
+    watch_parent(keel, child.id());
+    let status = child
+        .wait()
+        .map_err(|e| format!("cannot wait for {}: {e}", program.to_string_lossy()))?;
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => 1,
+    };
+    Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+}
+
+/// B12: when keel is no longer this process's parent (it died, even by SIGKILL), kill this
+/// process group — the command and everything it started (keel's shell tool made this process
+/// the group's leader) — so nothing is left to PID 1. A launcher that does not lead its group
+/// (started by hand) kills only its command.
+fn watch_parent(keel: Option<rustix::process::Pid>, child: u32) {
+    let spawned = std::thread::Builder::new()
+        .name("keel-landlock-watch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(PARENT_POLL);
+                if rustix::process::getppid() != keel {
+                    let group = rustix::process::getpgrp();
+                    if group == rustix::process::getpid() {
+                        let _ = rustix::process::kill_process_group(
+                            group,
+                            rustix::process::Signal::KILL,
+                        );
+                    } else if let Some(pid) = i32::try_from(child)
+                        .ok()
+                        .and_then(rustix::process::Pid::from_raw)
+                    {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                    }
+                    std::process::exit(i32::from(LAUNCHER_FAILURE));
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("keel-landlock: no parent watch, orphans possible: {e}");
+    }
 }
 
 fn main() -> ExitCode {
@@ -144,7 +208,12 @@ mod tests {
     fn arguments_parse_and_bad_ones_are_named() {
         let a = args(&["--rw", "/w", "--rw", "/tmp", "--", "sh", "-c", "x"]).unwrap();
         assert_eq!(a.rw, vec![PathBuf::from("/w"), PathBuf::from("/tmp")]);
-        assert!(!a.net && !a.probe);
+        assert!(!a.net && !a.probe && !a.unrestricted);
+        assert!(
+            args(&["--unrestricted", "--", "true"])
+                .unwrap()
+                .unrestricted
+        );
         assert_eq!(a.command, ["sh", "-c", "x"]);
         assert!(args(&["--probe", "--net"]).unwrap().net);
         assert_eq!(args(&["--rw"]).err().unwrap(), "--rw needs a path");
