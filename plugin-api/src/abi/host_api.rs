@@ -150,11 +150,11 @@ pub struct HostApi {
     pub control: extern "C" fn(fiber: FiberId, request: RString) -> FfiFuture<AbiResult<RString>>,
     /// Replaces the fiber's output redactions: JSON `[[needle, replacement], …]`. The kernel
     /// applies every loaded fiber's redactions to each tracing line and to everything written
-    /// through `write_output` (SEC-03); they go with the fiber. Appended in ABI 1.1: `None`
-    /// from an older kernel.
+    /// through `write_output` (SEC-03), for the life of the process. Appended after `control`
+    /// (the table only grows at the end within a major).
     pub redact: extern "C" fn(fiber: FiberId, pairs: RString) -> AbiResult<()>,
-    /// Writes `text` to the process's stdout (`1`) or stderr (`2`), redacted. Appended in ABI
-    /// 1.1.
+    /// Writes `text` to the process's stdout (`1`) or stderr (`2`), redacted. Appended after
+    /// `control`.
     pub write_output: extern "C" fn(fiber: FiberId, stream: u8, text: RStr<'_>) -> AbiResult<()>,
     /// Test fixture: a function a newer kernel appended (feature `host-api-extension-fixture`).
     #[cfg(feature = "host-api-extension-fixture")]

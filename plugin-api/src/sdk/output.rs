@@ -16,7 +16,8 @@ impl Context {
     /// Replaces this plugin's output redactions (SEC-03): every `needle` is replaced by its
     /// `replacement` in each tracing line the kernel writes and in everything written through
     /// [`Context::write_stdout`] / [`Context::write_stderr`], for as long as the plugin is
-    /// loaded. A kernel older than ABI 1.1 cannot redact: `UNSUPPORTED`.
+    /// loaded. A host table without the function (not a keel kernel of this SDK's era) gives
+    /// `UNSUPPORTED`.
     ///
     /// # Errors
     /// `UNSUPPORTED`; the kernel's refusal (disposed fiber).
@@ -24,7 +25,7 @@ impl Context {
         let Some(redact) = self.api.redact() else {
             return Err(Error::new(
                 "UNSUPPORTED",
-                "this kernel cannot redact output (ABI older than 1.1)",
+                "this kernel's host table has no redact function",
             ));
         };
         let text = serde_json::to_string(pairs)?;
@@ -33,7 +34,8 @@ impl Context {
 
     /// Writes to the process's stdout through the kernel's redactions. Plugins that print
     /// (drivers, commands) use this rather than `std::io::stdout`, so a secret never reaches
-    /// the terminal (SEC-03). Falls back to a direct write on an older kernel.
+    /// the terminal (SEC-03). Falls back to a direct write when the host table lacks the
+    /// function.
     ///
     /// # Errors
     /// The stream's I/O error.
