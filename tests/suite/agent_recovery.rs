@@ -185,17 +185,6 @@ fn ses06_sigkill_during_a_tool_then_resume_shows_outcome_unknown() {
     assert_eq!(last_reason(&events)["kind"], "completed");
 }
 
-/// Whether `pid` is still a live process (absent or a zombie counts as gone).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next().map(|s| s != "Z"))
-        })
-        .unwrap_or(false)
-}
-
 /// B12 / SBX-02: an unconfined command (no runner holds it) dies with a keel that is killed
 /// outright: the shell tool arms the parent-death signal in the child before exec.
 #[test]

@@ -187,3 +187,14 @@ pub fn work_file(env: &Env, rel: &str) -> PathBuf {
 pub fn args(v: Value) -> String {
     v.to_string()
 }
+
+/// Whether `pid` is still a live process (absent or a zombie counts as gone).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(|s| s != "Z"))
+        })
+        .unwrap_or(false)
+}

@@ -169,17 +169,6 @@ fn sbx06_no_usable_link_in_the_chain_runs_nothing() {
     );
 }
 
-/// Whether `pid` is still a live process (absent or a zombie counts as gone).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next().map(|s| s != "Z"))
-        })
-        .unwrap_or(false)
-}
-
 /// B12 / SBX-02: a keel killed outright leaves no orphans — not the shell, not a background
 /// grandchild — both under the Landlock runner and in `danger-full-access`, where the launcher
 /// supervises the command without fencing it.
