@@ -198,3 +198,10 @@ pub fn alive(pid: i32) -> bool {
         })
         .unwrap_or(false)
 }
+
+/// A path outside the workspace and outside every writable root (`/tmp` is one): under `$HOME`,
+/// unique to this test process and `tag`.
+pub fn outside_workspace(tag: &str, name: &str) -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| "/root".into(), PathBuf::from);
+    home.join(format!("keel-{tag}-{}-{name}", std::process::id()))
+}

@@ -10,10 +10,8 @@ use keel_tests::model_server::{ModelServer, Reply};
 
 use crate::suite::agent_support::*;
 
-/// A path outside every writable root (`$HOME`), unique to this test process.
 fn outside(name: &str) -> std::path::PathBuf {
-    let home = std::env::var_os("HOME").map_or_else(|| "/root".into(), std::path::PathBuf::from);
-    home.join(format!("keel-escalate-{}-{name}", std::process::id()))
+    outside_workspace("escalate", name)
 }
 
 /// Removes the files and says which existed.

@@ -45,8 +45,7 @@ fn env_with_sandbox(server: &ModelServer, sandbox_config: &str) -> Env {
 }
 
 fn outside(name: &str) -> std::path::PathBuf {
-    let home = std::env::var_os("HOME").map_or_else(|| "/root".into(), std::path::PathBuf::from);
-    home.join(format!("keel-landlock-{}-{name}", std::process::id()))
+    outside_workspace("landlock", name)
 }
 
 fn results(env: &Env, result: &Value) -> Vec<Value> {

@@ -11,10 +11,8 @@ use serde_json::json;
 
 use crate::suite::agent_support::*;
 
-/// A path outside the workspace and outside every writable root (`/tmp` is one): `$HOME`.
 fn outside(name: &str) -> std::path::PathBuf {
-    let home = std::env::var_os("HOME").map_or_else(|| "/root".into(), std::path::PathBuf::from);
-    home.join(format!("keel-escape-{}-{name}", std::process::id()))
+    outside_workspace("escape", name)
 }
 
 #[test]
