@@ -262,12 +262,7 @@ impl Agent {
             if running {
                 Vec::new()
             } else {
-                let report = std::mem::take(&mut st.report);
-                st.requests = 0;
-                std::mem::take(&mut st.idle_waiters)
-                    .into_iter()
-                    .map(|w| (w, report.clone()))
-                    .collect::<Vec<_>>()
+                idle_answers(&mut st)
             }
         };
         emit_status(
@@ -279,6 +274,22 @@ impl Agent {
             let _ = w.send(report);
         }
     }
+}
+
+/// The agent just went idle: the interval's report for everyone waiting. With nobody waiting
+/// yet (a turn that ended before its caller got to `wait_idle`), the report stays for the next
+/// `wait_idle`, which answers at once with it — taking it here would hand that caller an empty
+/// report (a turn that failed fast read as "did not complete").
+fn idle_answers(st: &mut State) -> Vec<(oneshot::Sender<RunReport>, RunReport)> {
+    if st.idle_waiters.is_empty() {
+        return Vec::new();
+    }
+    let report = std::mem::take(&mut st.report);
+    st.requests = 0;
+    std::mem::take(&mut st.idle_waiters)
+        .into_iter()
+        .map(|w| (w, report.clone()))
+        .collect()
 }
 
 fn emit_status(seams: &Seams, session_id: &str, status: &str) {
@@ -363,5 +374,35 @@ mod tests {
             matches!(rx.try_recv(), Ok(Some(_))),
             "an idle agent answers at once"
         );
+    }
+
+    // LOOP-25: a turn that ends before its caller reaches `wait_idle` keeps its report for
+    // that caller (it used to be taken by nobody, and the caller read an empty report).
+    #[test]
+    fn loop25_a_report_nobody_waited_for_is_kept_for_the_next_wait() {
+        let a = agent();
+        {
+            let mut st = a.state();
+            st.running = true;
+            st.report.turn_end_reason = serde_json::json!({"kind": "error"});
+            st.running = false;
+            assert!(idle_answers(&mut st).is_empty());
+        }
+        let mut rx = a.wait_idle();
+        let report = rx.try_recv().unwrap().unwrap();
+        assert_eq!(report.turn_end_reason["kind"], "error");
+        // With a waiter, the report goes to it and the next interval starts empty.
+        let mut st = a.state();
+        st.report.turn_end_reason = serde_json::json!({"kind": "completed"});
+        let (tx, mut rx) = oneshot::channel();
+        st.idle_waiters.push(tx);
+        for (w, r) in idle_answers(&mut st) {
+            let _ = w.send(r);
+        }
+        assert_eq!(
+            rx.try_recv().unwrap().unwrap().turn_end_reason["kind"],
+            "completed"
+        );
+        assert!(st.report.turn_end_reason.is_null());
     }
 }
