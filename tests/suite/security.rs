@@ -364,8 +364,13 @@ fn set_secret(env: &keel_tests::Env, name: &str, value: &str) {
 fn sec03_a_secret_set_during_the_run_is_filled_and_scrubbed_from_then_on() {
     const VALUE: &str = "late-secret-77e2b-value";
     let server = server(vec![
-        // Time for the test to set the secret while this call runs.
-        Reply::tool_calls(vec![("w1", "shell", args(json!({"command": "sleep 2"})))]),
+        // Runs until the test has set the secret (it then creates `ready`), 60 s at most.
+        Reply::tool_calls(vec![(
+            "w1",
+            "shell",
+            args(json!({"command":
+                "for i in $(seq 600); do [ -f ready ] && break; sleep 0.1; done"})),
+        )]),
         Reply::tool_calls(vec![(
             "w2",
             "shell",
@@ -385,6 +390,7 @@ fn sec03_a_secret_set_during_the_run_is_filled_and_scrubbed_from_then_on() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     set_secret(&env, "LATE", VALUE);
+    std::fs::write(work_file(&env, "ready"), "").unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
