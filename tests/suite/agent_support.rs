@@ -205,3 +205,48 @@ pub fn outside_workspace(tag: &str, name: &str) -> PathBuf {
     let home = std::env::var_os("HOME").map_or_else(|| "/root".into(), PathBuf::from);
     home.join(format!("keel-{tag}-{}-{name}", std::process::id()))
 }
+
+/// Starts `keel ARGV` in `env`, waits for the tool to write `pid_files` (workspace-relative,
+/// the last one written last), SIGKILLs keel and returns the pids still alive after up to 5 s —
+/// killed and reaped here, so a failing test leaves nothing behind. Makes this test process
+/// the subreaper, so orphans are never PID 1's.
+pub fn survivors_of_a_sigkilled_keel(env: &Env, argv: &[&str], pid_files: &[&str]) -> Vec<i32> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let mut child = env
+        .command(argv)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let last = pid_files.last().expect("at least one pid file");
+    assert!(
+        wait_for_file(&work_file(env, last), Duration::from_secs(30)),
+        "the tool never started"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let pids: Vec<i32> = pid_files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(work_file(env, f)).unwrap();
+            text.trim().parse().unwrap()
+        })
+        .collect();
+    assert!(pids.iter().all(|p| alive(*p)), "the command is not running");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|p| alive(*p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survivors: Vec<i32> = pids.into_iter().filter(|p| alive(*p)).collect();
+    for p in survivors
+        .iter()
+        .filter_map(|p| rustix::process::Pid::from_raw(*p))
+    {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
+    while rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG)
+        .is_ok_and(|r| r.is_some())
+    {}
+    survivors
+}

@@ -176,7 +176,6 @@ fn b12_a_sigkilled_keel_leaves_no_grandchildren() {
     if landlock_enforcement().is_none() {
         return;
     }
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
     for (label, config, extra) in [
         ("landlock", r#"{ runners = ["landlock"] }"#, None),
         ("danger-full-access", "{}", Some("danger-full-access")),
@@ -195,40 +194,7 @@ fn b12_a_sigkilled_keel_leaves_no_grandchildren() {
             argv.extend(["--sandbox", mode]);
         }
         argv.push("go");
-        let mut child = env
-            .command(&argv)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let (gc, sh) = (work_file(&env, "gc.pid"), work_file(&env, "sh.pid"));
-        assert!(
-            wait_for_file(&sh, std::time::Duration::from_secs(30)),
-            "{label}: the tool never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let pid = |p: &std::path::Path| -> i32 {
-            std::fs::read_to_string(p).unwrap().trim().parse().unwrap()
-        };
-        let (gc, sh) = (pid(&gc), pid(&sh));
-        assert!(alive(gc) && alive(sh), "{label}: not running");
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while (alive(gc) || alive(sh)) && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let survivors: Vec<i32> = [gc, sh].into_iter().filter(|p| alive(*p)).collect();
-        for p in survivors
-            .iter()
-            .filter_map(|p| rustix::process::Pid::from_raw(*p))
-        {
-            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-        }
-        // Reap whatever was reparented to this process.
-        while rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG)
-            .is_ok_and(|r| r.is_some())
-        {}
+        let survivors = survivors_of_a_sigkilled_keel(&env, &argv, &["gc.pid", "sh.pid"]);
         assert!(
             survivors.is_empty(),
             "{label}: {survivors:?} outlived the SIGKILLed keel"
