@@ -70,16 +70,7 @@ pub fn apply(text: &str) -> Cow<'_, str> {
 /// # Errors
 /// The stream's I/O error.
 pub fn write(stream: u8, text: &str) -> std::io::Result<()> {
-    let text = apply(text);
-    if stream == 1 {
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())?;
-        out.flush()
-    } else {
-        let mut err = std::io::stderr().lock();
-        err.write_all(text.as_bytes())?;
-        err.flush()
-    }
+    keel_plugin_api::sdk::write_stream(stream, &apply(text))
 }
 
 /// `eprintln!` through the redactions (the CLI's own messages quote plugin errors).

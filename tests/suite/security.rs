@@ -247,25 +247,7 @@ fn canary(backend_rows: &str) {
         marker.display()
     );
     let env = agent_env(&server, &format!("{backend_rows}\n{logger}"));
-    let mut set = env
-        .command(&["secrets", "set", "CANARY", "--profile", "t"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    set.stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{VALUE}\n").as_bytes())
-        .unwrap();
-    let out = set.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    set_secret(&env, "CANARY", VALUE);
     let list = env.keel(&["secrets", "list", "--profile", "t"]);
     list.expect_code(0);
     assert!(list.stdout.contains("CANARY") && !list.stdout.contains(VALUE));

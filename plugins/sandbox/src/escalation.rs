@@ -87,11 +87,6 @@ impl Grants {
         }
     }
 
-    /// Records an approved escalation of `call` to `mode` directly.
-    pub fn grant(&self, call: CallRef, mode: SandboxMode) {
-        self.put(call, Stage::Granted(mode));
-    }
-
     /// The mode granted to `call`, if any (a pending one is not).
     pub fn granted(&self, call: &CallRef) -> Option<SandboxMode> {
         match self.lock().get(call) {
@@ -184,6 +179,12 @@ mod tests {
     use super::*;
     use SandboxMode::*;
 
+    /// A pending escalation whose call then passed its approval.
+    fn grant(g: &Grants, c: CallRef, mode: SandboxMode) {
+        g.pend(c.clone(), mode);
+        assert!(g.approve(&c));
+    }
+
     fn call(id: &str) -> CallRef {
         CallRef {
             session_id: "s".into(),
@@ -205,7 +206,7 @@ mod tests {
             .mode_for(WorkspaceWrite, Some(DangerFullAccess), Some(&call("c1")))
             .unwrap_err();
         assert_eq!(err.0, ESCALATION_NOT_APPROVED);
-        g.grant(call("c1"), DangerFullAccess);
+        grant(&g, call("c1"), DangerFullAccess);
         assert_eq!(
             g.mode_for(WorkspaceWrite, Some(DangerFullAccess), Some(&call("c1"))),
             Ok(DangerFullAccess)
@@ -220,7 +221,7 @@ mod tests {
                 .is_err()
         );
         // A grant for workspace-write does not open danger-full-access.
-        g.grant(call("c3"), WorkspaceWrite);
+        grant(&g, call("c3"), WorkspaceWrite);
         assert!(
             g.mode_for(ReadOnly, Some(DangerFullAccess), Some(&call("c3")))
                 .is_err()
@@ -276,11 +277,11 @@ mod tests {
     fn grants_are_bounded() {
         let g = Grants::default();
         for i in 0..(MAX_GRANTS + 10) {
-            g.grant(call(&i.to_string()), DangerFullAccess);
+            g.pend(call(&i.to_string()), DangerFullAccess);
         }
         assert_eq!(g.len(), MAX_GRANTS);
-        assert!(g.granted(&call("0")).is_none());
-        assert!(g.granted(&call(&(MAX_GRANTS + 9).to_string())).is_some());
+        assert!(!g.approve(&call("0")), "the oldest was dropped");
+        assert!(g.approve(&call(&(MAX_GRANTS + 9).to_string())));
     }
 
     // SBX-08: a request that does not widen never prompts; malformed ones are denied.

@@ -24,6 +24,15 @@ const FATAL_SIGNATURE: &str = "keel-landlock: ";
 /// And exits with this.
 const FATAL_EXIT: i32 = 125;
 
+/// SBX-09 for the launcher: its own failures exit 125 with a `keel-landlock: ` line.
+fn launcher_failure() -> RunnerFailureRule {
+    RunnerFailureRule {
+        allowed_exit_codes: Some(vec![FATAL_EXIT]),
+        fatal_signatures: vec![FATAL_SIGNATURE.to_owned()],
+        informational_lines: Vec::new(),
+    }
+}
+
 /// Where the launcher is: `configured` when set, else beside the running executable (`bin/`
 /// of a dist, `target/<profile>/` in a build).
 pub fn launcher_path(configured: &str) -> PathBuf {
@@ -65,11 +74,7 @@ pub fn confined(
         mode: policy.mode,
         // Landlock refuses with EACCES; shells and coreutils print it like this.
         denial_signatures: vec!["Permission denied".to_owned()],
-        runner_failure: RunnerFailureRule {
-            allowed_exit_codes: Some(vec![FATAL_EXIT]),
-            fatal_signatures: vec![FATAL_SIGNATURE.to_owned()],
-            informational_lines: Vec::new(),
-        },
+        runner_failure: launcher_failure(),
     }
 }
 
@@ -89,11 +94,7 @@ pub fn supervised(launcher: &str, command: &[String]) -> Confined {
         runner: "none".to_owned(),
         mode: keel_plugin_api::services::sandbox::SandboxMode::DangerFullAccess,
         denial_signatures: Vec::new(),
-        runner_failure: RunnerFailureRule {
-            allowed_exit_codes: Some(vec![FATAL_EXIT]),
-            fatal_signatures: vec![FATAL_SIGNATURE.to_owned()],
-            informational_lines: Vec::new(),
-        },
+        runner_failure: launcher_failure(),
     }
 }
 

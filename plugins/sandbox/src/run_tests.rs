@@ -285,7 +285,15 @@ fn sbx08_confine_widens_only_with_the_calls_grant() {
         )
         .unwrap_err();
     assert_eq!(e.code, ESCALATION_NOT_APPROVED);
-    s.grants.grant(call("c1"), SandboxMode::DangerFullAccess);
+    s.grants.pend(call("c1"), SandboxMode::DangerFullAccess);
+    assert_eq!(
+        s.handle("confine", ask("c1", "danger-full-access"))
+            .unwrap_err()
+            .code,
+        ESCALATION_NOT_APPROVED,
+        "pending is not granted"
+    );
+    assert!(s.grants.approve(&call("c1")));
     let ok = s
         .handle("confine", ask("c1", "danger-full-access"))
         .unwrap();
