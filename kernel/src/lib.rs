@@ -21,6 +21,7 @@ pub mod fiber;
 pub mod graph;
 pub mod loader;
 pub mod lock;
+pub mod output_guard;
 pub mod paths;
 pub mod redact;
 pub mod runtime;

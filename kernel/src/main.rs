@@ -1,9 +1,12 @@
-//! The `keel` binary: tracing to stderr (filter from `KEEL_LOG`) through the output
-//! redactions plugins register (SEC-03), then the CLI.
+//! The `keel` binary: the output guard on descriptors 1 and 2 (SEC-03: everything the process
+//! prints passes the redactions plugins register), tracing to stderr (filter from `KEEL_LOG`),
+//! then the CLI. Every way out goes through `finish`, so no buffered line is lost.
 
 use clap::Parser as _;
+use keel_kernel::output_guard::OutputGuard;
 
 fn main() {
+    let (guard, warnings) = OutputGuard::install();
     let filter = tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
@@ -11,6 +14,19 @@ fn main() {
         .with_writer(keel_kernel::redact::RedactingStderr)
         .with_target(true)
         .init();
-    let cli = keel_kernel::cli::Cli::parse();
-    std::process::exit(keel_kernel::cli::execute(cli));
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
+    let code = match keel_kernel::cli::Cli::try_parse() {
+        // `--help`, `--version` and usage errors: clap prints and picks the code (0 or 2).
+        Err(e) => {
+            let _ = e.print();
+            e.exit_code()
+        }
+        // A panic that escapes the CLI has had its message printed through the guard; it still
+        // ends the process with Rust's panic code, after the guard forwarded that message.
+        Ok(cli) => std::panic::catch_unwind(|| keel_kernel::cli::execute(cli)).unwrap_or(101),
+    };
+    guard.finish();
+    std::process::exit(code);
 }

@@ -65,6 +65,18 @@ pub fn apply(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// `bytes` with every registered needle replaced (the output guard's pass over raw streams,
+/// which need not be UTF-8).
+pub fn apply_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
+    let guard = REDACTIONS.read().unwrap_or_else(PoisonError::into_inner);
+    match guard.as_ref().and_then(|r| r.matcher.as_ref()) {
+        Some((ac, replacements)) if ac.is_match(bytes) => {
+            Cow::Owned(ac.replace_all_bytes(bytes, replacements))
+        }
+        _ => Cow::Borrowed(bytes),
+    }
+}
+
 /// Writes `text` to stdout (`1`) or stderr (anything else), redacted, and flushes.
 ///
 /// # Errors
@@ -126,6 +138,10 @@ mod tests {
             "key=sec_api b64=sec_api ab"
         );
         assert!(matches!(apply("clean line"), Cow::Borrowed(_)));
+        assert_eq!(
+            apply_bytes(b"\xff s3cr3t-value\n").as_ref(),
+            b"\xff sec_api\n"
+        );
         // A row's new set replaces its old one; other rows' sets stay.
         set("other", vec![("another-one".into(), "[x]".into())]).unwrap();
         set("firewall", vec![]).unwrap();

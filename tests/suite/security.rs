@@ -307,6 +307,14 @@ fn canary(backend_rows: &str) {
         channels[1].1.contains("proof-agent-hooks saw: sec_CANARY"),
         "the plugin's line was written, redacted"
     );
+    // The plugin's own println!/eprintln! (its std, not the kernel's) reached both streams,
+    // redacted by the output guard.
+    for (name, text) in &channels[..2] {
+        assert!(
+            text.contains("proof-agent-hooks printed: sec_CANARY"),
+            "the plugin's direct print reached {name}, redacted"
+        );
+    }
     let user = reqs[0].messages()[1]["content"].to_string();
     assert!(user.contains("it is sec_CANARY"), "{user}");
     let scrubbed = tool_message(reqs[1].messages(), "c1");

@@ -39,6 +39,9 @@ pub(super) fn run(
                 "sandbox": args.sandbox,
                 "approval": args.approval,
             }),
+            stderr_is_terminal: Some(crate::output_guard::is_terminal(
+                crate::output_guard::Stream::Stderr,
+            )),
         })
     };
     hand_off(paths, &args.profile, invocation)

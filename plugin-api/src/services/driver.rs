@@ -32,6 +32,11 @@ pub struct DriverInvocation {
     /// Remaining options (`output_format`, `ephemeral`, `max_turns`, `sandbox`, `approval`).
     #[serde(default)]
     pub options: serde_json::Value,
+    /// Whether the process's stderr is a terminal. The kernel's output guard puts a pipe in
+    /// place of the real descriptor (SEC-03), so a driver's own check would always say no;
+    /// `None` from a kernel that does not tell, and the driver checks for itself.
+    #[serde(default)]
+    pub stderr_is_terminal: Option<bool>,
 }
 
 /// What the driver returns: the process exit code (ARCHITECTURE §11).

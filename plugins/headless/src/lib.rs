@@ -76,7 +76,9 @@ async fn driver_call(
         hub,
         active,
         sink: Box::new(StdSink(Some(ctx))),
-        progress: std::io::stderr().is_terminal(),
+        progress: inv
+            .stderr_is_terminal
+            .unwrap_or_else(|| std::io::stderr().is_terminal()),
         interrupts,
         stdin: Box::new(read_stdin),
     };

@@ -158,6 +158,7 @@ fn inv(command: &str, prompt: Option<&str>, options: Value) -> DriverInvocation 
         cwd: "/work/p".to_owned(),
         profile: "default".to_owned(),
         options,
+        stderr_is_terminal: Some(false),
     }
 }
 

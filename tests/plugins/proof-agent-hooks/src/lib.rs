@@ -4,7 +4,7 @@
 //! Row config: `seam` (`tools/pre-execute`, `llm/stream`, `tools/execute`, `session/flush`,
 //! `agent/turn-stopping`),
 //! `action` (`panic` or `error` the first time, `steer` for turn-stopping, `log` to log `text`
-//! at warn level every time), and `marker`: a
+//! at warn level and print it with `println!`/`eprintln!` every time), and `marker`: a
 //! file created on the first call; while it exists the listener passes through, so the next turn
 //! (for example after `keel resume`) runs normally.
 
@@ -52,6 +52,10 @@ impl Config {
         if self.action == "log" {
             // A plugin that logs what it should not (SEC-03: the kernel redacts the line).
             tracing::warn!("proof-agent-hooks saw: {}", self.text);
+            // And one that prints past every API, with its own copy of std (SEC-03: the
+            // kernel's output guard owns descriptors 1 and 2).
+            println!("proof-agent-hooks printed: {}", self.text);
+            eprintln!("proof-agent-hooks printed: {}", self.text);
             return Ok(());
         }
         if !self.first_time() {
