@@ -13,6 +13,12 @@ use crate::suite::agent_support::*;
 /// `keel-landlock --probe` beside the built `keel`: `Some(enforcement)` when Landlock works
 /// here, else `None` with the reason printed.
 fn landlock_enforcement() -> Option<String> {
+    landlock_probe().map(|(enforcement, _)| enforcement)
+}
+
+/// The launcher's probe: `Some((enforcement, effective ABI))` when Landlock works here, else
+/// `None` with the reason printed.
+pub(crate) fn landlock_probe() -> Option<(String, i64)> {
     let launcher = keel_tests::keel_bin().with_file_name("keel-landlock");
     let out = std::process::Command::new(&launcher)
         .arg("--probe")
@@ -26,12 +32,12 @@ fn landlock_enforcement() -> Option<String> {
         return None;
     }
     let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-    v["enforcement"].as_str().map(str::to_owned)
+    Some((v["enforcement"].as_str()?.to_owned(), v["abi"].as_i64()?))
 }
 
 /// Profile `t` with the sandbox row on `sandbox_config` (always present, unlike
 /// [`agent_env`]'s row, which is dropped where bwrap is unusable).
-fn env_with_sandbox(server: &ModelServer, sandbox_config: &str) -> Env {
+pub(crate) fn env_with_sandbox(server: &ModelServer, sandbox_config: &str) -> Env {
     // `agent_env` already drops the shipped row where bwrap is unusable.
     let disable = if sandbox_usable() {
         "[[disable]]\nid = \"sandbox\"\n"

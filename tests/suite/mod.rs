@@ -40,3 +40,5 @@ mod sessions_crash;
 mod sessions_support;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;
+/// Long tools do not hold the loop; confined ones run a layer apart (SBX-10, SBX-11).
+mod tool_isolation;

@@ -4,8 +4,10 @@
 //! Landlock restricts the calling process and everything it later executes, so confinement
 //! needs a process of its own between keel and the command: this one. It restricts itself —
 //! everything readable, only `--rw` roots and `/dev/null` writable, TCP (and UDP where the
-//! kernel can) refused unless `--net` — then runs the command as its child, which inherits all
-//! of it, and stays as its supervisor (B12, no orphans): it exits with the command's status,
+//! kernel can) refused unless `--net`, no signals to processes outside its domain (keel, the
+//! user's programs) and, without `--net`, no abstract Unix sockets (SBX-11: the command is a
+//! layer apart, as bwrap's PID and network namespaces make it) — then runs the command as its
+//! child, which inherits all of it, and stays as its supervisor (B12, no orphans): it exits with the command's status,
 //! and if keel goes away first (killed outright), it kills the command's whole process group,
 //! grandchildren included, instead of leaving them to PID 1. With `--unrestricted` it only
 //! supervises (the sandbox uses that for `danger-full-access`).
@@ -24,8 +26,8 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
 /// Exit code of the launcher's own failures.
@@ -88,6 +90,15 @@ fn restrict(args: &Args) -> Result<(bool, i32), String> {
             .handle_access(AccessNet::from_all(REQUESTED))
             .map_err(|e| fail("cannot handle network access", &e))?;
     }
+    // Scopes arrived in ABI 6; best effort leaves them out before that (and says `partial`).
+    let scopes = if args.net {
+        BitFlags::from(Scope::Signal)
+    } else {
+        Scope::from_all(REQUESTED)
+    };
+    ruleset = ruleset
+        .scope(scopes)
+        .map_err(|e| fail("cannot scope signals and abstract sockets", &e))?;
     let mut writable = vec![PathBuf::from("/dev/null")];
     writable.extend(args.rw.iter().cloned());
     let status = ruleset
