@@ -18,7 +18,7 @@
 
 use std::fs::File;
 use std::io::{IsTerminal as _, Write as _};
-use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::fd::{AsFd as _, AsRawFd as _, IntoRawFd as _, OwnedFd};
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -80,6 +80,7 @@ impl OutputGuard {
     /// was closed at start, or the process is out of descriptors) keeps its real descriptor and
     /// is named in the returned warnings; the other stream is still guarded.
     pub fn install() -> (Self, Vec<String>) {
+        reopen_closed_standard_fds();
         let _ = TERMINAL.set([
             std::io::stdout().is_terminal(),
             std::io::stderr().is_terminal(),
@@ -126,6 +127,40 @@ impl OutputGuard {
         self.stop = None;
         for guarded in self.streams.drain(..) {
             let _ = guarded.forwarder.join();
+        }
+    }
+}
+
+/// Puts a descriptor in place of one of the standard three.
+type Reopen = fn(&OwnedFd) -> rustix::io::Result<()>;
+
+/// Puts `/dev/null` on any of descriptors 0, 1 and 2 that the process started without
+/// (`keel … >&-`). Otherwise the next descriptor opened — the guard's own pipe, or later a
+/// session file — would take that number, and whatever is printed would land in it.
+fn reopen_closed_standard_fds() {
+    let closed =
+        |fd: std::os::fd::BorrowedFd<'_>| matches!(rustix::io::fcntl_getfd(fd), Err(Errno::BADF));
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let slots: [(std::os::fd::BorrowedFd<'_>, Reopen); 3] = [
+        (stdin.as_fd(), |fd| rustix::stdio::dup2_stdin(fd)),
+        (stdout.as_fd(), |fd| rustix::stdio::dup2_stdout(fd)),
+        (stderr.as_fd(), |fd| rustix::stdio::dup2_stderr(fd)),
+    ];
+    for (fd, put) in slots {
+        if !closed(fd) {
+            continue;
+        }
+        let Ok(null) = File::options().read(true).write(true).open("/dev/null") else {
+            return;
+        };
+        let null = OwnedFd::from(null);
+        if null.as_raw_fd() == fd.as_raw_fd() {
+            // The lowest free number was this very slot: keep it open for good.
+            let _ = null.into_raw_fd();
+        } else {
+            let _ = put(&null);
         }
     }
 }

@@ -378,3 +378,48 @@ fn the_demo_profile_runs_offline_and_changes_the_workspace() {
     );
     assert_eq!(last_reason(&events)["kind"], "completed");
 }
+
+/// A `keel run` started with stdout closed (`keel … >&-`) completes and writes a clean
+/// session. The output guard puts `/dev/null` on a closed standard descriptor before it opens
+/// anything, so no file opened later (its own pipes, a session file) can take number 1 and
+/// receive what the driver prints.
+#[test]
+fn a_run_with_stdout_closed_keeps_its_session_file_clean() {
+    let server = server(vec![Reply::text("finished without a stdout")]);
+    let env = agent_env(&server, "");
+    let keel = env.command(&["run", "--profile", "t", "--output-format", "json", "go"]);
+    let mut closed = std::process::Command::new("sh");
+    closed
+        .arg("-c")
+        .arg("exec \"$@\" >&-")
+        .arg("sh")
+        .arg(keel.get_program())
+        .args(keel.get_args())
+        .current_dir(keel.get_current_dir().unwrap())
+        .stdin(std::process::Stdio::null());
+    for (k, v) in keel.get_envs() {
+        match v {
+            Some(v) => closed.env(k, v),
+            None => closed.env_remove(k),
+        };
+    }
+    let out = closed.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stored = crate::suite::sessions_support::files_under(&env.home().join("sessions"));
+    assert!(!stored.is_empty(), "no session was written");
+    for path in stored {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !text.contains("finished without a stdout\",\"") && !text.contains("turn_end_reason"),
+            "the driver's output landed in {}",
+            path.display()
+        );
+        for line in text.lines() {
+            assert!(
+                serde_json::from_str::<Value>(line).is_ok(),
+                "{}: not a JSON line: {line}",
+                path.display()
+            );
+        }
+    }
+}
