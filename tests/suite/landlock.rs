@@ -207,3 +207,46 @@ fn b12_a_sigkilled_keel_leaves_no_grandchildren() {
         );
     }
 }
+
+/// SBX-07: a row that needs an absolute boundary (`require_full_enforcement`) refuses a runner
+/// that enforces only part of the policy here: with Landlock the only link and a kernel older
+/// than the ABI keel asks for, nothing runs and the refusal says why. Where Landlock enforces
+/// fully, the same row confines the command instead.
+#[test]
+fn sbx07_a_row_that_requires_full_enforcement_refuses_a_partial_runner() {
+    let Some(enforcement) = landlock_enforcement() else {
+        return;
+    };
+    let server = server(vec![
+        Reply::tool_calls(vec![(
+            "p1",
+            "shell",
+            args(json!({"command": "echo ran > ran.txt"})),
+        )]),
+        Reply::text("done"),
+    ]);
+    let env = env_with_sandbox(
+        &server,
+        r#"{ runners = ["landlock"], require_full_enforcement = true }"#,
+    );
+    let (run, result) = run_json(&env, "needs a full boundary", &[]);
+    run.expect_code(0);
+    let r = &results(&env, &result)[0]["data"];
+    if enforcement == "full" {
+        eprintln!("Landlock enforces fully here: the row confines instead of refusing");
+        assert!(work_file(&env, "ran.txt").exists(), "{r}");
+        assert_eq!(r["meta"]["sandbox"]["enforcement"], "full", "{r}");
+        return;
+    }
+    assert!(
+        !work_file(&env, "ran.txt").exists(),
+        "it ran on a partial runner"
+    );
+    assert_eq!(r["error"]["code"], "SANDBOX_UNAVAILABLE", "{r}");
+    let why = r["content"].as_str().unwrap();
+    assert!(
+        why.contains("landlock: enforcement is partial")
+            && why.contains("require_full_enforcement"),
+        "{why}"
+    );
+}

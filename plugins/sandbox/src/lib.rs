@@ -58,6 +58,10 @@ pub struct SandboxConfig {
     /// The Landlock launcher; empty = `keel-landlock` beside the `keel` binary.
     #[serde(default)]
     pub landlock: String,
+    /// Refuse a runner that enforces only part of the policy on this host (SBX-07): with no
+    /// runner left, confined commands fail with `SANDBOX_UNAVAILABLE`.
+    #[serde(default)]
+    pub require_full_enforcement: bool,
 }
 
 fn default_runners() -> Vec<RunnerKind> {
@@ -86,7 +90,8 @@ impl SandboxConfig {
                     "minItems": 1,
                     "uniqueItems": true
                 },
-                "landlock": { "type": "string" }
+                "landlock": { "type": "string" },
+                "require_full_enforcement": { "type": "boolean" }
             },
             "additionalProperties": false
         })
@@ -332,6 +337,7 @@ impl Plugin for SandboxPlugin {
                 })
                 .collect(),
             config.network,
+            config.require_full_enforcement,
         );
         let state = Arc::new(State {
             rules: Rules {

@@ -57,11 +57,17 @@ impl Chosen {
 }
 
 /// Tries each `(kind, program)` in order: the first that confines a test command wins; else
-/// every reason, joined.
+/// every reason, joined. With `require_full`, a runner that enforces only part of the policy
+/// here is passed over too (SBX-07: a consumer that needs an absolute boundary refuses
+/// `partial`).
 ///
 /// # Errors
 /// Why no runner of the chain is usable.
-pub fn choose(chain: &[(RunnerKind, String)], network: bool) -> Result<Chosen, String> {
+pub fn choose(
+    chain: &[(RunnerKind, String)],
+    network: bool,
+    require_full: bool,
+) -> Result<Chosen, String> {
     let root = std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/"));
     let mut why = Vec::new();
     for (kind, program) in chain {
@@ -72,6 +78,11 @@ pub fn choose(chain: &[(RunnerKind, String)], network: bool) -> Result<Chosen, S
             }
         };
         match probed {
+            Ok(Enforcement::Partial) if require_full => why.push(format!(
+                "{}: enforcement is partial on this kernel and the row sets \
+                 require_full_enforcement",
+                kind.as_str()
+            )),
             Ok(enforcement) => {
                 return Ok(Chosen {
                     kind: *kind,
@@ -106,14 +117,14 @@ impl Runner {
         }
     }
 
-    /// Starts probing `chain` in the background.
-    pub fn spawn(chain: Vec<(RunnerKind, String)>, network: bool) -> Runner {
+    /// Starts probing `chain` in the background ([`choose`]).
+    pub fn spawn(chain: Vec<(RunnerKind, String)>, network: bool, require_full: bool) -> Runner {
         let verdict: Arc<OnceLock<Result<Chosen, String>>> = Arc::default();
         let slot = Arc::clone(&verdict);
         let spawned = std::thread::Builder::new()
             .name(format!("keel-{PLUGIN_ID}-probe"))
             .spawn(move || {
-                let result = choose(&chain, network);
+                let result = choose(&chain, network, require_full);
                 match &result {
                     Ok(c) => tracing::debug!(runner = c.kind.as_str(), enforcement = ?c.enforcement, "sandbox runner chosen"),
                     Err(why) => tracing::warn!(reason = %why, "no usable sandbox runner: confined commands will fail with SANDBOX_UNAVAILABLE"),
@@ -164,12 +175,12 @@ mod tests {
                 "/nonexistent/keel-landlock".to_owned(),
             ),
         ];
-        let why = choose(&chain, false).unwrap_err();
+        let why = choose(&chain, false, false).unwrap_err();
         assert!(why.contains("bwrap: /nonexistent/bwrap"), "{why}");
         assert!(
             why.contains("landlock: /nonexistent/keel-landlock"),
             "{why}"
         );
-        assert!(choose(&[], false).is_err());
+        assert!(choose(&[], false, false).is_err());
     }
 }
