@@ -167,19 +167,17 @@ fn reopen_closed_standard_fds() {
 
 /// Puts a pipe in place of `stream`'s descriptor and starts its forwarder.
 fn guard(stream: Stream, stop: &OwnedFd) -> std::io::Result<Guarded> {
-    let current = match stream {
-        Stream::Stdout => std::io::stdout().as_fd().try_clone_to_owned()?,
-        Stream::Stderr => std::io::stderr().as_fd().try_clone_to_owned()?,
+    let original = match stream {
+        Stream::Stdout => rustix::io::fcntl_dupfd_cloexec(std::io::stdout(), 3)?,
+        Stream::Stderr => rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), 3)?,
     };
-    let original = rustix::io::fcntl_dupfd_cloexec(&current, 3)?;
-    drop(current);
     let (rx, tx) = pipe_with(PipeFlags::CLOEXEC)?;
     rustix::io::ioctl_fionbio(&rx, true)?;
     let out = File::from(original.try_clone()?);
     let stop = stop.try_clone()?;
     let forwarder = std::thread::Builder::new()
         .name(format!("keel-{stream:?}-guard").to_lowercase())
-        .spawn(move || forward(&rx, &stop, out))?;
+        .spawn(move || forward(&rx, &stop, out, Some(stream)))?;
     // From here on, whatever the process writes to the stream passes the forwarder.
     match stream {
         Stream::Stdout => rustix::stdio::dup2_stdout(&tx)?,
@@ -193,8 +191,11 @@ fn guard(stream: Stream, stop: &OwnedFd) -> std::io::Result<Guarded> {
 }
 
 /// The forwarder loop: read what arrives, forward whole lines redacted, flush a partial line
-/// after [`IDLE_FLUSH`]; on stop or end of input, drain what is buffered and return.
-fn forward(rx: &OwnedFd, stop: &OwnedFd, mut out: File) {
+/// after [`IDLE_FLUSH`]; on stop or end of input, drain what is buffered and return. If it
+/// must end before it was told to stop (a failing `poll` or `read`), it first puts the real
+/// descriptor back on `stream`: nobody would drain the pipe, and a writer would block once it
+/// filled.
+fn forward(rx: &OwnedFd, stop: &OwnedFd, mut out: File, stream: Option<Stream>) {
     let mut lines = LineRedactor::default();
     let mut buf = vec![0_u8; 16 * 1024];
     let idle = Timespec::try_from(IDLE_FLUSH).ok();
@@ -212,9 +213,16 @@ fn forward(rx: &OwnedFd, stop: &OwnedFd, mut out: File) {
             match poll(&mut fds, timeout) {
                 Ok(_) => (!fds[0].revents().is_empty(), !fds[1].revents().is_empty()),
                 Err(Errno::INTR) => continue,
-                Err(_) => (true, true),
+                Err(_) => (false, false),
             }
         };
+        if !readable && !stopping && !lines.has_pending() {
+            // `poll` failed (it cannot time out without a pending line): give up the stream.
+            give_back(stream, &out);
+            drain(rx, &mut buf, &mut lines, &mut out, true);
+            emit(&mut out, &lines.flush());
+            return;
+        }
         if !readable && !stopping {
             // Idle with a partial line: forward it as it is.
             emit(&mut out, &lines.flush());
@@ -222,10 +230,23 @@ fn forward(rx: &OwnedFd, stop: &OwnedFd, mut out: File) {
         }
         let ended = drain(rx, &mut buf, &mut lines, &mut out, stopping);
         if ended || stopping {
+            if !stopping {
+                give_back(stream, &out);
+                drain(rx, &mut buf, &mut lines, &mut out, true);
+            }
             emit(&mut out, &lines.flush());
             return;
         }
     }
+}
+
+/// Puts the real descriptor back on `stream` (the forwarder is going away unasked).
+fn give_back(stream: Option<Stream>, real: &File) {
+    let _ = match stream {
+        Some(Stream::Stdout) => rustix::stdio::dup2_stdout(real),
+        Some(Stream::Stderr) => rustix::stdio::dup2_stderr(real),
+        None => Ok(()),
+    };
 }
 
 /// Reads what the pipe holds (all of it when `to_the_end`, else one read); `true` at end of
@@ -337,7 +358,7 @@ mod tests {
         let (rx, tx) = pipe_with(PipeFlags::CLOEXEC).unwrap();
         rustix::io::ioctl_fionbio(&rx, true).unwrap();
         let (stop_rx, stop_tx) = pipe_with(PipeFlags::CLOEXEC).unwrap();
-        let forwarder = std::thread::spawn(move || forward(&rx, &stop_rx, out));
+        let forwarder = std::thread::spawn(move || forward(&rx, &stop_rx, out, None));
         let read = || std::fs::read_to_string(&path).unwrap();
         let mut tx = File::from(tx);
         tx.write_all(b"prompt> ").unwrap();
@@ -357,6 +378,27 @@ mod tests {
         forwarder.join().unwrap();
         assert_eq!(read(), "prompt> answer\nlast words without a newline");
         drop(tx);
+    }
+
+    /// End of input before any stop (every writer gone): the forwarder forwards the rest,
+    /// partial line included, and returns on its own.
+    #[test]
+    fn the_forwarder_ends_by_itself_at_end_of_input_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        let (rx, tx) = pipe_with(PipeFlags::CLOEXEC).unwrap();
+        rustix::io::ioctl_fionbio(&rx, true).unwrap();
+        let (stop_rx, _stop_tx) = pipe_with(PipeFlags::CLOEXEC).unwrap();
+        let out = File::create(&path).unwrap();
+        let forwarder = std::thread::spawn(move || forward(&rx, &stop_rx, out, None));
+        let mut tx = File::from(tx);
+        tx.write_all(b"one\ntwo, unfinished").unwrap();
+        drop(tx);
+        forwarder.join().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "one\ntwo, unfinished"
+        );
     }
 
     #[test]
