@@ -18,7 +18,7 @@
 
 use std::fs::File;
 use std::io::{IsTerminal as _, Write as _};
-use std::os::fd::{AsFd as _, AsRawFd as _, IntoRawFd as _, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd, IntoRawFd as _, OwnedFd};
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -44,6 +44,24 @@ pub enum Stream {
     Stderr,
 }
 
+impl Stream {
+    /// The stream's descriptor as it is now.
+    fn current(self) -> BorrowedFd<'static> {
+        match self {
+            Stream::Stdout => rustix::stdio::stdout(),
+            Stream::Stderr => rustix::stdio::stderr(),
+        }
+    }
+
+    /// Makes `fd` the stream's descriptor (`dup2`).
+    fn put(self, fd: impl AsFd) -> rustix::io::Result<()> {
+        match self {
+            Stream::Stdout => rustix::stdio::dup2_stdout(fd),
+            Stream::Stderr => rustix::stdio::dup2_stderr(fd),
+        }
+    }
+}
+
 /// The installed guard; [`finish`](OutputGuard::finish) it before the process exits.
 #[derive(Debug)]
 pub struct OutputGuard {
@@ -60,10 +78,7 @@ static TERMINAL: OnceLock<[bool; 2]> = OnceLock::new();
 pub fn is_terminal(stream: Stream) -> bool {
     match TERMINAL.get() {
         Some(terminal) => terminal[stream as usize],
-        None => match stream {
-            Stream::Stdout => std::io::stdout().is_terminal(),
-            Stream::Stderr => std::io::stderr().is_terminal(),
-        },
+        None => stream.current().is_terminal(),
     }
 }
 
@@ -82,8 +97,8 @@ impl OutputGuard {
     pub fn install() -> (Self, Vec<String>) {
         reopen_closed_standard_fds();
         let _ = TERMINAL.set([
-            std::io::stdout().is_terminal(),
-            std::io::stderr().is_terminal(),
+            Stream::Stdout.current().is_terminal(),
+            Stream::Stderr.current().is_terminal(),
         ]);
         let mut warnings = Vec::new();
         let (stop_rx, stop_tx) = match pipe_with(PipeFlags::CLOEXEC) {
@@ -119,10 +134,7 @@ impl OutputGuard {
         let _ = std::io::stdout().lock().flush();
         let _ = std::io::stderr().lock().flush();
         for guarded in &self.streams {
-            let _ = match guarded.stream {
-                Stream::Stdout => rustix::stdio::dup2_stdout(&guarded.original),
-                Stream::Stderr => rustix::stdio::dup2_stderr(&guarded.original),
-            };
+            let _ = guarded.stream.put(&guarded.original);
         }
         self.stop = None;
         for guarded in self.streams.drain(..) {
@@ -138,15 +150,11 @@ type Reopen = fn(&OwnedFd) -> rustix::io::Result<()>;
 /// (`keel … >&-`). Otherwise the next descriptor opened — the guard's own pipe, or later a
 /// session file — would take that number, and whatever is printed would land in it.
 fn reopen_closed_standard_fds() {
-    let closed =
-        |fd: std::os::fd::BorrowedFd<'_>| matches!(rustix::io::fcntl_getfd(fd), Err(Errno::BADF));
-    let stdin = std::io::stdin();
-    let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
-    let slots: [(std::os::fd::BorrowedFd<'_>, Reopen); 3] = [
-        (stdin.as_fd(), |fd| rustix::stdio::dup2_stdin(fd)),
-        (stdout.as_fd(), |fd| rustix::stdio::dup2_stdout(fd)),
-        (stderr.as_fd(), |fd| rustix::stdio::dup2_stderr(fd)),
+    let closed = |fd: BorrowedFd<'_>| matches!(rustix::io::fcntl_getfd(fd), Err(Errno::BADF));
+    let slots: [(BorrowedFd<'_>, Reopen); 3] = [
+        (rustix::stdio::stdin(), |fd| rustix::stdio::dup2_stdin(fd)),
+        (Stream::Stdout.current(), |fd| Stream::Stdout.put(fd)),
+        (Stream::Stderr.current(), |fd| Stream::Stderr.put(fd)),
     ];
     for (fd, put) in slots {
         if !closed(fd) {
@@ -167,10 +175,7 @@ fn reopen_closed_standard_fds() {
 
 /// Puts a pipe in place of `stream`'s descriptor and starts its forwarder.
 fn guard(stream: Stream, stop: &OwnedFd) -> std::io::Result<Guarded> {
-    let original = match stream {
-        Stream::Stdout => rustix::io::fcntl_dupfd_cloexec(std::io::stdout(), 3)?,
-        Stream::Stderr => rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), 3)?,
-    };
+    let original = rustix::io::fcntl_dupfd_cloexec(stream.current(), 3)?;
     let (rx, tx) = pipe_with(PipeFlags::CLOEXEC)?;
     rustix::io::ioctl_fionbio(&rx, true)?;
     let out = File::from(original.try_clone()?);
@@ -179,10 +184,7 @@ fn guard(stream: Stream, stop: &OwnedFd) -> std::io::Result<Guarded> {
         .name(format!("keel-{stream:?}-guard").to_lowercase())
         .spawn(move || forward(&rx, &stop, out, Some(stream)))?;
     // From here on, whatever the process writes to the stream passes the forwarder.
-    match stream {
-        Stream::Stdout => rustix::stdio::dup2_stdout(&tx)?,
-        Stream::Stderr => rustix::stdio::dup2_stderr(&tx)?,
-    }
+    stream.put(&tx)?;
     Ok(Guarded {
         stream,
         original,
@@ -190,17 +192,28 @@ fn guard(stream: Stream, stop: &OwnedFd) -> std::io::Result<Guarded> {
     })
 }
 
+/// Why the forwarder woke up.
+enum Wake {
+    /// Bytes (or the end of input) wait in the pipe.
+    Data,
+    /// `finish` asked it to drain and stop.
+    Stop,
+    /// A partial line waited [`IDLE_FLUSH`] for its end.
+    Idle,
+    /// `poll` failed.
+    Broken,
+}
+
 /// The forwarder loop: read what arrives, forward whole lines redacted, flush a partial line
-/// after [`IDLE_FLUSH`]; on stop or end of input, drain what is buffered and return. If it
-/// must end before it was told to stop (a failing `poll` or `read`), it first puts the real
-/// descriptor back on `stream`: nobody would drain the pipe, and a writer would block once it
-/// filled.
+/// after [`IDLE_FLUSH`]; when told to stop, drain what is buffered and return. If it must end
+/// unasked (end of input, a failing `poll` or `read`), it first puts the real descriptor back
+/// on `stream`: nobody would drain the pipe, and a writer would block once it filled.
 fn forward(rx: &OwnedFd, stop: &OwnedFd, mut out: File, stream: Option<Stream>) {
     let mut lines = LineRedactor::default();
     let mut buf = vec![0_u8; 16 * 1024];
     let idle = Timespec::try_from(IDLE_FLUSH).ok();
     loop {
-        let (readable, stopping) = {
+        let wake = {
             let mut fds = [
                 PollFd::new(rx, PollFlags::IN),
                 PollFd::new(stop, PollFlags::IN),
@@ -211,42 +224,34 @@ fn forward(rx: &OwnedFd, stop: &OwnedFd, mut out: File, stream: Option<Stream>) 
                 None
             };
             match poll(&mut fds, timeout) {
-                Ok(_) => (!fds[0].revents().is_empty(), !fds[1].revents().is_empty()),
+                Ok(_) if !fds[1].revents().is_empty() => Wake::Stop,
+                Ok(_) if !fds[0].revents().is_empty() => Wake::Data,
+                Ok(_) => Wake::Idle,
                 Err(Errno::INTR) => continue,
-                Err(_) => (false, false),
+                Err(_) => Wake::Broken,
             }
         };
-        if !readable && !stopping && !lines.has_pending() {
-            // `poll` failed (it cannot time out without a pending line): give up the stream.
-            give_back(stream, &out);
-            drain(rx, &mut buf, &mut lines, &mut out, true);
-            emit(&mut out, &lines.flush());
-            return;
-        }
-        if !readable && !stopping {
-            // Idle with a partial line: forward it as it is.
-            emit(&mut out, &lines.flush());
-            continue;
-        }
-        let ended = drain(rx, &mut buf, &mut lines, &mut out, stopping);
-        if ended || stopping {
-            if !stopping {
-                give_back(stream, &out);
-                drain(rx, &mut buf, &mut lines, &mut out, true);
+        match wake {
+            Wake::Idle => emit(&mut out, &lines.flush()),
+            Wake::Data => {
+                if drain(rx, &mut buf, &mut lines, &mut out, false) {
+                    break;
+                }
             }
-            emit(&mut out, &lines.flush());
-            return;
+            Wake::Stop => {
+                drain(rx, &mut buf, &mut lines, &mut out, true);
+                emit(&mut out, &lines.flush());
+                return;
+            }
+            Wake::Broken => break,
         }
     }
-}
-
-/// Puts the real descriptor back on `stream` (the forwarder is going away unasked).
-fn give_back(stream: Option<Stream>, real: &File) {
-    let _ = match stream {
-        Some(Stream::Stdout) => rustix::stdio::dup2_stdout(real),
-        Some(Stream::Stderr) => rustix::stdio::dup2_stderr(real),
-        None => Ok(()),
-    };
+    // Ending unasked.
+    if let Some(stream) = stream {
+        let _ = stream.put(&out);
+    }
+    drain(rx, &mut buf, &mut lines, &mut out, true);
+    emit(&mut out, &lines.flush());
 }
 
 /// Reads what the pipe holds (all of it when `to_the_end`, else one read); `true` at end of
