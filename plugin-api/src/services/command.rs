@@ -53,6 +53,23 @@ pub struct CommandInvocation {
     pub profile: String,
 }
 
+impl CommandInvocation {
+    /// The invocation a command service's `method` call carries: only `"run"` exists
+    /// (`UNKNOWN_METHOD` otherwise), and `args` must be an invocation (`INVALID_JSON`).
+    ///
+    /// # Errors
+    /// As above.
+    pub fn from_call(method: &str, args: serde_json::Value) -> crate::sdk::Result<Self> {
+        if method != "run" {
+            return Err(crate::sdk::Error::new(
+                "UNKNOWN_METHOD",
+                format!("command service has no method '{method}'"),
+            ));
+        }
+        Ok(serde_json::from_value(args)?)
+    }
+}
+
 /// What the command returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommandOutcome {

@@ -122,13 +122,7 @@ async fn run_command(
     method: String,
     args: Value,
 ) -> Result<Value> {
-    if method != "run" {
-        return Err(Error::new(
-            "UNKNOWN_METHOD",
-            format!("command service has no method '{method}'"),
-        ));
-    }
-    let inv: CommandInvocation = serde_json::from_value(args)?;
+    let inv = CommandInvocation::from_call(&method, args)?;
     let (tx, rx) = futures::channel::oneshot::channel();
     std::thread::Builder::new()
         .name("keel-secrets".into())

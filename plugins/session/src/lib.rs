@@ -254,13 +254,7 @@ async fn run_command(
     args: Value,
     fork: bool,
 ) -> Result<Value> {
-    if method != "run" {
-        return Err(Error::new(
-            "UNKNOWN_METHOD",
-            format!("command service has no method '{method}'"),
-        ));
-    }
-    let inv: CommandInvocation = serde_json::from_value(args)?;
+    let inv = CommandInvocation::from_call(method, args)?;
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let mut io = commands::Io {
         out: &mut out,
