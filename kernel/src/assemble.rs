@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::{ResolvedProfile, Row};
+use crate::config::trust;
+use crate::config::{ConfigError, ProjectLayer, ResolvedProfile, Row};
 use crate::error::{KernelError, Result};
 use crate::graph::{GraphRow, Plan, plan};
 use crate::loader::{Located, PluginLibrary, load, locate};
@@ -56,6 +57,9 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
         lock::verify_digests(&lock_path, &profile.name, entry, &located)?;
     }
     let libraries = load(&located, &profile.rows)?;
+    if let Some(project) = &profile.project {
+        check_project_trust(project, &libraries)?;
+    }
     for row in &profile.rows {
         validate_row(row, &libraries)?;
     }
@@ -94,6 +98,36 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
         plan,
         lock: lock_state,
     })
+}
+
+/// ARCHITECTURE §6: an untrusted project layer may not touch what the manifests guard.
+fn check_project_trust(
+    project: &ProjectLayer,
+    libraries: &BTreeMap<String, Arc<PluginLibrary>>,
+) -> Result<()> {
+    let changes = trust::guarded_changes(project, |plugin| {
+        libraries.get(plugin).map(|l| l.manifest.guarded.clone())
+    });
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let state = &project.trust;
+    if state.allows() {
+        tracing::info!(
+            layer = %project.path.display(),
+            changes = %changes.join(", "),
+            "project layer applies security-relevant changes: {}",
+            state.describe()
+        );
+        return Ok(());
+    }
+    Err(ConfigError::ProjectUntrusted {
+        path: project.path.clone(),
+        dir: project.dir.clone(),
+        state: state.describe().to_owned(),
+        changes: changes.join(", "),
+    }
+    .into())
 }
 
 fn validate_row(row: &Row, libraries: &BTreeMap<String, Arc<PluginLibrary>>) -> Result<()> {

@@ -7,6 +7,7 @@
 mod doctor;
 mod inspect;
 mod run;
+mod trust;
 
 use std::path::PathBuf;
 
@@ -65,6 +66,15 @@ enum Command {
     Secrets {
         #[command(subcommand)]
         command: SecretsCommand,
+    },
+    /// Trust DIR's project layer (DIR/.keel/config.toml) as it is now, so it may change
+    /// security-relevant settings (sandbox, firewall, approval, credentials, endpoints, rows).
+    Trust {
+        /// Project directory (default: the current directory).
+        dir: Option<PathBuf>,
+        /// Forget the record instead.
+        #[arg(long)]
+        revoke: bool,
     },
     /// Record plugin digests and the assembly graph in keel.lock beside the binary.
     Lock(ProfileArgs),
@@ -162,6 +172,10 @@ pub struct ProfileArgs {
     /// Apply a patch layer file (repeatable, in order).
     #[arg(long = "patch", value_name = "FILE")]
     patches: Vec<PathBuf>,
+    /// Let the project layer change security-relevant settings without a `keel trust` record
+    /// (for CI, where the checkout is the trusted input).
+    #[arg(long)]
+    trust_project: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, serde::Serialize)]
@@ -226,6 +240,7 @@ impl ProfileArgs {
             project_dir: cwd,
             patches: self.patches.clone(),
             overrides: self.overrides.clone(),
+            trust_project: self.trust_project,
         };
         let profile = resolve_profile(&self.profile, &sources)?;
         for w in &profile.warnings {
@@ -297,6 +312,7 @@ pub fn execute(cli: Cli) -> i32 {
             };
             run::command(&paths, "secrets", args, &profile)
         }
+        Command::Trust { dir, revoke } => trust::trust(&paths, dir.as_deref(), revoke),
         Command::Lock(profile) => inspect::lock(&paths, &profile),
         Command::Doctor(profile) => doctor::doctor(&paths, &profile),
     };

@@ -31,6 +31,16 @@ pub fn render_dump(profile: &ResolvedProfile, explain: bool) -> String {
         for (i, layer) in view.layers.iter().enumerate() {
             comment(&mut out, &format!("layer {}: {layer}", i + 1));
         }
+        if let Some(project) = &profile.project {
+            comment(
+                &mut out,
+                &format!(
+                    "project layer {}: {}",
+                    project.path.display(),
+                    project.trust.describe()
+                ),
+            );
+        }
     }
     out.push('\n');
 
@@ -136,6 +146,14 @@ pub fn render_dump_json(profile: &ResolvedProfile, explain: bool) -> Value {
         out["kernel_provenance"] = keys_json(view.kernel_provenance);
         out["disabled"] = disabled_json(&view);
         out["layers"] = view.layers.iter().map(layer_json).collect();
+        if let Some(project) = &profile.project {
+            out["project_trust"] = json!({
+                "path": project.path.display().to_string(),
+                "digest": project.digest,
+                "trusted": project.trust.allows(),
+                "state": project.trust.describe(),
+            });
+        }
     }
     out["note"] = Value::String(LAUNCHER_NOTE.to_owned());
     out

@@ -98,6 +98,26 @@ pub enum ConfigError {
     /// A `--patch FILE` that does not exist.
     #[error("patch file {path} does not exist", path = .path.display())]
     MissingPatch { path: PathBuf },
+
+    /// `$KEEL_HOME/trusted-projects.json` is unreadable, malformed or of another format.
+    #[error("{path}: {reason}", path = .path.display())]
+    TrustFile { path: PathBuf, reason: String },
+
+    /// The project layer changes security-relevant config and is not trusted as it is now.
+    #[error(
+        "project layer {path} is {state} and changes security-relevant settings: {changes}; \
+         review it, then run `keel trust {dir}` (or pass --trust-project)",
+        path = .path.display(),
+        dir = .dir.display()
+    )]
+    ProjectUntrusted {
+        path: PathBuf,
+        dir: PathBuf,
+        /// [`super::trust::TrustState::describe`].
+        state: String,
+        /// The guarded changes, comma-separated.
+        changes: String,
+    },
 }
 
 impl ConfigError {
@@ -115,6 +135,8 @@ impl ConfigError {
             ConfigError::DuplicateRow { .. } => "CONFIG_DUPLICATE_ROW",
             ConfigError::BadOverride { .. } => "CONFIG_BAD_OVERRIDE",
             ConfigError::MissingPatch { .. } => "CONFIG_MISSING_PATCH",
+            ConfigError::TrustFile { .. } => "TRUST_FILE",
+            ConfigError::ProjectUntrusted { .. } => "PROJECT_UNTRUSTED",
         }
     }
 }

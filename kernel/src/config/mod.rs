@@ -17,6 +17,7 @@ mod layer;
 mod model;
 mod overrides;
 mod resolve;
+pub mod trust;
 mod values;
 
 pub use dump::{LAUNCHER_NOTE, render_dump, render_dump_json};
@@ -24,7 +25,8 @@ pub use error::ConfigError;
 pub use layer::{KernelPatch, LayerOps, RowAction, RowOp, is_valid_id};
 pub use model::{
     ConfigSources, DEFAULT_FAULT_THRESHOLD, DEFAULT_LISTENER_DEADLINE_MS, DisabledRow,
-    KernelSettings, KeyProvenance, LayerKind, LayerRef, ResolvedProfile, Row, RowProvenance,
+    KernelSettings, KeyProvenance, LayerKind, LayerRef, ProjectLayer, ResolvedProfile, Row,
+    RowProvenance, RowState,
 };
 pub use overrides::Override;
 pub use resolve::resolve_profile;

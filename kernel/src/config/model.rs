@@ -190,6 +190,36 @@ pub struct ConfigSources {
     pub patches: Vec<PathBuf>,
     /// Raw `-c ROW.KEY=VALUE` arguments, in order.
     pub overrides: Vec<String>,
+    /// `--trust-project`: the user vouches for the project layer of this invocation.
+    pub trust_project: bool,
+}
+
+/// One row as a layer leaves it: what the trust check compares (ARCHITECTURE §6).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowState {
+    pub id: String,
+    pub plugin: String,
+    pub config: serde_json::Value,
+}
+
+/// The project layer (`<project>/.keel/config.toml`) and what it did to the tree. The model can
+/// write a workspace, so this layer is untrusted until `keel trust` recorded its digest; the
+/// rows before and after it let the kernel see whether it touched anything security-relevant
+/// once the plugins' manifests say what that is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectLayer {
+    /// The layer file.
+    pub path: PathBuf,
+    /// The project directory (canonical when it resolves), the trust record's key.
+    pub dir: PathBuf,
+    /// blake3 of the bytes that were parsed and applied (hex).
+    pub digest: String,
+    /// Live rows right before the layer.
+    pub before: Vec<RowState>,
+    /// Live rows right after it.
+    pub after: Vec<RowState>,
+    /// Whether it may change security-relevant config (read when the layer was applied).
+    pub trust: super::trust::TrustState,
 }
 
 /// The state a dump shows: everything but launcher-only layers (CFG-08).
@@ -224,6 +254,8 @@ pub struct ResolvedProfile {
     pub layers: Vec<LayerRef>,
     /// Rows disabled and not re-inserted.
     pub disabled: Vec<DisabledRow>,
+    /// The project layer, when one was applied.
+    pub project: Option<ProjectLayer>,
     /// Snapshot taken before the first launcher patch; what dumps render.
     pub(crate) dump_view: Option<Box<DumpView>>,
 }
@@ -242,8 +274,21 @@ impl ResolvedProfile {
             warnings: Vec::new(),
             layers: Vec::new(),
             disabled: Vec::new(),
+            project: None,
             dump_view: None,
         }
+    }
+
+    /// The live rows as [`RowState`]s.
+    pub(crate) fn row_states(&self) -> Vec<RowState> {
+        self.rows
+            .iter()
+            .map(|r| RowState {
+                id: r.id.clone(),
+                plugin: r.plugin.clone(),
+                config: r.config.clone(),
+            })
+            .collect()
     }
 
     /// The live row with this id.

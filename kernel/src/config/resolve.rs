@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 
 use super::error::ConfigError;
 use super::layer::{ParsedLayer, parse_layer};
-use super::model::{ConfigSources, LayerKind, LayerRef, ResolvedProfile};
+use super::model::{ConfigSources, LayerKind, LayerRef, ProjectLayer, ResolvedProfile};
 use super::overrides::Override;
+use super::trust::{self, TrustState};
 
 /// Resolves `profile` (a name looked up as `profiles/<name>.toml` in each root, or a path when it
 /// contains `/` or ends in `.toml`) and applies all layers from `sources`.
@@ -75,9 +76,34 @@ pub fn resolve_profile(
         optional.push((LayerKind::Project, project));
     }
     for (kind, file) in optional {
-        if let Some(file) = file.filter(|f| f.exists()) {
+        let Some(file) = file.filter(|f| f.exists()) else {
+            continue;
+        };
+        if kind != LayerKind::Project {
             apply_file(&mut resolved, kind, &file)?;
+            continue;
         }
+        // Read once: the digest the trust check compares is of exactly the bytes applied.
+        let text = read(&file)?;
+        let before = resolved.row_states();
+        let ops = parse_layer(&text, &file, Some(&kind))?.ops;
+        resolved.apply_layer(layer_ref(kind, &file), &ops)?;
+        let dir = sources.project_dir.clone().unwrap_or_default();
+        let dir = dir.canonicalize().unwrap_or(dir);
+        let digest = blake3::hash(text.as_bytes()).to_hex().to_string();
+        let trust = match (&sources.keel_home, sources.trust_project) {
+            (_, true) => TrustState::Vouched,
+            (Some(home), false) => trust::state(home, &dir, &digest)?,
+            (None, false) => TrustState::Untrusted,
+        };
+        resolved.project = Some(ProjectLayer {
+            dir,
+            digest,
+            before,
+            after: resolved.row_states(),
+            path: file,
+            trust,
+        });
     }
 
     // 5. `--patch` files, which must exist.

@@ -40,6 +40,7 @@ impl Fixture {
             project_dir: Some(self.dir.path().join("project")),
             patches: Vec::new(),
             overrides: Vec::new(),
+            trust_project: false,
         }
     }
 

@@ -34,6 +34,10 @@ pub struct Manifest {
     /// JSON Schema for the row config; `{"type":"object"}` when absent.
     #[serde(default = "default_schema")]
     pub config_schema: serde_json::Value,
+    /// The part of this plugin's row config that decides security (ARCHITECTURE §6): a project
+    /// layer, which the model can write, may change it only once the user trusted that layer.
+    #[serde(default, skip_serializing_if = "Guarded::is_none")]
+    pub guarded: Guarded,
     /// Layouts of the declared events; handed to the kernel through the root module, not JSON.
     #[serde(skip)]
     pub(crate) event_layouts: Vec<DeclaredLayout>,
@@ -55,6 +59,37 @@ impl std::fmt::Debug for DeclaredLayout {
 
 fn default_schema() -> serde_json::Value {
     serde_json::json!({ "type": "object" })
+}
+
+/// Which config of a plugin's rows only a trusted layer may change (ARCHITECTURE §6). Inserting
+/// or disabling any row, and swapping a row's plugin, always counts as security-relevant; this
+/// says what else does.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", content = "keys")]
+pub enum Guarded {
+    /// Nothing beyond inserting and disabling rows.
+    #[default]
+    None,
+    /// The whole row: any change to its config (a sandbox, a firewall, an approval policy).
+    Row,
+    /// These top-level keys (an endpoint, a credential reference, headers).
+    Keys(Vec<String>),
+}
+
+impl Guarded {
+    /// Nothing is guarded.
+    pub fn is_none(&self) -> bool {
+        *self == Guarded::None
+    }
+
+    /// Whether a change of top-level `key` needs trust.
+    pub fn covers(&self, key: &str) -> bool {
+        match self {
+            Guarded::None => false,
+            Guarded::Row => true,
+            Guarded::Keys(keys) => keys.iter().any(|k| k == key),
+        }
+    }
 }
 
 /// A provided facility.
@@ -102,6 +137,7 @@ impl Manifest {
             requires: Vec::new(),
             events: Vec::new(),
             config_schema: default_schema(),
+            guarded: Guarded::None,
             event_layouts: Vec::new(),
         }
     }
@@ -166,6 +202,19 @@ impl Manifest {
     /// Sets the JSON Schema of the row config.
     pub fn config_schema(mut self, schema: serde_json::Value) -> Self {
         self.config_schema = schema;
+        self
+    }
+
+    /// The whole row config decides security: an untrusted project layer may not change it.
+    pub fn guard_row(mut self) -> Self {
+        self.guarded = Guarded::Row;
+        self
+    }
+
+    /// These top-level config keys decide security (an endpoint, a credential reference): an
+    /// untrusted project layer may not change them.
+    pub fn guard_keys(mut self, keys: &[&str]) -> Self {
+        self.guarded = Guarded::Keys(keys.iter().map(|k| (*k).to_owned()).collect());
         self
     }
 }

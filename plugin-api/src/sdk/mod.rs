@@ -27,7 +27,7 @@ pub(crate) use context::test_disposer;
 pub use context::{Context, Registration, sleep};
 pub use error::{Error, Result};
 pub use ffi::{AsyncNext, Next};
-pub use manifest::{EventDecl, Manifest, Provision, Requirement};
+pub use manifest::{EventDecl, Guarded, Manifest, Provision, Requirement};
 pub use output::write_stream;
 pub use plugin::Plugin;
 pub use registry::register_until_unload;

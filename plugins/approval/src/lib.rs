@@ -164,6 +164,7 @@ impl Plugin for ApprovalPlugin {
             .provides::<Approval>()
             .requires::<Sessions>()
             .declares::<Answer>()
+            .guard_row()
             .config_schema(json!({
                 "type": "object",
                 "properties": {

@@ -139,6 +139,7 @@ impl Plugin for CredentialsPlugin {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("credentials: layered references (env > credentials.toml > .env)")
             .provides::<Credentials>()
+            .guard_row()
             .config_schema(json!({
                 "type": "object",
                 "properties": {},

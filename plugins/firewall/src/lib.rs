@@ -184,6 +184,7 @@ impl Plugin for FirewallPlugin {
             )
             .provides::<FirewallService>()
             .provides::<SecretsCommand>()
+            .guard_row()
             .config_schema(schema())
     }
 

@@ -107,6 +107,8 @@ impl Plugin for OpenAiPlugin {
             .requires::<Llm>()
             // Present: the key resolves through its layers; absent: the process environment.
             .optional::<Credentials>()
+            // Where the key goes and which key: a planted endpoint would receive it.
+            .guard_keys(&["base_url", "headers", "api_key_ref"])
             .config_schema(config::schema())
     }
 

@@ -47,6 +47,8 @@ impl Plugin for SessionJsonl {
         Manifest::new("session-jsonl", env!("CARGO_PKG_VERSION"))
             .description("session storage: one fsynced JSONL file per session")
             .provides::<SessionStore>()
+            // Logs under the workspace would be the model's to read and rewrite.
+            .guard_keys(&["root"])
             .config_schema(serde_json::json!({
                 "type": "object",
                 "properties": {

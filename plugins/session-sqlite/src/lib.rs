@@ -40,6 +40,8 @@ impl Plugin for SessionSqlite {
         Manifest::new("session-sqlite", env!("CARGO_PKG_VERSION"))
             .description("session storage: one WAL-mode SQLite database")
             .provides::<SessionStore>()
+            // Logs under the workspace would be the model's to read and rewrite.
+            .guard_keys(&["root"])
             .config_schema(serde_json::json!({
                 "type": "object",
                 "properties": { "root": { "type": "string", "minLength": 1 } },

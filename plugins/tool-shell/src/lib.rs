@@ -85,6 +85,8 @@ impl Plugin for ToolShell {
             .provides_named(&provider_service_name(PLUGIN_ID), false)
             .requires::<Tools>()
             .optional::<Sandbox>()
+            // `env` reaches the runner process itself, before it confines anything.
+            .guard_keys(&["env"])
             .config_schema(ShellConfig::schema())
     }
 

@@ -1,0 +1,273 @@
+//! Project-layer trust (ARCHITECTURE §6). A workspace is the model's to write, so
+//! `<project>/.keel/config.toml` is untrusted until the user runs `keel trust`, which records the
+//! file's blake3 digest in `$KEEL_HOME/trusted-projects.json` — `$KEEL_HOME` is out of every
+//! tool's reach, so a model cannot trust its own plant. A record holds for exactly the bytes it
+//! was made from: any later change makes the layer untrusted again.
+//!
+//! The layer itself always applies; what trust decides is whether it may touch security. The
+//! rows before and after it ([`ProjectLayer`]) are compared with [`guarded_changes`]: inserting
+//! a row whose plugin guards config, disabling a row, swapping a row's plugin, or changing a key
+//! a manifest marks guarded (a sandbox row, an endpoint, a credential reference) needs trust.
+//! The kernel checks that once the manifests are loaded, before anything activates.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use keel_plugin_api::sdk::Guarded;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::error::ConfigError;
+use super::model::{ProjectLayer, RowState};
+
+/// The trust records' file name under `$KEEL_HOME`.
+pub const TRUST_FILE: &str = "trusted-projects.json";
+const FORMAT: u32 = 1;
+
+/// Whether the project layer may change security-relevant config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrustState {
+    /// `keel trust` recorded these very bytes.
+    Trusted,
+    /// `--trust-project` vouches for it in this invocation.
+    Vouched,
+    /// No record for this project.
+    Untrusted,
+    /// A record exists for other bytes: the file changed since it was trusted.
+    Changed,
+}
+
+impl TrustState {
+    /// Whether security-relevant changes may apply.
+    pub fn allows(&self) -> bool {
+        matches!(self, TrustState::Trusted | TrustState::Vouched)
+    }
+
+    /// One phrase for messages and `--explain`.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            TrustState::Trusted => "trusted (`keel trust` recorded this content)",
+            TrustState::Vouched => "trusted for this run (--trust-project)",
+            TrustState::Untrusted => "untrusted (never recorded by `keel trust`)",
+            TrustState::Changed => "untrusted (changed since `keel trust` recorded it)",
+        }
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct TrustFile {
+    version: u32,
+    /// Canonical project directory → record.
+    projects: BTreeMap<String, Record>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Record {
+    /// blake3 (hex) of `.keel/config.toml` when trusted.
+    digest: String,
+    /// When, in ms since the epoch.
+    trusted_at_ms: u64,
+}
+
+fn trust_path(keel_home: &Path) -> PathBuf {
+    keel_home.join(TRUST_FILE)
+}
+
+fn load(keel_home: &Path) -> Result<TrustFile, ConfigError> {
+    let path = trust_path(keel_home);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TrustFile::default()),
+        Err(e) => return Err(bad(&path, &e.to_string())),
+    };
+    let file: TrustFile =
+        serde_json::from_str(&text).map_err(|e| bad(&path, &format!("not a trust file: {e}")))?;
+    if file.version != FORMAT {
+        return Err(bad(
+            &path,
+            &format!("format version {} (this keel reads {FORMAT})", file.version),
+        ));
+    }
+    Ok(file)
+}
+
+fn bad(path: &Path, reason: &str) -> ConfigError {
+    ConfigError::TrustFile {
+        path: path.to_path_buf(),
+        reason: reason.to_owned(),
+    }
+}
+
+fn key(dir: &Path) -> String {
+    dir.to_string_lossy().into_owned()
+}
+
+/// The trust state of the project layer in `dir` whose content has `digest` (without
+/// `--trust-project`).
+///
+/// # Errors
+/// An unreadable or malformed trust file, naming it.
+pub fn state(keel_home: &Path, dir: &Path, digest: &str) -> Result<TrustState, ConfigError> {
+    Ok(match load(keel_home)?.projects.get(&key(dir)) {
+        Some(r) if r.digest == digest => TrustState::Trusted,
+        Some(_) => TrustState::Changed,
+        None => TrustState::Untrusted,
+    })
+}
+
+/// `keel trust DIR`: records the digest of `DIR/.keel/config.toml` as it is now. Returns the
+/// layer file and its digest.
+///
+/// # Errors
+/// No layer file in `dir`, an unreadable trust file, or a failed write.
+pub fn record(keel_home: &Path, dir: &Path) -> Result<(PathBuf, String), ConfigError> {
+    let dir = dir.canonicalize().map_err(|e| bad_dir(dir, &e))?;
+    let layer = dir.join(".keel").join("config.toml");
+    let bytes = std::fs::read(&layer).map_err(|e| ConfigError::Io {
+        path: layer.clone(),
+        message: format!("nothing to trust: {e}"),
+    })?;
+    let digest = blake3::hash(&bytes).to_hex().to_string();
+    let mut file = load(keel_home)?;
+    let trusted_at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    file.projects.insert(
+        key(&dir),
+        Record {
+            digest: digest.clone(),
+            trusted_at_ms,
+        },
+    );
+    save(keel_home, &file)?;
+    Ok((layer, digest))
+}
+
+/// `keel trust --revoke DIR`: forgets the record; `true` when there was one.
+///
+/// # Errors
+/// An unreadable trust file or a failed write.
+pub fn revoke(keel_home: &Path, dir: &Path) -> Result<bool, ConfigError> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mut file = load(keel_home)?;
+    let had = file.projects.remove(&key(&dir)).is_some();
+    if had {
+        save(keel_home, &file)?;
+    }
+    Ok(had)
+}
+
+fn bad_dir(dir: &Path, e: &std::io::Error) -> ConfigError {
+    ConfigError::Io {
+        path: dir.to_path_buf(),
+        message: format!("cannot resolve the project directory: {e}"),
+    }
+}
+
+/// Writes the trust file atomically, mode 0600 (its directory is `$KEEL_HOME`).
+fn save(keel_home: &Path, file: &TrustFile) -> Result<(), ConfigError> {
+    let path = trust_path(keel_home);
+    let fail = |e: &dyn std::fmt::Display| bad(&path, &format!("cannot write: {e}"));
+    std::fs::create_dir_all(keel_home).map_err(|e| fail(&e))?;
+    let _ = std::fs::set_permissions(keel_home, std::fs::Permissions::from_mode(0o700));
+    let mut body = serde_json::to_vec_pretty(&TrustFile {
+        version: FORMAT,
+        projects: file.projects.clone(),
+    })
+    .map_err(|e| fail(&e))?;
+    body.push(b'\n');
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(&body)?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(&e));
+    }
+    Ok(())
+}
+
+/// What the project layer changed that needs trust, one phrase each (`disables row 'sandbox'`,
+/// `llm-openai.base_url`), in row order. `guarded` gives a plugin's [`Guarded`] declaration
+/// (`None` for a plugin that cannot be found: its row fails assembly anyway).
+pub fn guarded_changes(
+    project: &ProjectLayer,
+    guarded: impl Fn(&str) -> Option<Guarded>,
+) -> Vec<String> {
+    let find = |rows: &[RowState], id: &str| rows.iter().find(|r| r.id == id).cloned();
+    let mut out = Vec::new();
+    for before in &project.before {
+        match find(&project.after, &before.id) {
+            None => out.push(format!("disables row '{}'", before.id)),
+            Some(after) if after.plugin != before.plugin => out.push(format!(
+                "swaps row '{}' from plugin {} to {}",
+                before.id, before.plugin, after.plugin
+            )),
+            Some(after) => {
+                let g = guarded(&after.plugin).unwrap_or_default();
+                changed_keys(
+                    &g,
+                    &before.id,
+                    Some(&before.config),
+                    &after.config,
+                    &mut out,
+                );
+            }
+        }
+    }
+    for after in &project.after {
+        if find(&project.before, &after.id).is_none() {
+            let g = guarded(&after.plugin).unwrap_or_default();
+            if g == Guarded::Row {
+                out.push(format!(
+                    "inserts row '{}' (plugin {})",
+                    after.id, after.plugin
+                ));
+            } else {
+                changed_keys(&g, &after.id, None, &after.config, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// The guarded top-level keys whose value differs between `before` (absent: a new row) and
+/// `after`; a whole guarded row that changed is one phrase.
+fn changed_keys(
+    guarded: &Guarded,
+    id: &str,
+    before: Option<&Value>,
+    after: &Value,
+    out: &mut Vec<String>,
+) {
+    let empty = serde_json::Map::new();
+    let old = before.and_then(Value::as_object).unwrap_or(&empty);
+    let new = after.as_object().unwrap_or(&empty);
+    if *guarded == Guarded::Row {
+        if old != new {
+            out.push(format!("changes row '{id}'"));
+        }
+        return;
+    }
+    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
+    keys.dedup();
+    let mut seen = std::collections::BTreeSet::new();
+    for k in keys {
+        if seen.insert(k) && guarded.covers(k) && old.get(k) != new.get(k) {
+            out.push(format!("{id}.{k}"));
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "trust_tests.rs"]
+mod tests;

@@ -1,0 +1,163 @@
+//! The trust records and the guarded-change diff of `trust.rs`: what needs trust, what a
+//! record holds for, and that bad trust files are named.
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+
+fn row(id: &str, plugin: &str, config: Value) -> RowState {
+    RowState {
+        id: id.to_owned(),
+        plugin: plugin.to_owned(),
+        config,
+    }
+}
+
+fn project(before: Vec<RowState>, after: Vec<RowState>) -> ProjectLayer {
+    ProjectLayer {
+        path: PathBuf::from("/w/.keel/config.toml"),
+        dir: PathBuf::from("/w"),
+        digest: "d1".to_owned(),
+        before,
+        after,
+        trust: TrustState::Untrusted,
+    }
+}
+
+fn guards(plugin: &str) -> Option<Guarded> {
+    match plugin {
+        "sandbox" => Some(Guarded::Row),
+        "llm-openai" => Some(Guarded::Keys(vec!["base_url".into(), "api_key_ref".into()])),
+        "tools" => Some(Guarded::None),
+        _ => None,
+    }
+}
+
+fn base() -> Vec<RowState> {
+    vec![
+        row("sandbox", "sandbox", json!({})),
+        row("llm", "llm-openai", json!({"model": "m"})),
+        row("tools", "tools", json!({})),
+    ]
+}
+
+// Issue 10 item 1: what an untrusted project layer may and may not change.
+#[test]
+fn guarded_changes_name_rows_and_keys_and_ignore_the_rest() {
+    // Unguarded keys and unguarded rows: nothing needs trust.
+    let mut after = base();
+    after[1].config = json!({"model": "other"});
+    after[2].config = json!({"max_parallel": 2});
+    assert_eq!(
+        guarded_changes(&project(base(), after), guards),
+        Vec::<String>::new()
+    );
+
+    // A guarded row's config, a guarded key (added), a disabled row, a swapped plugin.
+    let after = vec![
+        row("sandbox", "sandbox", json!({"mode": "danger-full-access"})),
+        row(
+            "llm",
+            "llm-openai",
+            json!({"model": "m", "base_url": "http://evil"}),
+        ),
+        row("tools", "other-plugin", json!({})),
+    ];
+    let mut before = base();
+    before.push(row("firewall", "firewall", json!({})));
+    assert_eq!(
+        guarded_changes(&project(before, after), guards),
+        [
+            "changes row 'sandbox'",
+            "llm.base_url",
+            "swaps row 'tools' from plugin tools to other-plugin",
+            "disables row 'firewall'",
+        ]
+    );
+
+    // Inserted rows: a guarded plugin always; a key-guarded one only with a guarded key set.
+    let mut after = base();
+    after.push(row("sandbox-2", "sandbox", json!({})));
+    after.push(row("llm-2", "llm-openai", json!({"model": "x"})));
+    after.push(row(
+        "llm-3",
+        "llm-openai",
+        json!({"api_key_ref": "AWS_SECRET"}),
+    ));
+    after.push(row("t2", "tools", json!({})));
+    assert_eq!(
+        guarded_changes(&project(base(), after), guards),
+        [
+            "inserts row 'sandbox-2' (plugin sandbox)",
+            "llm-3.api_key_ref"
+        ]
+    );
+
+    // A guarded key removed (back to the plugin's default) is a change too.
+    let mut before = base();
+    before[1].config = json!({"model": "m", "base_url": "http://mine"});
+    assert_eq!(
+        guarded_changes(&project(before, base()), guards),
+        ["llm.base_url"]
+    );
+}
+
+// Issue 10 item 1: a record holds for exactly the bytes it was made from.
+#[test]
+fn trust_records_follow_the_file_content() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let layer_dir = work.path().join(".keel");
+    std::fs::create_dir_all(&layer_dir).unwrap();
+    std::fs::write(layer_dir.join("config.toml"), "# v1\n").unwrap();
+    let dir = work.path().canonicalize().unwrap();
+    let v1 = blake3::hash(b"# v1\n").to_hex().to_string();
+    let v2 = blake3::hash(b"# v2\n").to_hex().to_string();
+
+    assert_eq!(
+        state(home.path(), &dir, &v1).unwrap(),
+        TrustState::Untrusted
+    );
+    let (layer, digest) = record(home.path(), work.path()).unwrap();
+    assert_eq!(layer, dir.join(".keel/config.toml"));
+    assert_eq!(digest, v1);
+    assert_eq!(state(home.path(), &dir, &v1).unwrap(), TrustState::Trusted);
+    let mode = std::fs::metadata(home.path().join(TRUST_FILE))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    assert_eq!(state(home.path(), &dir, &v2).unwrap(), TrustState::Changed);
+
+    assert!(revoke(home.path(), work.path()).unwrap());
+    assert!(!revoke(home.path(), work.path()).unwrap());
+    assert_eq!(
+        state(home.path(), &dir, &v1).unwrap(),
+        TrustState::Untrusted
+    );
+}
+
+// Bad input: no layer to trust, a malformed trust file, another format version.
+#[test]
+fn bad_trust_input_names_the_file() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let e = record(home.path(), work.path()).unwrap_err();
+    assert!(e.to_string().contains("nothing to trust"), "{e}");
+
+    let dir = work.path();
+    std::fs::write(home.path().join(TRUST_FILE), "{not json").unwrap();
+    let e = state(home.path(), dir, "d").unwrap_err();
+    assert_eq!(e.code(), "TRUST_FILE");
+    assert!(e.to_string().contains(TRUST_FILE), "{e}");
+
+    std::fs::write(
+        home.path().join(TRUST_FILE),
+        r#"{"version": 9, "projects": {}}"#,
+    )
+    .unwrap();
+    let e = state(home.path(), dir, "d").unwrap_err();
+    assert!(e.to_string().contains("format version 9"), "{e}");
+}
