@@ -11,6 +11,7 @@ pub mod driver;
 pub mod firewall;
 pub mod llm;
 pub mod prompt;
+pub mod protected;
 pub mod sandbox;
 pub mod session;
 pub mod tools;

@@ -85,6 +85,10 @@ pub struct Policy {
     pub writable_roots: Vec<PathBuf>,
     /// Whether confined processes may use the network.
     pub network: bool,
+    /// keel's own paths ([`super::protected::protected_paths`]): runners mask the hidden ones
+    /// and bind the read-only ones read-only, whatever the mode's writable roots say.
+    #[serde(default)]
+    pub protected: Vec<super::protected::Protected>,
 }
 
 /// Where a fresh resolution failed: the ancestor that could not be resolved, and why.

@@ -7,10 +7,18 @@
 //! commands too: B12, no orphans). Unlike bwrap there is no mount or pid namespace: `/tmp` is
 //! the host's, and the network fence covers what the kernel's ABI can (TCP from ABI 4, UDP
 //! from 10), which is why the launcher's probe reports `partial` on older kernels (SBX-07).
+//!
+//! keel's own files (ARCHITECTURE §9): Landlock only ever allows, so a hidden path
+//! (`$KEEL_HOME`) is passed as `--hide` and the launcher grants reading everything *beside*
+//! the path to it instead of `/`. For the same reason it cannot keep a hidden path that lies
+//! inside a writable root out of reach: such a policy is refused here (`SANDBOX_UNAVAILABLE`),
+//! never run half-fenced. The project's read-only `.keel/` inside the writable workspace cannot
+//! be carved out either: under Landlock the trust check on the project layer is its defence.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use keel_plugin_api::services::protected::Shield;
 use keel_plugin_api::services::sandbox::{Confined, Enforcement, Policy, RunnerFailureRule};
 use serde::Deserialize;
 
@@ -52,12 +60,41 @@ pub fn argv(launcher: &str, policy: &Policy, argv: &[String]) -> Vec<String> {
         out.push("--rw".to_owned());
         out.push(root.to_string_lossy().into_owned());
     }
+    for hidden in policy
+        .protected
+        .iter()
+        .filter(|p| p.shield == Shield::Hidden)
+    {
+        out.push("--hide".to_owned());
+        out.push(hidden.path.to_string_lossy().into_owned());
+    }
     if policy.network {
         out.push("--net".to_owned());
     }
     out.push("--".to_owned());
     out.extend(argv.iter().cloned());
     out
+}
+
+/// Why Landlock cannot enforce `policy`, if it cannot: a hidden path inside a writable root
+/// (a grant on the root would open it, and Landlock has no way to take part of a grant back).
+pub fn unenforceable(policy: &Policy) -> Option<String> {
+    policy
+        .protected
+        .iter()
+        .filter(|p| p.shield == Shield::Hidden)
+        .find_map(|p| {
+            let root = policy
+                .writable_roots
+                .iter()
+                .find(|r| p.path.starts_with(r))?;
+            Some(format!(
+                "landlock cannot keep {} out of reach: it lies inside the writable root {} \
+                 (move KEEL_HOME out of it, or install bubblewrap)",
+                p.path.display(),
+                root.display()
+            ))
+        })
 }
 
 /// The `confine` answer for a Landlock-wrapped command.
@@ -150,6 +187,10 @@ mod tests {
             workspace_root: PathBuf::from("/w"),
             writable_roots: vec![PathBuf::from("/w"), PathBuf::from("/tmp")],
             network: false,
+            protected: vec![keel_plugin_api::services::protected::Protected {
+                path: PathBuf::from("/home/u/.keel"),
+                shield: Shield::Hidden,
+            }],
         };
         let got = argv(
             "/bin/keel-landlock",
@@ -164,15 +205,25 @@ mod tests {
                 "/w",
                 "--rw",
                 "/tmp",
+                "--hide",
+                "/home/u/.keel",
                 "--",
                 "sh",
                 "-c",
                 "x"
             ]
         );
+        assert_eq!(unenforceable(&policy), None);
+        let inside = Policy {
+            writable_roots: vec![PathBuf::from("/home/u")],
+            ..policy.clone()
+        };
+        let why = unenforceable(&inside).unwrap();
+        assert!(why.contains("/home/u/.keel"), "{why}");
         let open = Policy {
             network: true,
             writable_roots: Vec::new(),
+            protected: Vec::new(),
             ..policy
         };
         assert_eq!(
@@ -190,6 +241,7 @@ mod tests {
             workspace_root: PathBuf::from("/w"),
             writable_roots: Vec::new(),
             network: false,
+            protected: Vec::new(),
         };
         let c = confined("l", Enforcement::Partial, &policy, &["true".into()]);
         let rule = &c.runner_failure;

@@ -228,6 +228,15 @@ impl State {
             });
         }
         match self.runner.get() {
+            Ok(chosen) if chosen.kind == RunnerKind::Landlock => {
+                match landlock::unenforceable(&policy) {
+                    Some(why) => Err(Error::new(
+                        SANDBOX_UNAVAILABLE,
+                        format!("nothing was run: {why}"),
+                    )),
+                    None => Ok(chosen.confined(&policy, &req.argv)),
+                }
+            }
             Ok(chosen) => Ok(chosen.confined(&policy, &req.argv)),
             Err(why) => Err(Error::new(
                 SANDBOX_UNAVAILABLE,
@@ -308,6 +317,26 @@ fn call_of(session_id: &RString, call_id: &RString) -> CallRef {
     }
 }
 
+/// `$KEEL_HOME`, created (0700) when missing: a runner can only mask what exists, and a missing
+/// home inside a writable root would be the model's to create.
+fn keel_home(ctx: &Context) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let home = ctx.keel_home()?;
+    if !home.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&home)
+            .map_err(|e| {
+                Error::new(
+                    "SANDBOX_IO",
+                    format!("cannot create KEEL_HOME {}: {e}", home.display()),
+                )
+            })?;
+    }
+    Ok(home)
+}
+
 /// The plugin value.
 #[derive(Default)]
 struct SandboxPlugin;
@@ -317,6 +346,7 @@ impl Plugin for SandboxPlugin {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("sandbox policy root: bwrap confinement for shell, containment for files")
             .provides::<Sandbox>()
+            .guard_row()
             .config_schema(SandboxConfig::schema())
     }
 
@@ -344,6 +374,7 @@ impl Plugin for SandboxPlugin {
                 mode: config.mode,
                 network: config.network,
                 tmpdir: std::env::var_os("TMPDIR").map(PathBuf::from),
+                keel_home: Some(keel_home(&ctx)?),
             },
             runner,
             override_mode: Arc::default(),

@@ -8,6 +8,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use keel_plugin_api::services::protected::{protected_paths, refuse_read, refuse_write};
 use keel_plugin_api::services::sandbox::{
     Access, PathVerdict, Policy, SandboxMode, denial_marker, escalation_marker, resolve_fresh,
     writable_roots,
@@ -22,6 +23,8 @@ pub struct Rules {
     pub network: bool,
     /// The per-user temp dir (`$TMPDIR`), read once at activation.
     pub tmpdir: Option<PathBuf>,
+    /// `$KEEL_HOME`, which no tool reaches in a confined mode (ARCHITECTURE §9).
+    pub keel_home: Option<PathBuf>,
 }
 
 impl Rules {
@@ -30,11 +33,17 @@ impl Rules {
         let mode = mode.unwrap_or(self.mode);
         let workspace_root = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
         let writable_roots = writable_roots(mode, &workspace_root, self.tmpdir.as_deref());
+        let protected = if mode.is_confined() {
+            protected_paths(self.keel_home.as_deref(), &workspace_root)
+        } else {
+            Vec::new()
+        };
         Policy {
             mode,
             workspace_root,
             writable_roots,
             network: self.network || !mode.is_confined(),
+            protected,
         }
     }
 
@@ -53,6 +62,17 @@ impl Rules {
     ) -> io::Result<PathVerdict> {
         let policy = self.policy(cwd, mode);
         let resolved = resolve(cwd, path)?;
+        let shielded = match access {
+            Access::Read => refuse_read(&policy.protected, &resolved),
+            Access::Write => refuse_write(&policy.protected, &resolved),
+        };
+        if let Some(p) = shielded {
+            return Ok(PathVerdict {
+                allowed: false,
+                reason: Some(p.refusal(&resolved, access == Access::Write)),
+                resolved: Some(resolved),
+            });
+        }
         let allowed = match (access, policy.mode) {
             (Access::Read, _) | (Access::Write, SandboxMode::DangerFullAccess) => true,
             (Access::Write, SandboxMode::ReadOnly) => false,
@@ -111,6 +131,7 @@ mod tests {
             mode,
             network: false,
             tmpdir: None,
+            keel_home: None,
         }
     }
 
@@ -193,6 +214,35 @@ mod tests {
             )
             .unwrap();
         assert!(over.allowed);
+    }
+
+    // Issue 10 items 1-3: keel's home is neither read nor written, the project's .keel is
+    // read but not written, in every confined mode; danger-full-access is unfenced.
+    #[test]
+    fn keel_files_are_out_of_reach_in_confined_modes() {
+        let ws = workspace();
+        let home = workspace();
+        std::fs::create_dir_all(ws.path().join(".keel")).unwrap();
+        let mut r = rules(SandboxMode::WorkspaceWrite);
+        r.keel_home = Some(home.path().to_path_buf());
+        let check =
+            |r: &Rules, p: &Path, access| r.check_path(p, ws.path(), access, None).unwrap().allowed;
+        let creds = home.path().join("credentials.toml");
+        let layer = ws.path().join(".keel/config.toml");
+        assert!(!check(&r, &creds, Access::Read));
+        assert!(!check(&r, &creds, Access::Write));
+        assert!(check(&r, &layer, Access::Read));
+        assert!(!check(&r, &layer, Access::Write));
+        assert!(!check(&r, Path::new(".keel/new.toml"), Access::Write));
+        assert!(check(&r, Path::new("src/lib.rs"), Access::Write));
+        let v = r.check_path(&creds, ws.path(), Access::Read, None).unwrap();
+        let reason = v.reason.unwrap();
+        assert!(reason.contains("keel's own files"), "{reason}");
+        assert!(!reason.contains("escalation"), "{reason}");
+        r.mode = SandboxMode::ReadOnly;
+        assert!(!check(&r, &creds, Access::Read));
+        r.mode = SandboxMode::DangerFullAccess;
+        assert!(check(&r, &creds, Access::Read));
     }
 
     #[test]

@@ -19,6 +19,7 @@ fn state(mode: SandboxMode, network: bool, runner: Result<String, String>) -> St
             mode,
             network,
             tmpdir: None,
+            keel_home: None,
         },
         runner: crate::Runner::ready(runner.map(|program| crate::Chosen {
             kind: crate::RunnerKind::Bwrap,

@@ -163,7 +163,9 @@ impl Plugin for ToolFs {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: FsConfig = ctx.config()?;
-        let tools = Arc::new(FsTools::new(config, Arc::new(KernelHooks { ctx })));
+        let tools = Arc::new(
+            FsTools::new(config, Arc::new(KernelHooks { ctx })).with_keel_home(ctx.keel_home()?),
+        );
         let service = provider_service_name(PLUGIN_ID);
         ctx.provide_named(
             &service,

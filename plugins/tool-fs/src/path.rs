@@ -10,6 +10,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use keel_plugin_api::services::protected::{refuse_read, refuse_write};
 use keel_plugin_api::services::sandbox::resolve_fresh;
 
 use crate::error::{FsError, FsErrorCode, FsResult};
@@ -40,12 +41,34 @@ pub fn resolve_target(cwd: &Path, path: &str) -> FsResult<PathBuf> {
     })
 }
 
-/// [`resolve_target`], then the sandbox's write check on the result (FS-06).
+/// [`resolve_target`] for reading: keel's home is out of reach (ARCHITECTURE §9).
 ///
 /// # Errors
-/// Those of [`resolve_target`]; `FS_SANDBOX_DENIED` from the check.
+/// Those of [`resolve_target`]; `FS_SANDBOX_DENIED` for a target inside `$KEEL_HOME`.
+pub fn readable_target(scope: Scope<'_>, path: &str) -> FsResult<PathBuf> {
+    let target = resolve_target(scope.cwd, path)?;
+    if let Some(p) = refuse_read(scope.protected, &target) {
+        return Err(FsError::fs(
+            FsErrorCode::SandboxDenied,
+            p.refusal(&target, false),
+        ));
+    }
+    Ok(target)
+}
+
+/// [`resolve_target`], then keel's own paths (never written, in any mode) and the sandbox's
+/// write check on the result (FS-06).
+///
+/// # Errors
+/// Those of [`resolve_target`]; `FS_SANDBOX_DENIED` from either check.
 pub fn writable_target(hooks: &dyn FsHooks, scope: Scope<'_>, path: &str) -> FsResult<PathBuf> {
     let target = resolve_target(scope.cwd, path)?;
+    if let Some(p) = refuse_write(scope.protected, &target) {
+        return Err(FsError::fs(
+            FsErrorCode::SandboxDenied,
+            p.refusal(&target, true),
+        ));
+    }
     hooks.check_write(scope, &target)?;
     Ok(target)
 }

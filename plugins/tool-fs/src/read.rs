@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::content::Versioner;
 use crate::error::{FsError, FsErrorCode, FsResult};
 use crate::hooks::Observation;
-use crate::path::{resolve_target, target_key};
+use crate::path::{readable_target, target_key};
 use crate::tools::{FsTools, Scope};
 
 /// Longest line shown, in characters; longer lines are cut with a marker.
@@ -61,7 +61,7 @@ pub fn read_file(tools: &FsTools, scope: Scope<'_>, args: ReadArgs) -> FsResult<
     if args.limit == Some(0) {
         return Err(FsError::invalid_args("limit must be at least 1"));
     }
-    let target = resolve_target(scope.cwd, &args.path)?;
+    let target = readable_target(scope, &args.path)?;
     let key = target_key(&target);
     let observe_absent = || {
         tools
@@ -234,7 +234,7 @@ fn render_line(n: u64, line: &str) -> String {
 /// # Errors
 /// `FS_NOT_FOUND`, `FS_NOT_DIRECTORY`, OS errors.
 pub fn list_dir(tools: &FsTools, scope: Scope<'_>, args: ListArgs) -> FsResult<ToolResult> {
-    let target = resolve_target(scope.cwd, &args.path)?;
+    let target = readable_target(scope, &args.path)?;
     let meta = fs::metadata(&target).map_err(|e| FsError::io(&target, &e))?;
     if !meta.is_dir() {
         return Err(FsError::fs(

@@ -133,3 +133,58 @@ fn fs06_symlink_swapped_between_check_and_write_is_caught() {
     assert!(!f.outside.path().join("f.txt").exists());
     assert!(!inside.join("f.txt").exists());
 }
+
+// Issue 10 items 1-2: keel's home is neither read nor written by any file tool (a walk from
+// above it skips it, a link into it leads nowhere); the project's .keel is read, never written.
+#[test]
+fn keel_files_are_out_of_the_file_tools_reach() {
+    let mut f = fixture();
+    let home = f.ws.path().join("home");
+    std::fs::create_dir_all(home.join("secrets")).unwrap();
+    std::fs::write(home.join("credentials.toml"), "K = \"sk-hidden-1234\"\n").unwrap();
+    std::fs::create_dir_all(f.ws.path().join(".keel")).unwrap();
+    std::fs::write(f.ws.path().join(".keel/config.toml"), "# layer\n").unwrap();
+    std::os::unix::fs::symlink(&home, f.ws.path().join("link")).unwrap();
+    f.tools = FsTools::new(FsConfig::default(), f.fence.clone()).with_keel_home(home.clone());
+
+    for (tool, args) in [
+        ("read_file", json!({"path": "home/credentials.toml"})),
+        ("read_file", json!({"path": "link/credentials.toml"})),
+        ("list_dir", json!({"path": "home/secrets"})),
+        ("grep", json!({"pattern": "sk-", "path": "home"})),
+        (
+            "write_file",
+            json!({"path": "home/config.toml", "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".keel/config.toml", "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".keel/other.toml", "content": "x"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": ".keel/config.toml", "old_string": "layer", "new_string": "x"}),
+        ),
+    ] {
+        let r = f.call(tool, args.clone());
+        assert_eq!(code(&r), Some("FS_SANDBOX_DENIED"), "{tool} {args}: {r:?}");
+        assert!(r.content.contains("keel's own files"), "{}", r.content);
+    }
+    // A search from above finds nothing inside the home.
+    let r = f.call("grep", json!({"pattern": "sk-hidden"}));
+    assert!(!r.content.contains("sk-hidden"), "{}", r.content);
+    let r = f.call("glob", json!({"pattern": "**/*.toml"}));
+    assert!(!r.content.contains("credentials"), "{}", r.content);
+    assert!(r.content.contains(".keel/config.toml"), "{}", r.content);
+    // Reading the project layer is fine; nothing was written.
+    let r = f.call("read_file", json!({"path": ".keel/config.toml"}));
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.ws.path().join(".keel/config.toml")).unwrap(),
+        "# layer\n"
+    );
+    assert!(!home.join("config.toml").exists());
+}

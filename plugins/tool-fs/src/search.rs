@@ -17,7 +17,9 @@ use serde_json::json;
 
 use crate::content::as_text;
 use crate::error::{FsError, FsErrorCode, FsResult};
-use crate::path::resolve_target;
+use keel_plugin_api::services::protected::{Protected, refuse_read};
+
+use crate::path::readable_target;
 use crate::tools::{FsTools, Scope};
 
 /// Files above this size are not searched by `grep` (they are counted in a note).
@@ -58,7 +60,7 @@ fn matcher(pattern: &str) -> FsResult<GlobMatcher> {
 
 /// A directory to search from: resolved, existing, a directory.
 fn search_root(scope: Scope<'_>, path: Option<&str>) -> FsResult<PathBuf> {
-    let root = resolve_target(scope.cwd, path.unwrap_or("."))?;
+    let root = readable_target(scope, path.unwrap_or("."))?;
     let meta = fs::metadata(&root).map_err(|e| FsError::io(&root, &e))?;
     if !meta.is_dir() {
         return Err(FsError::fs(
@@ -69,12 +71,16 @@ fn search_root(scope: Scope<'_>, path: Option<&str>) -> FsResult<PathBuf> {
     Ok(root)
 }
 
-/// The sorted walk shared by both tools: files only, `.git` skipped, `.gitignore` honoured.
-fn walk_files(root: &Path) -> impl Iterator<Item = DirEntry> {
+/// The sorted walk shared by both tools: files only, `.git` and keel's home skipped (links are
+/// not followed, so every path walked is under the canonical root), `.gitignore` honoured.
+fn walk_files(root: &Path, protected: &[Protected]) -> impl Iterator<Item = DirEntry> {
+    let protected = protected.to_vec();
     WalkBuilder::new(root)
         .hidden(false)
         .require_git(false)
-        .filter_entry(|e| e.file_name() != ".git")
+        .filter_entry(move |e| {
+            e.file_name() != ".git" && refuse_read(&protected, e.path()).is_none()
+        })
         .sort_by_file_name(|a, b| a.cmp(b))
         .build()
         .filter_map(Result::ok)
@@ -116,7 +122,7 @@ pub fn glob(tools: &FsTools, scope: Scope<'_>, args: GlobArgs) -> FsResult<ToolR
     };
     let m = matcher(&pattern)?;
     let root = search_root(scope, root_arg.as_deref())?;
-    let mut hits: Vec<String> = walk_files(&root)
+    let mut hits: Vec<String> = walk_files(&root, scope.protected)
         .filter_map(|e| {
             let rel = e.path().strip_prefix(&root).ok()?.to_path_buf();
             m.is_match(&rel).then(|| rel.to_string_lossy().into_owned())
@@ -155,12 +161,12 @@ pub fn grep(tools: &FsTools, scope: Scope<'_>, args: GrepArgs) -> FsResult<ToolR
         .map_err(|e| FsError::invalid_args(format!("bad regular expression: {e}")))?;
     let filter = args.glob.as_deref().map(matcher).transpose()?;
     let by_name = args.glob.as_deref().is_some_and(|g| !g.contains('/'));
-    let target = resolve_target(scope.cwd, args.path.as_deref().unwrap_or("."))?;
+    let target = readable_target(scope, args.path.as_deref().unwrap_or("."))?;
     let meta = fs::metadata(&target).map_err(|e| FsError::io(&target, &e))?;
 
     // (shown path, real path) of every file to search.
     let files: Vec<(String, PathBuf)> = if meta.is_dir() {
-        walk_files(&target)
+        walk_files(&target, scope.protected)
             .filter_map(|e| {
                 let rel = e.path().strip_prefix(&target).ok()?.to_path_buf();
                 let keep = match &filter {

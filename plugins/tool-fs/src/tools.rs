@@ -4,9 +4,10 @@
 //! [`FsTools`] holds everything a body needs — config, the decision/observation hooks, the
 //! per-target locks — and is plain Rust, so tests drive it directly with real files.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use keel_plugin_api::services::protected::{Protected, protected_paths};
 use keel_plugin_api::services::sandbox::{
     EscalationRequest, JUSTIFICATION_ARG, SANDBOX_PERMISSIONS_ARG, SandboxMode,
     escalation_parameters,
@@ -76,6 +77,8 @@ pub struct Scope<'a> {
     pub call_id: &'a str,
     /// The sandbox mode the call asks for (`sandbox_permissions`), when it names one.
     pub mode: Option<SandboxMode>,
+    /// keel's own paths, which no call reads or writes (whatever the sandbox mode).
+    pub protected: &'a [Protected],
 }
 
 /// The file tools: config, hooks and locks shared by every call.
@@ -83,6 +86,8 @@ pub struct FsTools {
     pub(crate) config: FsConfig,
     pub(crate) hooks: Arc<dyn FsHooks>,
     pub(crate) locks: TargetLocks,
+    /// `$KEEL_HOME`: hidden from every call (ARCHITECTURE §9).
+    pub(crate) keel_home: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for FsTools {
@@ -100,7 +105,15 @@ impl FsTools {
             config,
             hooks,
             locks: TargetLocks::default(),
+            keel_home: None,
         }
+    }
+
+    /// Keeps `keel_home` out of every call's reach (and the project's `.keel/` read-only).
+    #[must_use]
+    pub fn with_keel_home(mut self, keel_home: PathBuf) -> Self {
+        self.keel_home = Some(keel_home);
+        self
     }
 
     /// Runs one call. Never fails: every failure is an error result with a code.
@@ -109,11 +122,13 @@ impl FsTools {
             Ok(e) => e.map(|e| e.mode),
             Err(message) => return FsError::invalid_args(message).into_result(),
         };
+        let protected = protected_paths(self.keel_home.as_deref(), Path::new(&call.cwd));
         let scope = Scope {
             session_id: &call.session_id,
             cwd: Path::new(&call.cwd),
             call_id: &call.call_id,
             mode,
+            protected: &protected,
         };
         let mut args = call.args.clone();
         // Read here and by the sandbox; the tools' own argument types do not carry them.

@@ -12,7 +12,13 @@
 //! grandchildren included, instead of leaving them to PID 1. With `--unrestricted` it only
 //! supervises (the sandbox uses that for `danger-full-access`).
 //!
-//! Usage: `keel-landlock [--rw PATH]... [--net] [--unrestricted] -- PROGRAM [ARG]...`;
+//! With `--hide PATH` (keel's home), reading is granted on everything beside the way from `/`
+//! to PATH instead of on `/` itself — Landlock only allows, so a path is kept out by never
+//! granting it — and the directories on that way are granted for listing only; a symlink is
+//! judged by its target. A hidden path inside a `--rw` root cannot be kept out: refused.
+//!
+//! Usage: `keel-landlock [--rw PATH]... [--hide PATH]... [--net] [--unrestricted] -- PROGRAM
+//! [ARG]...`;
 //! `keel-landlock --probe [--net]` restricts itself the same way and prints
 //! `{"abi":N,"enforcement":"full"|"partial"}`.
 //! Its own failures print one `keel-landlock: …` line and exit 125 (the runner-failure rule
@@ -39,6 +45,7 @@ const REQUESTED: ABI = ABI::V10;
 
 struct Args {
     rw: Vec<PathBuf>,
+    hide: Vec<PathBuf>,
     net: bool,
     probe: bool,
     unrestricted: bool,
@@ -51,6 +58,7 @@ const PARENT_POLL: Duration = Duration::from_millis(50);
 fn parse(mut raw: impl Iterator<Item = OsString>) -> Result<Args, String> {
     let mut args = Args {
         rw: Vec::new(),
+        hide: Vec::new(),
         net: false,
         probe: false,
         unrestricted: false,
@@ -61,6 +69,10 @@ fn parse(mut raw: impl Iterator<Item = OsString>) -> Result<Args, String> {
             Some("--rw") => {
                 let path = raw.next().ok_or("--rw needs a path")?;
                 args.rw.push(PathBuf::from(path));
+            }
+            Some("--hide") => {
+                let path = raw.next().ok_or("--hide needs a path")?;
+                args.hide.push(PathBuf::from(path));
             }
             Some("--net") => args.net = true,
             Some("--probe") => args.probe = true,
@@ -101,11 +113,35 @@ fn restrict(args: &Args) -> Result<(bool, i32), String> {
         .map_err(|e| fail("cannot scope signals and abstract sockets", &e))?;
     let mut writable = vec![PathBuf::from("/dev/null")];
     writable.extend(args.rw.iter().cloned());
+    let hidden: Vec<PathBuf> = args
+        .hide
+        .iter()
+        .map(|h| h.canonicalize().unwrap_or_else(|_| h.clone()))
+        .collect();
+    if let Some((h, r)) = hidden
+        .iter()
+        .find_map(|h| args.rw.iter().find(|r| h.starts_with(r)).map(|r| (h, r)))
+    {
+        return Err(format!(
+            "cannot keep {} out of reach: it lies inside the writable root {}",
+            h.display(),
+            r.display()
+        ));
+    }
+    let grants = read_grants(&hidden);
     let status = ruleset
         .create()
         .map_err(|e| fail("cannot create the ruleset", &e))?
-        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(REQUESTED)))
-        .map_err(|e| fail("cannot allow reading /", &e))?
+        .add_rules(path_beneath_rules(
+            &grants.read,
+            AccessFs::from_read(REQUESTED),
+        ))
+        .map_err(|e| fail("cannot allow reading", &e))?
+        .add_rules(path_beneath_rules(
+            &grants.list,
+            BitFlags::from(AccessFs::ReadDir),
+        ))
+        .map_err(|e| fail("cannot allow listing", &e))?
         .add_rules(path_beneath_rules(&writable, AccessFs::from_all(REQUESTED)))
         .map_err(|e| fail("cannot allow the writable roots", &e))?
         .restrict_self()
@@ -123,6 +159,55 @@ fn restrict(args: &Args) -> Result<(bool, i32), String> {
         RulesetStatus::FullyEnforced => Ok((false, abi)),
         RulesetStatus::PartiallyEnforced => Ok((true, abi)),
         RulesetStatus::NotEnforced => Err("the ruleset is not enforced".to_owned()),
+    }
+}
+
+/// What reading is granted on: whole subtrees (`read`) and directories for listing only
+/// (`list`: those on the way from `/` to a hidden path).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ReadGrants {
+    read: Vec<PathBuf>,
+    list: Vec<PathBuf>,
+}
+
+/// Everything readable except `hidden` (canonical paths): `/` whole when nothing is hidden.
+fn read_grants(hidden: &[PathBuf]) -> ReadGrants {
+    let mut grants = ReadGrants::default();
+    visit(std::path::Path::new("/"), hidden, &mut grants);
+    grants
+}
+
+fn visit(dir: &std::path::Path, hidden: &[PathBuf], grants: &mut ReadGrants) {
+    if hidden.iter().any(|h| h == dir) {
+        return;
+    }
+    if !hidden.iter().any(|h| h.starts_with(dir)) {
+        grants.read.push(dir.to_path_buf());
+        return;
+    }
+    grants.list.push(dir.to_path_buf());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for entry in entries {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            // Judged by its target: one into (or above) a hidden path is never granted; the
+            // target is reached on its own way if it is elsewhere in this walk.
+            let Ok(real) = path.canonicalize() else {
+                continue;
+            };
+            if !hidden
+                .iter()
+                .any(|h| real.starts_with(h) || h.starts_with(&real))
+            {
+                grants.read.push(real);
+            }
+            continue;
+        }
+        visit(&path, hidden, grants);
     }
 }
 
@@ -144,6 +229,7 @@ fn launch(args: &Args) -> Result<ExitCode, String> {
             println!("{{\"abi\":{abi},\"enforcement\":\"{enforcement}\"}}");
             return Ok(ExitCode::SUCCESS);
         }
+        drop_capabilities()?;
     }
     let Some((program, rest)) = args.command.split_first() else {
         return Err("no command after --".to_owned());
@@ -162,6 +248,40 @@ fn launch(args: &Args) -> Result<ExitCode, String> {
         (None, None) => 1,
     };
     Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+}
+
+/// A root keel's confined command would keep root's capabilities, and Landlock fences files,
+/// not capabilities: `CAP_SYS_PTRACE` alone reads any process's `/proc/<pid>/environ`, keel's
+/// included. Like bwrap, the launcher drops them all before it starts the command — the
+/// bounding set first (so no later exec regains one), then the effective, permitted,
+/// inheritable and ambient sets. A launcher without capabilities has nothing to drop.
+fn drop_capabilities() -> Result<(), String> {
+    use rustix::thread::{
+        CapabilitySet, CapabilitySets, capabilities, capability_is_in_bounding_set,
+        clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
+    };
+    let held = capabilities(None).map_err(|e| format!("cannot read capabilities: {e}"))?;
+    if held.permitted.is_empty() && held.effective.is_empty() {
+        return Ok(());
+    }
+    for bit in 0..64 {
+        let one = CapabilitySet::from_bits_retain(1 << bit);
+        if capability_is_in_bounding_set(one).unwrap_or(false) {
+            remove_capability_from_bounding_set(one)
+                .map_err(|e| format!("cannot drop capability {bit}: {e}"))?;
+        }
+    }
+    let _ = clear_ambient_capability_set();
+    let none = CapabilitySet::empty();
+    set_capabilities(
+        None,
+        CapabilitySets {
+            effective: none,
+            permitted: none,
+            inheritable: none,
+        },
+    )
+    .map_err(|e| format!("cannot drop capabilities: {e}"))
 }
 
 /// B12: when keel is no longer this process's parent (it died, even by SIGKILL), kill this
@@ -211,6 +331,44 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
+    // Issue 10 items 2-3: everything beside the way to a hidden path is readable, the way
+    // itself only listable, the hidden path and links into it nothing.
+    #[test]
+    fn read_grants_leave_out_only_the_hidden_path() {
+        assert_eq!(read_grants(&[]).read, vec![PathBuf::from("/")]);
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        let home = base.join("home");
+        for d in ["home/.keel/secrets", "home/project", "other"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        std::fs::write(base.join("home/.bashrc"), "x").unwrap();
+        std::os::unix::fs::symlink(home.join(".keel"), home.join("link-in")).unwrap();
+        std::os::unix::fs::symlink(&base, home.join("link-up")).unwrap();
+        std::os::unix::fs::symlink(base.join("other"), home.join("link-out")).unwrap();
+        let hidden = home.join(".keel");
+        let g = read_grants(std::slice::from_ref(&hidden));
+        assert!(g.list.contains(&PathBuf::from("/")));
+        assert!(g.list.contains(&home));
+        assert!(g.read.contains(&home.join(".bashrc")));
+        assert!(g.read.contains(&home.join("project")));
+        assert!(g.read.contains(&base.join("other")));
+        for granted in g.read.iter().chain(&g.list) {
+            assert!(
+                !granted.starts_with(&hidden),
+                "{} is granted",
+                granted.display()
+            );
+        }
+        for granted in &g.read {
+            assert!(
+                !hidden.starts_with(granted),
+                "{} (an ancestor of the hidden path) is granted whole",
+                granted.display()
+            );
+        }
+    }
+
     fn args(list: &[&str]) -> Result<Args, String> {
         parse(list.iter().map(OsString::from))
     }
@@ -230,6 +388,9 @@ mod tests {
         assert_eq!(args(&["--rw"]).err().unwrap(), "--rw needs a path");
         assert_eq!(args(&["--rw", "/w"]).err().unwrap(), "no command after --");
         assert!(args(&["--bogus"]).err().unwrap().contains("--bogus"));
+        let h = args(&["--hide", "/h", "--", "true"]).unwrap();
+        assert_eq!(h.hide, vec![PathBuf::from("/h")]);
+        assert_eq!(args(&["--hide"]).err().unwrap(), "--hide needs a path");
         // Flags after `--` belong to the command.
         assert_eq!(args(&["--", "ls", "--rw"]).unwrap().command, ["ls", "--rw"]);
     }

@@ -1,0 +1,162 @@
+//! keel's own paths, which no tool reaches (ARCHITECTURE §6 and §9): `$KEEL_HOME` (credentials,
+//! the secrets store and its master key, sessions, trust records, the user layer) is neither
+//! read nor written; the project's `.keel/` (its config layer) is read but never written.
+//!
+//! A model that could write these would choose the next run's sandbox, endpoint or trust; one
+//! that could read them would hold the user's keys. So the ONE derivation here is shared by
+//! every enforcer: the sandbox's runners (bubblewrap masks and read-only binds, Landlock leaves
+//! them out of its grants) and the file tools (refused targets, pruned walks), the same way
+//! [`super::sandbox::writable_roots`] is shared for writes (SBX-05).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The project layer's directory name under a workspace root.
+pub const PROJECT_DIR: &str = ".keel";
+
+/// How a protected path is kept from the tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shield {
+    /// Read, never written (the project's `.keel/`).
+    ReadOnly,
+    /// Neither read nor written (`$KEEL_HOME`).
+    Hidden,
+}
+
+/// One protected path (canonical when it exists).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Protected {
+    /// The directory.
+    pub path: PathBuf,
+    /// How it is kept.
+    pub shield: Shield,
+}
+
+impl Protected {
+    /// What a tool is told when it is refused `target` (never an escalation hint: no mode
+    /// opens these).
+    pub fn refusal(&self, target: &Path, writing: bool) -> String {
+        let what = match self.shield {
+            Shield::Hidden => "keel's home ($KEEL_HOME: credentials, secrets, sessions)",
+            Shield::ReadOnly => "the project's keel config (.keel/)",
+        };
+        let verb = if writing { "writing" } else { "reading" };
+        format!(
+            "[sandbox: keel's own files are out of reach] {verb} {} is not allowed: it is inside \
+             {what} at {}; no sandbox mode allows it",
+            target.display(),
+            self.path.display()
+        )
+    }
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The protected paths of a session whose workspace root is `workspace_root`: `keel_home`
+/// hidden, `<workspace_root>/.keel` read-only. Both are canonicalised when they exist (a
+/// symlinked `.keel` protects its target); a project dir inside `$KEEL_HOME` is covered by the
+/// stronger shield already.
+pub fn protected_paths(keel_home: Option<&Path>, workspace_root: &Path) -> Vec<Protected> {
+    let mut out = Vec::new();
+    if let Some(home) = keel_home {
+        out.push(Protected {
+            path: canonical(home),
+            shield: Shield::Hidden,
+        });
+    }
+    let project = canonical(&canonical(workspace_root).join(PROJECT_DIR));
+    if !out.iter().any(|p| project.starts_with(&p.path)) {
+        out.push(Protected {
+            path: project,
+            shield: Shield::ReadOnly,
+        });
+    }
+    out
+}
+
+/// The strongest protection covering the canonical `target`, if any.
+pub fn covering<'a>(protected: &'a [Protected], target: &Path) -> Option<&'a Protected> {
+    protected
+        .iter()
+        .filter(|p| target.starts_with(&p.path))
+        .max_by_key(|p| p.shield)
+}
+
+/// Whether `target` (canonical) may be read.
+pub fn refuse_read<'a>(protected: &'a [Protected], target: &Path) -> Option<&'a Protected> {
+    covering(protected, target).filter(|p| p.shield == Shield::Hidden)
+}
+
+/// Whether `target` (canonical) may be written.
+pub fn refuse_write<'a>(protected: &'a [Protected], target: &Path) -> Option<&'a Protected> {
+    covering(protected, target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 10 items 1-3: $KEEL_HOME hidden, the project's .keel read-only, symlinks resolved.
+    #[test]
+    fn keel_home_is_hidden_and_the_project_layer_read_only() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        let ws = root.path().join("ws");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(ws.join(".keel")).unwrap();
+        let p = protected_paths(Some(&home), &ws);
+        let home = home.canonicalize().unwrap();
+        let ws = ws.canonicalize().unwrap();
+        assert_eq!(
+            p,
+            vec![
+                Protected {
+                    path: home.clone(),
+                    shield: Shield::Hidden
+                },
+                Protected {
+                    path: ws.join(".keel"),
+                    shield: Shield::ReadOnly
+                },
+            ]
+        );
+        let creds = home.join("credentials.toml");
+        assert!(refuse_read(&p, &creds).is_some());
+        assert!(refuse_write(&p, &creds).is_some());
+        let layer = ws.join(".keel/config.toml");
+        assert!(refuse_read(&p, &layer).is_none());
+        assert_eq!(
+            refuse_write(&p, &layer).map(|p| p.shield),
+            Some(Shield::ReadOnly)
+        );
+        assert!(refuse_write(&p, &ws.join("src/main.rs")).is_none());
+        // A sibling whose name merely starts like a protected one is not covered.
+        assert!(refuse_read(&p, &root.path().canonicalize().unwrap().join("home2")).is_none());
+        assert!(
+            p[0].refusal(&creds, false)
+                .starts_with("[sandbox: keel's own files are out of reach] reading")
+        );
+    }
+
+    #[test]
+    fn a_symlinked_project_dir_protects_its_target_and_a_workspace_in_home_is_hidden() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().join("ws");
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, ws.join(".keel")).unwrap();
+        let p = protected_paths(None, &ws);
+        assert_eq!(p[0].path, elsewhere.canonicalize().unwrap());
+
+        let home = root.path().join("home");
+        std::fs::create_dir_all(home.join("proj")).unwrap();
+        let p = protected_paths(Some(&home), &home.join("proj"));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].shield, Shield::Hidden);
+    }
+}
