@@ -19,6 +19,7 @@ pub mod config;
 pub mod error;
 pub mod fiber;
 pub mod graph;
+pub mod hardening;
 pub mod loader;
 pub mod lock;
 pub mod output_guard;

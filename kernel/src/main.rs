@@ -1,12 +1,15 @@
-//! The `keel` binary: the output guard on descriptors 1 and 2 (SEC-03: everything the process
-//! prints passes the redactions plugins register), tracing to stderr (filter from `KEEL_LOG`),
-//! then the CLI. Every way out goes through `finish`, so no buffered line is lost.
+//! The `keel` binary: first the process hardening (non-dumpable, before any plugin runs), then
+//! the output guard on descriptors 1 and 2 (SEC-03: everything the process prints passes the
+//! redactions plugins register), tracing to stderr (filter from `KEEL_LOG`), then the CLI.
+//! Every way out goes through `finish`, so no buffered line is lost.
 
 use clap::Parser as _;
 use keel_kernel::output_guard::OutputGuard;
 
 fn main() {
-    let (guard, warnings) = OutputGuard::install();
+    let hardening = keel_kernel::hardening::harden();
+    let (guard, mut warnings) = OutputGuard::install();
+    warnings.extend(hardening);
     let filter = tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()

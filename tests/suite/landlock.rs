@@ -36,7 +36,8 @@ pub(crate) fn landlock_probe() -> Option<(String, i64)> {
 }
 
 /// Profile `t` with the sandbox row on `sandbox_config` (always present, unlike
-/// [`agent_env`]'s row, which is dropped where bwrap is unusable).
+/// [`agent_env`]'s row, which is dropped where bwrap is unusable). `$KEEL_HOME` lives outside
+/// `/tmp`: Landlock refuses to confine while keel's home lies inside a writable root.
 pub(crate) fn env_with_sandbox(server: &ModelServer, sandbox_config: &str) -> Env {
     // `agent_env` already drops the shipped row where bwrap is unusable.
     let disable = if sandbox_usable() {
@@ -47,7 +48,7 @@ pub(crate) fn env_with_sandbox(server: &ModelServer, sandbox_config: &str) -> En
     let extra = format!(
         "{disable}\n[[insert]]\nid = \"sandbox-ll\"\nplugin = \"sandbox\"\nconfig = {sandbox_config}\n"
     );
-    agent_env(server, &extra)
+    agent_env(server, &extra).home_outside_tmp()
 }
 
 fn outside(name: &str) -> std::path::PathBuf {

@@ -18,6 +18,8 @@ mod cli_errors;
 mod cli_reports;
 /// Sandbox escalation through an approver plugin (SBX-08).
 mod escalation;
+/// keel's own files and process against a hostile model (issue 10 items 1-4).
+mod keel_files;
 /// The Landlock runner of the sandbox chain (SBX-04/06/07/09).
 mod landlock;
 /// Fibers, effects, inject, reload (PLG-02..06, KRN-03, Cordis cases C–D).

@@ -179,6 +179,8 @@ pub struct Env {
     pub bin: PathBuf,
     /// Extra environment for every run.
     pub vars: Vec<(String, String)>,
+    /// `$KEEL_HOME` when [`Env::home_outside_tmp`] moved it.
+    pub moved_home: Option<TempDir>,
 }
 
 impl Default for Env {
@@ -201,6 +203,7 @@ impl Env {
             dir,
             bin: keel_bin(),
             vars: Vec::new(),
+            moved_home: None,
         }
     }
 
@@ -211,7 +214,34 @@ impl Env {
 
     /// `$KEEL_HOME`.
     pub fn home(&self) -> PathBuf {
-        self.path().join("home")
+        match &self.moved_home {
+            Some(dir) => dir.path().to_path_buf(),
+            None => self.path().join("home"),
+        }
+    }
+
+    /// Moves `$KEEL_HOME` out of `/tmp` (a writable root of the sandbox) to a fresh directory
+    /// under `$HOME` or `/var/tmp`: the Landlock runner refuses to confine a command when keel's
+    /// home lies inside a writable root, since a grant there would open it.
+    pub fn home_outside_tmp(mut self) -> Env {
+        let candidates = [
+            std::env::var_os("HOME").map(PathBuf::from),
+            Some(PathBuf::from("/var/tmp")),
+        ];
+        let dir = candidates
+            .into_iter()
+            .flatten()
+            .filter_map(|base| base.canonicalize().ok())
+            .filter(|base| !base.starts_with("/tmp"))
+            .find_map(|base| {
+                tempfile::Builder::new()
+                    .prefix("keel-test-home-")
+                    .tempdir_in(base)
+                    .ok()
+            })
+            .expect("a writable directory outside /tmp for KEEL_HOME");
+        self.moved_home = Some(dir);
+        self
     }
 
     /// The working directory keel runs in.

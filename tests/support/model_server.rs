@@ -276,6 +276,12 @@ impl ModelServer {
         format!("http://{}/v1", self.addr)
     }
 
+    /// Appends replies to the script (for a test whose replies name paths it learns only
+    /// after the server's address went into the profile).
+    pub fn push(&self, reply: Reply) {
+        self.lock().replies.push_back(reply);
+    }
+
     /// Every request so far, in arrival order.
     pub fn requests(&self) -> Vec<Request> {
         self.lock().requests.clone()
