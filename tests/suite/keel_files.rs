@@ -407,3 +407,58 @@ fn item4_keel_environment_and_memory_are_unreadable_from_a_confined_command() {
         );
     }
 }
+
+/// Item 3, passphrase custody: with `KEEL_SECRETS_PASSPHRASE` set the master key is sealed, so
+/// a same-user command that reads it even without any fence (`danger-full-access`) gets a
+/// blob that opens nothing: keel itself, holding every file but not the passphrase, is locked
+/// out (exit 2, `SECRETS_LOCKED`, the variable named). With it, the secret is filled as usual,
+/// and the passphrase never reaches the command's environment.
+#[test]
+fn item3_a_sealed_master_key_opens_nothing_without_the_passphrase() {
+    const PASSPHRASE: &str = "correct horse battery staple";
+    let server = server(Vec::new());
+    let env = agent_env(&server, "").var("KEEL_SECRETS_PASSPHRASE", PASSPHRASE);
+    let home = env.home().display().to_string();
+    server.push(Reply::tool_calls(vec![(
+        "k1",
+        "shell",
+        args(json!({"command": format!(
+            "cat {home}/secrets/master.key > leaked.key; printf %s sec_CANARY > used.txt; env > env.txt"
+        )})),
+    )]));
+    server.push(Reply::text("done"));
+    let stash = stash(&env);
+    let (run, _) = run_json(&env, "take the key", &["--sandbox", "danger-full-access"]);
+    run.expect_code(0);
+
+    let leaked = std::fs::read(work_file(&env, "leaked.key")).unwrap();
+    assert_ne!(leaked.len(), 32, "a raw key was read");
+    let doc: serde_json::Value = serde_json::from_slice(&leaked).unwrap();
+    assert_eq!(doc["kdf"]["alg"], "argon2id", "{doc}");
+    assert_eq!(
+        std::fs::read_to_string(work_file(&env, "used.txt")).unwrap(),
+        "canary-value-0042",
+        "the secret still reaches the command"
+    );
+    let child_env = std::fs::read_to_string(work_file(&env, "env.txt")).unwrap();
+    assert!(
+        !child_env.contains(PASSPHRASE),
+        "the passphrase reached the command"
+    );
+    assert!(!all_requests(&server).contains(&stash.master_b64));
+
+    // Every file, no passphrase: locked, named, before any request.
+    let before = server.requests().len();
+    let locked = env.keel_with(
+        &["run", "--profile", "t", "hi"],
+        &[("KEEL_SECRETS_PASSPHRASE", std::ffi::OsStr::new(""))],
+    );
+    locked.expect_code(2);
+    assert!(
+        locked.stderr.contains("SECRETS_LOCKED")
+            && locked.stderr.contains("KEEL_SECRETS_PASSPHRASE"),
+        "{}",
+        locked.stderr
+    );
+    assert_eq!(server.requests().len(), before);
+}

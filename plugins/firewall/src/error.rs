@@ -48,6 +48,8 @@ pub mod codes {
     pub const SECRETS_IO: &str = "SECRETS_IO";
     /// The store or the master key is unreadable or does not authenticate.
     pub const SECRETS_CORRUPT: &str = "SECRETS_CORRUPT";
+    /// The master key is sealed with a passphrase that is missing or wrong.
+    pub const SECRETS_LOCKED: &str = "SECRETS_LOCKED";
     /// Bad arguments to a service method or command.
     pub const FIREWALL_ARGS: &str = "FIREWALL_ARGS";
     /// A bad pattern in the row config.

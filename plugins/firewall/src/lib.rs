@@ -14,6 +14,7 @@
 
 pub mod codec;
 pub mod commands;
+pub mod custody;
 pub mod error;
 pub mod fill;
 pub mod guard;
@@ -172,6 +173,13 @@ fn current(ctx: Context, vault: &SharedVault) -> Arc<vault::Vault> {
     vault.snapshot()
 }
 
+/// The passphrase of the master key's custody ([`custody::PASSPHRASE_VAR`]), when set.
+fn passphrase() -> Option<custody::Passphrase> {
+    std::env::var(custody::PASSPHRASE_VAR)
+        .ok()
+        .and_then(custody::Passphrase::new)
+}
+
 /// The plugin value.
 #[derive(Default)]
 struct FirewallPlugin;
@@ -203,7 +211,11 @@ impl Plugin for FirewallPlugin {
             },
             &dir,
         )?);
-        let vault = SharedVault::load(SecretStore::new(dir))?;
+        let store = SecretStore::new(dir).with_passphrase(passphrase());
+        if store.seal_master()? {
+            tracing::info!("firewall: the master key is now sealed with the passphrase");
+        }
+        let vault = SharedVault::load(store)?;
         tracing::debug!(aliases = ?vault.snapshot().aliases(), "firewall: secrets loaded");
         publish_redactions(ctx, &vault);
 

@@ -18,6 +18,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{Codec, Domain, MASTER_KEY_LEN, random_master_key};
+use crate::custody::{self, Passphrase};
 use crate::error::{FirewallError, codes};
 
 const MASTER: &str = "master.key";
@@ -77,12 +78,58 @@ struct StoreFile {
 #[derive(Debug, Clone)]
 pub struct SecretStore {
     dir: PathBuf,
+    /// Opens (and seals) a passphrase-custody master key ([`crate::custody`]).
+    passphrase: Option<Passphrase>,
 }
 
 impl SecretStore {
     /// The store in `dir` (nothing is touched until used).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        SecretStore { dir: dir.into() }
+        SecretStore {
+            dir: dir.into(),
+            passphrase: None,
+        }
+    }
+
+    /// The store with the master key in passphrase custody: opened with `passphrase`, and a
+    /// new or raw key sealed under it ([`SecretStore::seal_master`]).
+    #[must_use]
+    pub fn with_passphrase(mut self, passphrase: Option<Passphrase>) -> Self {
+        self.passphrase = passphrase;
+        self
+    }
+
+    /// Seals a raw `master.key` under the passphrase, in place (atomic rename); a no-op
+    /// without a passphrase, without a key, or for a key sealed already.
+    ///
+    /// # Errors
+    /// `SECRETS_IO`, `SECRETS_CORRUPT`.
+    pub fn seal_master(&self) -> Result<bool, FirewallError> {
+        let Some(passphrase) = &self.passphrase else {
+            return Ok(false);
+        };
+        let path = self.dir.join(MASTER);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
+                return Err(FirewallError::io(
+                    &format!("reading {}", path.display()),
+                    &e,
+                ));
+            }
+        };
+        if custody::is_sealed(&bytes) {
+            return Ok(false);
+        }
+        let key = custody::open(&bytes, None)?;
+        let tmp = self.write_temp(MASTER, &custody::seal(&key, passphrase)?)?;
+        if let Err(e) = fs::rename(&tmp, &path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(FirewallError::io("sealing master.key", &e));
+        }
+        self.sync_dir();
+        Ok(true)
     }
 
     /// Its directory.
@@ -135,14 +182,7 @@ impl SecretStore {
     fn read_master(&self) -> Result<Option<[u8; MASTER_KEY_LEN]>, FirewallError> {
         let path = self.dir.join(MASTER);
         match fs::read(&path) {
-            Ok(bytes) => <[u8; MASTER_KEY_LEN]>::try_from(bytes.as_slice())
-                .map(Some)
-                .map_err(|_| {
-                    FirewallError::new(
-                        codes::SECRETS_CORRUPT,
-                        format!("{} is not a {MASTER_KEY_LEN}-byte key", path.display()),
-                    )
-                }),
+            Ok(bytes) => custody::open(&bytes, self.passphrase.as_ref()).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(FirewallError::io(
                 &format!("reading {}", path.display()),
@@ -167,7 +207,11 @@ impl SecretStore {
         }
         self.ensure_dir()?;
         let key = random_master_key();
-        let tmp = self.write_temp(MASTER, &key)?;
+        let stored = match &self.passphrase {
+            Some(p) => custody::seal(&key, p)?,
+            None => key.to_vec(),
+        };
+        let tmp = self.write_temp(MASTER, &stored)?;
         let linked = fs::hard_link(&tmp, self.dir.join(MASTER));
         let _ = fs::remove_file(&tmp);
         match linked {
