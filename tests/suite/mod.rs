@@ -24,6 +24,8 @@ mod landlock;
 mod lifecycle;
 /// `keel.lock` beside the binary (KRN-04, KRN-05).
 mod lock;
+/// `keel.lock` covers every library on the search path, whichever profile loads it (issue 10).
+mod lock_search_path;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.
 mod out_of_tree;
 /// Helpers for the suites that run `proof-driver` scripts.

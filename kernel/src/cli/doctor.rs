@@ -8,7 +8,9 @@ use keel_plugin_api::abi::ABI_MAJOR;
 use super::ProfileArgs;
 use crate::assemble::{LockState, assemble};
 use crate::error::Result;
-use crate::paths::Paths;
+use crate::loader::Located;
+use crate::lock;
+use crate::paths::{Paths, is_plugin_library};
 
 struct Report {
     text: String,
@@ -37,6 +39,7 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
         problems: 0,
     };
     let mut sandbox_row = None;
+    let mut located = Vec::new();
     r.ok(
         "kernel",
         format!("keel {}, plugin ABI {ABI_MAJOR}", env!("CARGO_PKG_VERSION")),
@@ -62,13 +65,8 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
                             if a.plan.layers.len() == 1 { "" } else { "s" }
                         ),
                     );
-                    match &a.lock {
-                        LockState::Locked(p) => r.ok("lock", format!("locked by {}", p.display())),
-                        LockState::Unlocked(why) => {
-                            r.warn("lock", format!("running unlocked: {why}"))
-                        }
-                        LockState::NotChecked => {}
-                    }
+                    lock_state(&mut r, &name, &a.lock);
+                    located = a.located.clone();
                     sandbox_row = Some(a.provides("keel.sandbox"));
                     if a.has_driver() {
                         r.ok("driver", "a row provides keel.driver");
@@ -86,9 +84,100 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
             }
         }
     }
+    lock_libraries(&mut r, paths, &located);
     sandbox(&mut r, sandbox_row);
     print!("{}", r.text);
     Ok(if r.problems == 0 { 0 } else { 1 })
+}
+
+/// Which of the three lock states the profile is in (issue 10 item 10).
+fn lock_state(r: &mut Report, name: &str, state: &LockState) {
+    match state {
+        LockState::Locked(p) => r.ok(
+            "lock",
+            format!(
+                "locked by {} (profile '{name}': its libraries and graph)",
+                p.display()
+            ),
+        ),
+        LockState::Libraries(p) => r.warn(
+            "lock",
+            format!(
+                "libraries pinned by {}, graph unlocked: no entry for profile '{name}' \
+                 (`keel lock --profile {name}` pins it)",
+                p.display()
+            ),
+        ),
+        LockState::Unlocked(why) => r.warn("lock", format!("running unlocked: {why}")),
+        LockState::NotChecked => {}
+    }
+}
+
+/// The lock's library table against the search path as it is now: which libraries changed
+/// or appeared since the lock, so would be refused by any profile that loads them. Digests
+/// only; nothing is opened. Says nothing without a lock (the lock line says "unlocked"), or
+/// with one the profile check could not read (it reported `LOCK_FILE`).
+fn lock_libraries(r: &mut Report, paths: &Paths, located: &[Located]) {
+    const ROW: &str = "lock libraries";
+    let path = paths.lock_file();
+    let Ok(Some(lock_file)) = lock::read(&path) else {
+        return;
+    };
+    let Some(locked) = &lock_file.libraries else {
+        r.warn(
+            ROW,
+            format!(
+                "{} has no library table (written by an older keel): profiles without an \
+                 entry of their own are refused until `keel lock` runs again",
+                path.display()
+            ),
+        );
+        return;
+    };
+    let now = match lock::library_table(paths, located) {
+        Ok(now) => now,
+        Err(e) => {
+            r.warn(ROW, e.to_string());
+            return;
+        }
+    };
+    let drift = lock::Drift::between(locked, &now);
+    let mut detail = if drift.refuses_something() {
+        let mut parts = Vec::new();
+        if !drift.changed.is_empty() {
+            parts.push(format!(
+                "changed since the lock: {}",
+                drift.changed.join(", ")
+            ));
+        }
+        if !drift.unpinned.is_empty() {
+            parts.push(format!(
+                "not pinned (added since the lock): {}",
+                drift.unpinned.join(", ")
+            ));
+        }
+        format!(
+            "{}; any profile that loads one is refused (LOCK_DIGEST), `keel lock` re-pins",
+            parts.join("; ")
+        )
+    } else {
+        format!(
+            "all {} libraries on the search path pinned by {}",
+            now.len(),
+            path.display()
+        )
+    };
+    if !drift.gone.is_empty() {
+        detail.push_str(&format!(
+            " ({} pinned, no longer on the search path)",
+            drift.gone.join(", ")
+        ));
+    }
+    if drift.refuses_something() {
+        r.warn(ROW, detail);
+    } else {
+        r.ok(ROW, detail);
+    }
 }
 
 fn plugin_dir(r: &mut Report, dir: &Path) {
@@ -100,10 +189,7 @@ fn plugin_dir(r: &mut Report, dir: &Path) {
     // profile, after the lock check, may run (the profile check opens those).
     let found = entries
         .flatten()
-        .filter(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.starts_with("libkeel_plugin_") && name.ends_with(std::env::consts::DLL_SUFFIX)
-        })
+        .filter(|e| e.file_name().to_str().is_some_and(is_plugin_library))
         .count();
     let libraries = if found == 1 { "library" } else { "libraries" };
     r.ok(
