@@ -30,6 +30,8 @@ mod lock_search_path;
 mod out_of_tree;
 /// Helpers for the suites that run `proof-driver` scripts.
 mod proof;
+/// Which runner of the sandbox chain confines: bubblewrap before a partial Landlock (issue 10).
+mod sandbox_chain;
 /// Sandbox escapes, the secret canary, firewall facts on the real chain (SBX, SEC).
 mod security;
 /// Sessions through the binary: `keel sessions list|show`, `keel fork` (C6, B7, B8).
