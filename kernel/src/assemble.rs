@@ -18,9 +18,12 @@ use crate::runtime::RowSpec;
 /// What the lock said about this assembly.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockState {
-    /// Digests and graph match `keel.lock` beside the binary.
+    /// Digests and graph match the profile's entry in `keel.lock` beside the binary.
     Locked(PathBuf),
-    /// No lock beside the binary, or no entry for this profile.
+    /// The lock has no entry for this profile: its libraries matched the lock's library
+    /// table (every library on the search path when it was made); its graph is not pinned.
+    Libraries(PathBuf),
+    /// No lock beside the binary.
     Unlocked(String),
     /// The caller asked not to check (`keel lock` itself).
     NotChecked,
@@ -48,13 +51,21 @@ pub struct Assembly {
 pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Result<Assembly> {
     let located = locate(&profile.rows, paths)?;
     let lock_path = paths.lock_file();
-    let entry = if check_lock {
-        lock::read(&lock_path)?.and_then(|l| l.profiles.get(&profile.name).cloned())
+    let lock_file = if check_lock {
+        lock::read(&lock_path)?
     } else {
         None
     };
-    if let Some(entry) = &entry {
-        lock::verify_digests(&lock_path, &profile.name, entry, &located)?;
+    let entry = lock_file
+        .as_ref()
+        .and_then(|l| l.profiles.get(&profile.name).cloned());
+    match (&lock_file, &entry) {
+        (_, Some(entry)) => lock::verify_digests(&lock_path, &profile.name, entry, &located)?,
+        // A lock covers every library on its search path, whichever profile loads it.
+        (Some(lock_file), None) => {
+            lock::verify_libraries(&lock_path, &profile.name, lock_file, &located)?;
+        }
+        (None, None) => {}
     }
     let libraries = load(&located, &profile.rows)?;
     if let Some(project) = &profile.project {
@@ -75,21 +86,17 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
         })
         .collect();
     let plan = plan(&graph_rows)?;
-    let lock_state = match (&entry, check_lock) {
-        (Some(entry), _) => {
+    let lock_state = match (&entry, &lock_file, check_lock) {
+        (Some(entry), _, _) => {
             lock::verify_graph(&lock_path, &profile.name, entry, &plan)?;
             LockState::Locked(lock_path)
         }
-        (None, true) => LockState::Unlocked(if lock_path.is_file() {
-            format!(
-                "{} has no entry for profile '{}'",
-                lock_path.display(),
-                profile.name
-            )
-        } else {
-            format!("no keel.lock beside the binary ({})", lock_path.display())
-        }),
-        (None, false) => LockState::NotChecked,
+        (None, Some(_), _) => LockState::Libraries(lock_path),
+        (None, None, true) => LockState::Unlocked(format!(
+            "no keel.lock beside the binary ({})",
+            lock_path.display()
+        )),
+        (None, None, false) => LockState::NotChecked,
     };
     Ok(Assembly {
         profile,

@@ -74,6 +74,43 @@ pub fn digest_file(path: &std::path::Path) -> Result<String> {
     Ok(format!("blake3:{}", hasher.finalize().to_hex()))
 }
 
+/// Digests of `files`, in order, one result each.
+///
+/// Digests are the largest part of boot (every library is read whole): they are hashed on a
+/// few threads. Results keep the input order, so the first error in that order can win.
+pub fn digest_files(files: &[PathBuf]) -> Vec<Result<String>> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .clamp(1, 4);
+    let chunk = files.len().div_ceil(workers).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                let handle =
+                    scope.spawn(move || part.iter().map(|p| digest_file(p)).collect::<Vec<_>>());
+                (part, handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(part, h)| {
+                // One result per library, whatever happened, so results stay aligned.
+                h.join().unwrap_or_else(|_| {
+                    part.iter()
+                        .map(|path| {
+                            Err(KernelError::Io {
+                                path: path.clone(),
+                                reason: "the digest thread panicked".to_owned(),
+                            })
+                        })
+                        .collect()
+                })
+            })
+            .collect()
+    })
+}
+
 /// Locates every distinct plugin the rows use, in first-use order.
 ///
 /// # Errors
@@ -95,41 +132,8 @@ pub fn locate(rows: &[Row], paths: &Paths) -> Result<Vec<Located>> {
             })?;
         found.push((row.plugin.clone(), path));
     }
-    // Digests are the largest part of boot (every library is read whole): hash them on a
-    // few threads. Results keep first-use order; the first error in that order wins.
-    let workers = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZero::get)
-        .clamp(1, 4);
-    let chunk = found.len().div_ceil(workers).max(1);
-    let digests: Vec<Result<String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = found
-            .chunks(chunk)
-            .map(|part| {
-                let handle = scope.spawn(move || {
-                    part.iter()
-                        .map(|(_, path)| digest_file(path))
-                        .collect::<Vec<_>>()
-                });
-                (part, handle)
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(part, h)| {
-                // One result per library, whatever happened, so results stay aligned.
-                h.join().unwrap_or_else(|_| {
-                    part.iter()
-                        .map(|(_, path)| {
-                            Err(KernelError::Io {
-                                path: path.clone(),
-                                reason: "the digest thread panicked".to_owned(),
-                            })
-                        })
-                        .collect()
-                })
-            })
-            .collect()
-    });
+    let files: Vec<PathBuf> = found.iter().map(|(_, path)| path.clone()).collect();
+    let digests = digest_files(&files);
     found
         .into_iter()
         .zip(digests)

@@ -1,9 +1,14 @@
-//! `keel.lock`: blake3 digests of every plugin library and the assembly graph, per profile.
+//! `keel.lock`: blake3 digests of every plugin library on the search path, and per profile its
+//! libraries and assembly graph.
 //!
-//! The lock lives beside the `keel` binary (KRN-05; never in the data dir) and is checked in two
-//! steps: library digests before any library is opened (a tampered file never runs), then the
-//! graph digest after manifests are read (a changed edge is named). No lock, or no entry for the
-//! profile, means "unlocked", which `keel doctor` reports.
+//! The lock lives beside the `keel` binary (KRN-05; never in the data dir). A profile with an
+//! entry of its own is checked in two steps: library digests before any library is opened (a
+//! tampered file never runs), then the graph digest after manifests are read (a changed edge is
+//! named). Any other profile, while a lock exists, is checked against the library table, which
+//! `keel lock` fills with every `libkeel_plugin_*` library on the search path it ran with: a
+//! library changed or added since then is refused before it is opened, whichever profile loads
+//! it (issue 10 item 10); only that profile's graph is unpinned. No lock at all means
+//! "unlocked". `keel doctor` says which of the three applies.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{KernelError, Result};
 use crate::graph::{Edge, Plan};
-use crate::loader::{Located, PluginLibrary};
+use crate::loader::{Located, PluginLibrary, digest_files};
+use crate::paths::Paths;
 
 /// Format version of `keel.lock`.
 pub const LOCK_VERSION: u32 = 1;
@@ -23,6 +29,11 @@ pub const LOCK_VERSION: u32 = 1;
 pub struct LockFile {
     /// Format version.
     pub version: u32,
+    /// Every plugin library on the search path when the lock was last written: file name →
+    /// `blake3:<hex>`. Absent in a lock written before the table existed: then a profile
+    /// without an entry of its own is refused (fail closed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libraries: Option<BTreeMap<String, String>>,
     /// Per profile name.
     #[serde(default)]
     pub profiles: BTreeMap<String, ProfileLock>,
@@ -152,6 +163,120 @@ pub fn verify_digests(
     Ok(())
 }
 
+/// What [`verify_libraries`] reports as the locked digest of a library the table lacks.
+pub const NOT_PINNED: &str =
+    "nothing (the library was not on the search path when the lock was made)";
+
+/// Checks the libraries of a profile that has no entry of its own against the lock's library
+/// table, before anything is opened.
+///
+/// # Errors
+/// [`KernelError::LockDigest`] naming a library that changed or was added since the lock;
+/// [`KernelError::LockFile`] when the lock has no library table.
+pub fn verify_libraries(
+    lock_path: &Path,
+    profile: &str,
+    lock: &LockFile,
+    located: &[Located],
+) -> Result<()> {
+    let Some(table) = &lock.libraries else {
+        return Err(KernelError::LockFile {
+            path: lock_path.to_owned(),
+            reason: format!(
+                "it has no [libraries] table (written by an older keel), so profile \
+                 '{profile}', which has no entry of its own, cannot be checked; run \
+                 `keel lock --profile {profile}`"
+            ),
+        });
+    };
+    for item in located {
+        let file = item
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match table.get(&file) {
+            Some(locked) if *locked == item.digest => {}
+            locked => {
+                return Err(KernelError::LockDigest {
+                    lock: lock_path.to_owned(),
+                    profile: profile.to_owned(),
+                    plugin: item.plugin.clone(),
+                    path: item.path.clone(),
+                    locked: locked.cloned().unwrap_or_else(|| NOT_PINNED.to_owned()),
+                    found: item.digest.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Digests every plugin library on the search path (nothing is opened): the library table as
+/// it would be written now. `known` digests (the profile's, computed by `locate`) are reused.
+///
+/// # Errors
+/// [`KernelError::Io`] naming a library that cannot be read.
+pub fn library_table(paths: &Paths, known: &[Located]) -> Result<BTreeMap<String, String>> {
+    let found = paths.plugin_libraries();
+    let (reused, todo): (Vec<_>, Vec<_>) = found
+        .into_iter()
+        .map(|(name, path)| {
+            let digest = known
+                .iter()
+                .find(|l| l.path == path)
+                .map(|l| l.digest.clone());
+            (name, path, digest)
+        })
+        .partition(|(_, _, d)| d.is_some());
+    let paths: Vec<PathBuf> = todo.iter().map(|(_, p, _)| p.clone()).collect();
+    let digests = digest_files(&paths);
+    let mut table: BTreeMap<String, String> = reused
+        .into_iter()
+        .filter_map(|(name, _, d)| Some((name, d?)))
+        .collect();
+    for ((name, _, _), digest) in todo.into_iter().zip(digests) {
+        table.insert(name, digest?);
+    }
+    Ok(table)
+}
+
+/// How the search path differs from a library table, by file name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Drift {
+    /// On the search path with another digest than the table's.
+    pub changed: Vec<String>,
+    /// On the search path, not in the table.
+    pub unpinned: Vec<String>,
+    /// In the table, no longer on the search path (harmless: nothing can load it).
+    pub gone: Vec<String>,
+}
+
+impl Drift {
+    /// Compares the table `now` (as [`library_table`] computes it) with the `locked` one.
+    pub fn between(locked: &BTreeMap<String, String>, now: &BTreeMap<String, String>) -> Drift {
+        let mut drift = Drift::default();
+        for (name, digest) in now {
+            match locked.get(name) {
+                Some(d) if d == digest => {}
+                Some(_) => drift.changed.push(name.clone()),
+                None => drift.unpinned.push(name.clone()),
+            }
+        }
+        drift.gone = locked
+            .keys()
+            .filter(|n| !now.contains_key(*n))
+            .cloned()
+            .collect();
+        drift
+    }
+
+    /// Whether a library any profile could load differs from the table.
+    pub fn refuses_something(&self) -> bool {
+        !self.changed.is_empty() || !self.unpinned.is_empty()
+    }
+}
+
 /// Checks the graph after manifests were read, naming the first differing edge.
 ///
 /// # Errors
@@ -205,16 +330,25 @@ pub fn entry_for(
     }
 }
 
-/// Writes (or updates) the lock atomically: temp file in the same directory, then rename.
+/// Writes (or updates) the lock atomically (temp file in the same directory, then rename): the
+/// profile's entry, and the library table replaced by `libraries`. Returns the table it
+/// replaced, if any (so `keel lock` can say what it re-pinned).
 ///
 /// # Errors
-/// [`KernelError::Io`].
-pub fn write(path: &Path, profile: &str, entry: ProfileLock) -> Result<PathBuf> {
+/// [`KernelError::LockFile`] for an existing lock it cannot read; [`KernelError::Io`].
+pub fn write(
+    path: &Path,
+    profile: &str,
+    entry: ProfileLock,
+    libraries: BTreeMap<String, String>,
+) -> Result<Option<BTreeMap<String, String>>> {
     let mut lock = read(path)?.unwrap_or(LockFile {
         version: LOCK_VERSION,
+        libraries: None,
         profiles: BTreeMap::new(),
     });
     lock.profiles.insert(profile.to_owned(), entry);
+    let previous = lock.libraries.replace(libraries);
     let body = toml::to_string_pretty(&lock).map_err(|e| KernelError::Io {
         path: path.to_owned(),
         reason: e.to_string(),
@@ -227,5 +361,31 @@ pub fn write(path: &Path, profile: &str, entry: ProfileLock) -> Result<PathBuf> 
     };
     std::fs::write(&tmp, text).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)?;
-    Ok(path.to_owned())
+    Ok(previous)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+        entries
+            .iter()
+            .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
+            .collect()
+    }
+
+    // Issue 10 item 10: what `keel lock` and `keel doctor` report between two tables.
+    #[test]
+    fn drift_names_changed_new_and_gone_libraries() {
+        let locked = table(&[("a.so", "1"), ("b.so", "2"), ("gone.so", "3")]);
+        let now = table(&[("a.so", "1"), ("b.so", "9"), ("new.so", "4")]);
+        let drift = Drift::between(&locked, &now);
+        assert_eq!(drift.changed, ["b.so"]);
+        assert_eq!(drift.unpinned, ["new.so"]);
+        assert_eq!(drift.gone, ["gone.so"]);
+        assert!(drift.refuses_something());
+        let only_gone = Drift::between(&locked, &table(&[("a.so", "1"), ("b.so", "2")]));
+        assert!(!only_gone.refuses_something());
+    }
 }

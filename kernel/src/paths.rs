@@ -6,6 +6,7 @@
 //! dev checkout). The lock is only ever read from beside the binary, never from the data dir
 //! (KRN-05): a lock elsewhere is ignored.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Resolved locations for one kernel invocation.
@@ -29,6 +30,14 @@ pub fn library_file_name(plugin: &str) -> String {
         plugin.replace('-', "_"),
         std::env::consts::DLL_SUFFIX
     )
+}
+
+/// Whether `name` is a plugin library's file name (`libkeel_plugin_*.so`): what the lock's
+/// library table pins and `keel doctor` counts.
+pub fn is_plugin_library(name: &str) -> bool {
+    name.strip_prefix(std::env::consts::DLL_PREFIX)
+        .is_some_and(|rest| rest.starts_with("keel_plugin_"))
+        && name.ends_with(std::env::consts::DLL_SUFFIX)
 }
 
 fn split_path_var(var: &str) -> Vec<PathBuf> {
@@ -89,6 +98,29 @@ impl Paths {
             .iter()
             .map(|d| d.join(&file))
             .find(|p| p.is_file())
+    }
+
+    /// Every plugin library on the search path by file name: for each name the first file in
+    /// search order, the one [`Paths::find_plugin`] returns (a later one is shadowed and never
+    /// loaded). Nothing is opened. Names that are not UTF-8 are skipped: no plugin name maps
+    /// to one.
+    pub fn plugin_libraries(&self) -> BTreeMap<String, PathBuf> {
+        let mut out = BTreeMap::new();
+        for dir in &self.plugin_path {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                let path = dir.join(&name);
+                if is_plugin_library(&name) && path.is_file() {
+                    out.entry(name).or_insert(path);
+                }
+            }
+        }
+        out
     }
 
     /// The search path as one printable string.

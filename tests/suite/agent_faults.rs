@@ -97,6 +97,47 @@ fn b14_a_stalled_stream_times_out() {
     );
 }
 
+/// Issue 10 item 15: an endpoint that takes the request and never answers fails each attempt
+/// at the first-byte deadline (`first_byte_timeout_ms`) with TIMEOUT, retried as the default
+/// policy allows, though the idle watchdog (`timeout_ms`) is set far beyond this test's limit
+/// (and the old 300 s). A head followed by silence stays the idle watchdog's.
+#[test]
+fn issue10_a_blackholed_endpoint_times_out_at_the_first_byte_deadline() {
+    let run = faults_to(
+        three(|| Reply::text("too late").delay(Duration::from_secs(600))),
+        "TIMEOUT",
+        3,
+        &[
+            "-c",
+            "llm-openai.first_byte_timeout_ms=300",
+            "-c",
+            "llm-openai.timeout_ms=600000",
+        ],
+    );
+    assert!(
+        run.stderr.contains("within 300 ms (first_byte_timeout_ms)"),
+        "{}",
+        run.stderr
+    );
+
+    let run = faults_to(
+        three(|| Reply::stall(Duration::from_secs(20))),
+        "TIMEOUT",
+        3,
+        &[
+            "-c",
+            "llm-openai.first_byte_timeout_ms=600000",
+            "-c",
+            "llm-openai.timeout_ms=300",
+        ],
+    );
+    assert!(
+        run.stderr.contains("(timeout_ms)") && !run.stderr.contains("first_byte_timeout_ms"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn b14_context_overflow_is_not_retried() {
     faults_to(

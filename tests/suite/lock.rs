@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 
 use keel_tests::{Env, Run, plugin_file};
 
-const DRIVER: &str = "[[insert]]\nid = \"drv\"\nplugin = \"proof-driver\"\n\n";
-const PROVIDER: &str = "[[insert]]\nid = \"prov\"\nplugin = \"proof-provider\"\n\n";
-const CONSUMER: &str = "[[insert]]\nid = \"cons\"\nplugin = \"proof-consumer\"\n\n";
+pub(crate) const DRIVER: &str = "[[insert]]\nid = \"drv\"\nplugin = \"proof-driver\"\n\n";
+pub(crate) const PROVIDER: &str = "[[insert]]\nid = \"prov\"\nplugin = \"proof-provider\"\n\n";
+pub(crate) const CONSUMER: &str = "[[insert]]\nid = \"cons\"\nplugin = \"proof-consumer\"\n\n";
 const CONSUMER2: &str = "[[insert]]\nid = \"cons2\"\nplugin = \"proof-consumer\"\n\n";
 
 /// A relocated env with the three proof plugins and profile `p` = `rows`, locked.
-fn locked(rows: &str) -> Env {
+pub(crate) fn locked(rows: &str) -> Env {
     let env = Env::new().relocate(&["proof-driver", "proof-provider", "proof-consumer"]);
     env.profile("p", rows);
     let run = env.keel(&["lock", "--profile", "p"]);
@@ -30,20 +30,20 @@ fn locked(rows: &str) -> Env {
     env
 }
 
-fn lock_path(env: &Env) -> PathBuf {
+pub(crate) fn lock_path(env: &Env) -> PathBuf {
     env.path().join("dist/bin/keel.lock")
 }
 
-fn lib(env: &Env, plugin: &str) -> PathBuf {
+pub(crate) fn lib(env: &Env, plugin: &str) -> PathBuf {
     env.dist_lib().join(plugin_file(plugin))
 }
 
-fn digest(path: &Path) -> String {
+pub(crate) fn digest(path: &Path) -> String {
     let bytes = std::fs::read(path).expect("read library");
     format!("blake3:{}", blake3::hash(&bytes).to_hex())
 }
 
-fn append_byte(path: &Path) {
+pub(crate) fn append_byte(path: &Path) {
     use std::io::Write as _;
     let mut f = std::fs::OpenOptions::new()
         .append(true)
@@ -53,7 +53,7 @@ fn append_byte(path: &Path) {
 }
 
 /// Runs keel with glibc's loader log on; returns the run and the libraries it `dlopen`ed.
-fn dlopened(env: &Env, args: &[&str]) -> (Run, Vec<String>) {
+pub(crate) fn dlopened(env: &Env, args: &[&str]) -> (Run, Vec<String>) {
     let dir = env.path().join(format!("ld-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("mkdir ld log");

@@ -26,10 +26,14 @@ mod landlock;
 mod lifecycle;
 /// `keel.lock` beside the binary (KRN-04, KRN-05).
 mod lock;
+/// `keel.lock` covers every library on the search path, whichever profile loads it (issue 10).
+mod lock_search_path;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.
 mod out_of_tree;
 /// Helpers for the suites that run `proof-driver` scripts.
 mod proof;
+/// Which runner of the sandbox chain confines: bubblewrap before a partial Landlock (issue 10).
+mod sandbox_chain;
 /// Sandbox escapes, the secret canary, firewall facts on the real chain (SBX, SEC).
 mod security;
 /// Sessions through the binary: `keel sessions list|show`, `keel fork` (C6, B7, B8).

@@ -1,14 +1,16 @@
 //! `keel doctor`: what this installation can do and what is wrong with it, without running a
 //! task. Exit 0 when every check passes, 1 when something needs attention.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use keel_plugin_api::abi::ABI_MAJOR;
 
 use super::ProfileArgs;
 use crate::assemble::{LockState, assemble};
 use crate::error::Result;
-use crate::paths::Paths;
+use crate::loader::Located;
+use crate::lock;
+use crate::paths::{Paths, is_plugin_library};
 
 struct Report {
     text: String,
@@ -37,6 +39,7 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
         problems: 0,
     };
     let mut sandbox_row = None;
+    let mut located = Vec::new();
     r.ok(
         "kernel",
         format!("keel {}, plugin ABI {ABI_MAJOR}", env!("CARGO_PKG_VERSION")),
@@ -62,13 +65,8 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
                             if a.plan.layers.len() == 1 { "" } else { "s" }
                         ),
                     );
-                    match &a.lock {
-                        LockState::Locked(p) => r.ok("lock", format!("locked by {}", p.display())),
-                        LockState::Unlocked(why) => {
-                            r.warn("lock", format!("running unlocked: {why}"))
-                        }
-                        LockState::NotChecked => {}
-                    }
+                    lock_state(&mut r, &name, &a.lock);
+                    located = a.located.clone();
                     sandbox_row = Some(a.provides("keel.sandbox"));
                     if a.has_driver() {
                         r.ok("driver", "a row provides keel.driver");
@@ -86,9 +84,100 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
             }
         }
     }
+    lock_libraries(&mut r, paths, &located);
     sandbox(&mut r, sandbox_row);
     print!("{}", r.text);
     Ok(if r.problems == 0 { 0 } else { 1 })
+}
+
+/// Which of the three lock states the profile is in (issue 10 item 10).
+fn lock_state(r: &mut Report, name: &str, state: &LockState) {
+    match state {
+        LockState::Locked(p) => r.ok(
+            "lock",
+            format!(
+                "locked by {} (profile '{name}': its libraries and graph)",
+                p.display()
+            ),
+        ),
+        LockState::Libraries(p) => r.warn(
+            "lock",
+            format!(
+                "libraries pinned by {}, graph unlocked: no entry for profile '{name}' \
+                 (`keel lock --profile {name}` pins it)",
+                p.display()
+            ),
+        ),
+        LockState::Unlocked(why) => r.warn("lock", format!("running unlocked: {why}")),
+        LockState::NotChecked => {}
+    }
+}
+
+/// The lock's library table against the search path as it is now: which libraries changed
+/// or appeared since the lock, so would be refused by any profile that loads them. Digests
+/// only; nothing is opened. Says nothing without a lock (the lock line says "unlocked"), or
+/// with one the profile check could not read (it reported `LOCK_FILE`).
+fn lock_libraries(r: &mut Report, paths: &Paths, located: &[Located]) {
+    const ROW: &str = "lock libraries";
+    let path = paths.lock_file();
+    let Ok(Some(lock_file)) = lock::read(&path) else {
+        return;
+    };
+    let Some(locked) = &lock_file.libraries else {
+        r.warn(
+            ROW,
+            format!(
+                "{} has no library table (written by an older keel): profiles without an \
+                 entry of their own are refused until `keel lock` runs again",
+                path.display()
+            ),
+        );
+        return;
+    };
+    let now = match lock::library_table(paths, located) {
+        Ok(now) => now,
+        Err(e) => {
+            r.warn(ROW, e.to_string());
+            return;
+        }
+    };
+    let drift = lock::Drift::between(locked, &now);
+    let mut detail = if drift.refuses_something() {
+        let mut parts = Vec::new();
+        if !drift.changed.is_empty() {
+            parts.push(format!(
+                "changed since the lock: {}",
+                drift.changed.join(", ")
+            ));
+        }
+        if !drift.unpinned.is_empty() {
+            parts.push(format!(
+                "not pinned (added since the lock): {}",
+                drift.unpinned.join(", ")
+            ));
+        }
+        format!(
+            "{}; any profile that loads one is refused (LOCK_DIGEST), `keel lock` re-pins",
+            parts.join("; ")
+        )
+    } else {
+        format!(
+            "all {} libraries on the search path pinned by {}",
+            now.len(),
+            path.display()
+        )
+    };
+    if !drift.gone.is_empty() {
+        detail.push_str(&format!(
+            " ({} pinned, no longer on the search path)",
+            drift.gone.join(", ")
+        ));
+    }
+    if drift.refuses_something() {
+        r.warn(ROW, detail);
+    } else {
+        r.ok(ROW, detail);
+    }
 }
 
 fn plugin_dir(r: &mut Report, dir: &Path) {
@@ -100,10 +189,7 @@ fn plugin_dir(r: &mut Report, dir: &Path) {
     // profile, after the lock check, may run (the profile check opens those).
     let found = entries
         .flatten()
-        .filter(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.starts_with("libkeel_plugin_") && name.ends_with(std::env::consts::DLL_SUFFIX)
-        })
+        .filter(|e| e.file_name().to_str().is_some_and(is_plugin_library))
         .count();
     let libraries = if found == 1 { "library" } else { "libraries" };
     r.ok(
@@ -112,9 +198,11 @@ fn plugin_dir(r: &mut Report, dir: &Path) {
     );
 }
 
-/// Which sandbox runners work here (a real confined `true`, not only a file check), and
-/// whether the profile loads a row that uses them. The kernel runs nothing confined itself;
-/// the `sandbox` plugin does, and fails closed without a runner.
+/// Which sandbox runners work here (a real confined `true`, not only a file check), which one
+/// the `sandbox` plugin's chain would use, and whether the profile loads a row that uses them.
+/// The kernel runs nothing confined itself; the `sandbox` plugin does, and fails closed without
+/// a runner. The chain prefers a runner that enforces fully (bubblewrap) to a partial one
+/// (Landlock below ABI 10) wherever both work (issue 10 item 14).
 fn sandbox(r: &mut Report, sandbox_row: Option<bool>) {
     match sandbox_row {
         Some(true) => r.ok("sandbox", "a row provides keel.sandbox"),
@@ -124,57 +212,119 @@ fn sandbox(r: &mut Report, sandbox_row: Option<bool>) {
         ),
         None => {}
     }
-    let bwrap = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
-        .iter()
-        .find(|p| Path::new(p).is_file());
-    match bwrap {
-        Some(p) => {
-            let works = std::process::Command::new(p)
-                .args([
-                    "--ro-bind",
-                    "/",
-                    "/",
-                    "--dev",
-                    "/dev",
-                    "--proc",
-                    "/proc",
-                    "true",
-                ])
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if works {
-                r.ok(
-                    "sandbox: bubblewrap",
-                    format!("{p} confines a test command"),
-                );
-            } else {
-                r.warn(
-                    "sandbox: bubblewrap",
-                    format!("{p} is installed but cannot create a sandbox here (user namespaces?)"),
-                );
-            }
-        }
-        None => r.warn(
-            "sandbox: bubblewrap",
-            "not installed (apt-get install bubblewrap)",
+    let bwrap = bubblewrap(r);
+    let landlock = landlock(r);
+    const ROW: &str = "sandbox: runner";
+    match (bwrap, landlock) {
+        (true, _) => r.ok(
+            ROW,
+            "bubblewrap (enforcement full); the chain prefers it to Landlock wherever it works",
+        ),
+        (false, Some(Enforcement::Full)) => r.ok(ROW, "landlock (enforcement full)"),
+        (false, Some(Enforcement::Partial(gaps))) => r.warn(
+            ROW,
+            format!(
+                "landlock (enforcement partial: {gaps}); a working bubblewrap would be preferred"
+            ),
+        ),
+        (false, None) => r.warn(
+            ROW,
+            "none usable: confined commands fail with SANDBOX_UNAVAILABLE",
         ),
     }
-    landlock(r);
+}
+
+/// bubblewrap as the sandbox plugin finds it (`bwrap` on `PATH`), probed with the plugin's own
+/// flags (its namespaces, network off): whether it confines a test command here.
+fn bubblewrap(r: &mut Report) -> bool {
+    const ROW: &str = "sandbox: bubblewrap";
+    let on_path = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("bwrap"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let fixed = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].map(PathBuf::from);
+    let Some(p) = on_path.into_iter().chain(fixed).find(|p| p.is_file()) else {
+        r.warn(ROW, "not installed (apt-get install bubblewrap)");
+        return false;
+    };
+    let works = std::process::Command::new(&p)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--die-with-parent",
+            "--unshare-pid",
+            "--new-session",
+            "--unshare-net",
+            "--",
+            "true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if works {
+        r.ok(ROW, format!("{} confines a test command", p.display()));
+    } else {
+        r.warn(
+            ROW,
+            format!(
+                "{} is installed but cannot create a sandbox here (user namespaces?)",
+                p.display()
+            ),
+        );
+    }
+    works
+}
+
+/// How completely Landlock enforces keel's policy here.
+enum Enforcement {
+    Full,
+    /// What it leaves open, in words.
+    Partial(String),
+}
+
+/// What Landlock at `abi` leaves open of what keel asks (the ABI 10 rights; SBX-07).
+fn landlock_gaps(abi: u64) -> String {
+    let mut gaps = Vec::new();
+    if abi < 4 {
+        gaps.push(
+            "TCP and UDP from a confined command reach the host (no network fence below ABI 4)",
+        );
+    } else if abi < 10 {
+        gaps.push("UDP from a confined command reaches the host (no UDP fence below ABI 10)");
+    }
+    if abi < 6 {
+        gaps.push("signals and abstract Unix sockets are not scoped (below ABI 6)");
+    }
+    if abi < 3 {
+        gaps.push("truncating a read-only file is not fenced (below ABI 3)");
+    }
+    if gaps.is_empty() {
+        gaps.push("some rights keel asks for are not enforced by this kernel");
+    }
+    gaps.join("; ")
 }
 
 /// Landlock through the sandbox plugin's launcher beside this binary: a real self-restriction
-/// (`keel-landlock --probe`), with the kernel's ABI and whether it enforces fully (SBX-07).
-fn landlock(r: &mut Report) {
+/// (`keel-landlock --probe`), with the kernel's ABI and whether it enforces fully (SBX-07); a
+/// partial line names what stays open. `None` when it is unusable.
+fn landlock(r: &mut Report) -> Option<Enforcement> {
     const ROW: &str = "sandbox: landlock";
     let launcher = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(|dir| dir.join("keel-landlock")));
     let Some(launcher) = launcher.filter(|l| l.is_file()) else {
         r.warn(ROW, "keel-landlock is not installed beside keel");
-        return;
+        return None;
     };
     let out = std::process::Command::new(&launcher)
         .arg("--probe")
@@ -186,25 +336,34 @@ fn landlock(r: &mut Report) {
                 serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
             let enforcement = probe["enforcement"].as_str().unwrap_or("unknown");
             let detail = format!(
-                "confines a test process (kernel ABI {}, enforcement {enforcement})",
+                "confines a test process (kernel ABI {}), enforcement {enforcement}",
                 probe["abi"]
             );
             if enforcement == "full" {
                 r.ok(ROW, detail);
+                Some(Enforcement::Full)
             } else {
-                r.warn(ROW, detail);
+                let gaps = landlock_gaps(probe["abi"].as_u64().unwrap_or(0));
+                r.warn(ROW, format!("{detail}: {gaps}"));
+                Some(Enforcement::Partial(gaps))
             }
         }
-        Ok(o) => r.warn(
-            ROW,
-            format!(
-                "unusable here: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            ),
-        ),
-        Err(e) => r.warn(
-            ROW,
-            format!("{} could not be started: {e}", launcher.display()),
-        ),
+        Ok(o) => {
+            r.warn(
+                ROW,
+                format!(
+                    "unusable here: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+            );
+            None
+        }
+        Err(e) => {
+            r.warn(
+                ROW,
+                format!("{} could not be started: {e}", launcher.display()),
+            );
+            None
+        }
     }
 }

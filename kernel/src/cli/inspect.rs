@@ -60,6 +60,11 @@ pub(super) fn plugins_list(paths: &Paths, args: &ProfileArgs, json: bool) -> Res
         .collect();
     let lock_text = match &assembly.lock {
         LockState::Locked(p) => format!("locked ({})", p.display()),
+        LockState::Libraries(p) => format!(
+            "libraries pinned by {}, graph unlocked: no entry for profile '{}'",
+            p.display(),
+            assembly.profile.name
+        ),
         LockState::Unlocked(why) => format!("unlocked: {why}"),
         LockState::NotChecked => "not checked".to_owned(),
     };
@@ -120,16 +125,37 @@ pub(super) fn lock(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
     let assembly = assemble(paths, profile, false)?;
     let entry = lock::entry_for(&assembly.plan, &assembly.libraries);
     let n = entry.plugins.len();
-    let path = lock::write(&paths.lock_file(), &name, entry).map_err(|e| match e {
+    // Every library on the search path, not only this profile's: the lock then covers
+    // whichever profile loads them (issue 10 item 10).
+    let table = lock::library_table(paths, &assembly.located)?;
+    let pinned = table.len();
+    let path = paths.lock_file();
+    let previous = lock::write(&path, &name, entry, table.clone()).map_err(|e| match e {
         KernelError::Io { path, reason } => KernelError::Io {
             path,
             reason: format!("cannot write the lock (it lives beside the binary): {reason}"),
         },
         other => other,
     })?;
-    out(&format!(
-        "wrote {} (profile {name}: {n} plugins, graph {})\n",
+    let mut text = format!(
+        "wrote {} (profile {name}: {n} plugins, graph {}; {pinned} {} on the search path \
+         pinned)\n",
         path.display(),
-        assembly.plan.digest
-    ))
+        assembly.plan.digest,
+        if pinned == 1 { "library" } else { "libraries" },
+    );
+    // Re-locking accepts whatever changed on the search path since the last lock: say what.
+    if let Some(previous) = previous {
+        let drift = lock::Drift::between(&previous, &table);
+        for (what, names) in [
+            ("changed since the last lock, re-pinned", &drift.changed),
+            ("new since the last lock, pinned", &drift.unpinned),
+            ("gone since the last lock, dropped", &drift.gone),
+        ] {
+            if !names.is_empty() {
+                text.push_str(&format!("{what}: {}\n", names.join(", ")));
+            }
+        }
+    }
+    out(&text)
 }

@@ -1,5 +1,9 @@
-//! One chat-completions attempt over HTTP: the request, the SSE stream with its idle watchdog,
-//! and every failure turned into a terminal chunk (B14: one attempt, no library retries).
+//! One chat-completions attempt over HTTP: the request under its first-byte deadline, the SSE
+//! stream under its idle watchdog, and every failure turned into a terminal chunk (B14: one
+//! attempt, no library retries). Three deadlines, each with its own key: `connect_timeout_ms`
+//! (TCP/TLS), `first_byte_timeout_ms` (request sent → response head, connecting included: an
+//! endpoint that accepts and never answers fails here, issue 10 item 15) and `timeout_ms`
+//! (silence between stream events once the head has arrived).
 //!
 //! [`Adapter::generate`] needs a tokio reactor (reqwest): the plugin runs it on its own runtime
 //! through `spawn_bridged`; tests run it on `#[tokio::test]`.
@@ -194,6 +198,7 @@ impl Adapter {
             )
         })?;
         let idle = Duration::from_millis(self.config.timeout_ms);
+        let first_byte = Duration::from_millis(self.config.first_byte_timeout_ms);
         tracing::debug!(provider = %self.config.provider, url = %self.url, "chat completions request");
 
         let send = self
@@ -204,8 +209,8 @@ impl Adapter {
             .header(header::CONTENT_TYPE, "application/json")
             .body(body)
             .send();
-        let response = match tokio::time::timeout(idle, send).await {
-            Err(_) => return Err(self.timeout(None)),
+        let response = match tokio::time::timeout(first_byte, send).await {
+            Err(_) => return Err(self.no_response_head()),
             Ok(Err(e)) => return Err(self.transport(&e, None, &key)),
             Ok(Ok(r)) => r,
         };
@@ -267,11 +272,22 @@ impl Adapter {
         Ok(decoder.complete())
     }
 
+    fn no_response_head(&self) -> LlmFailure {
+        failure::failure(
+            FailureCode::Timeout,
+            format!(
+                "{} did not answer {} within {} ms (first_byte_timeout_ms)",
+                self.config.provider, self.url, self.config.first_byte_timeout_ms
+            ),
+            None,
+        )
+    }
+
     fn timeout(&self, request_id: Option<String>) -> LlmFailure {
         failure::failure(
             FailureCode::Timeout,
             format!(
-                "{} sent nothing for {} ms (timeout_ms)",
+                "{} sent nothing for {} ms mid-stream (timeout_ms)",
                 self.config.provider, self.config.timeout_ms
             ),
             request_id,

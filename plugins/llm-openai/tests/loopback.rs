@@ -340,11 +340,23 @@ async fn llm_04_idle_stream_is_timeout() {
     assert!(f.message.contains("300 ms"), "{}", f.message);
 }
 
+/// Issue 10 item 15: no response head is the first-byte deadline's, not the idle watchdog's
+/// (set far longer here, so only the first-byte rule can end the wait).
 #[tokio::test]
 async fn llm_04_no_response_head_is_timeout() {
     let mock = Mock::start(vec![vec![Step::Sleep(Duration::from_millis(1500))]]);
-    let r = run(&mock, |c| c.timeout_ms = 300).await;
-    assert_eq!(failure_of(&r.chunks).unwrap().code, "TIMEOUT");
+    let r = run(&mock, |c| {
+        c.first_byte_timeout_ms = 300;
+        c.timeout_ms = 60_000;
+    })
+    .await;
+    let f = failure_of(&r.chunks).unwrap();
+    assert_eq!(f.code, "TIMEOUT");
+    assert!(
+        f.message.contains("within 300 ms (first_byte_timeout_ms)"),
+        "{}",
+        f.message
+    );
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! The runner chain (SBX-04, SBX-06, SBX-07): which confinement backend this host can use,
 //! found by really confining a trivial command with each in the configured order (bubblewrap,
-//! then Landlock). The probe runs once, on a thread of its own from activation on, and is
+//! then Landlock); a runner that enforces fully beats a partial one wherever it is listed. The
+//! probe runs once, on a thread of its own from activation on, and is
 //! awaited only by the first call that needs it, so it costs boot nothing (each probe spawns a
 //! process: ~10 ms).
 
@@ -56,10 +57,12 @@ impl Chosen {
     }
 }
 
-/// Tries each `(kind, program)` in order: the first that confines a test command wins; else
-/// every reason, joined. With `require_full`, a runner that enforces only part of the policy
-/// here is passed over too (SBX-07: a consumer that needs an absolute boundary refuses
-/// `partial`).
+/// Tries each `(kind, program)` in order and picks the first that confines a test command
+/// fully; a runner that enforces only part of the policy here (Landlock below the ABI keel
+/// asks for: no UDP fence below ABI 10) is used only when no link of the chain enforces fully,
+/// whatever the order, so bubblewrap is preferred wherever it works (issue 10 item 14). With
+/// `require_full`, a partial runner is never used (SBX-07: a consumer that needs an absolute
+/// boundary refuses `partial`). With nothing usable: every link's reason, joined.
 ///
 /// # Errors
 /// Why no runner of the chain is usable.
@@ -70,6 +73,7 @@ pub fn choose(
 ) -> Result<Chosen, String> {
     let root = std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/"));
     let mut why = Vec::new();
+    let mut partial = None;
     for (kind, program) in chain {
         let probed = match kind {
             RunnerKind::Bwrap => bwrap::probe(program, &root, network).map(|()| Enforcement::Full),
@@ -78,13 +82,21 @@ pub fn choose(
             }
         };
         match probed {
-            Ok(Enforcement::Partial) if require_full => why.push(format!(
+            Ok(Enforcement::Full) => {
+                return Ok(Chosen {
+                    kind: *kind,
+                    program: program.clone(),
+                    enforcement: Enforcement::Full,
+                });
+            }
+            Ok(_) if require_full => why.push(format!(
                 "{}: enforcement is partial on this kernel and the row sets \
                  require_full_enforcement",
                 kind.as_str()
             )),
+            // Kept, but a later link that enforces fully wins.
             Ok(enforcement) => {
-                return Ok(Chosen {
+                partial.get_or_insert(Chosen {
                     kind: *kind,
                     program: program.clone(),
                     enforcement,
@@ -92,6 +104,9 @@ pub fn choose(
             }
             Err(e) => why.push(format!("{}: {e}", kind.as_str())),
         }
+    }
+    if let Some(chosen) = partial {
+        return Ok(chosen);
     }
     if why.is_empty() {
         return Err("the runner chain is empty".to_owned());
@@ -182,5 +197,54 @@ mod tests {
             "{why}"
         );
         assert!(choose(&[], false, false).is_err());
+    }
+
+    /// A fake runner program: a shell script that prints `stdout` and exits `code`.
+    fn fake(dir: &Path, name: &str, stdout: &str, code: i32) -> String {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\nprintf '%s' '{stdout}'\nexit {code}\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    // Issue 10 item 14, SBX-07: a partial runner listed first loses to a later full one (a
+    // Landlock below ABI 10 lets UDP out; bubblewrap's network namespace does not), and is
+    // used only when nothing enforces fully; `require_full` never uses it.
+    #[test]
+    fn a_full_runner_beats_a_partial_one_listed_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let partial = fake(
+            dir.path(),
+            "landlock",
+            r#"{"abi":7,"enforcement":"partial"}"#,
+            0,
+        );
+        let good_bwrap = fake(dir.path(), "bwrap-ok", "", 0);
+        let broken_bwrap = fake(dir.path(), "bwrap-broken", "", 1);
+        let chain = |bwrap: &str| {
+            [
+                (RunnerKind::Landlock, partial.clone()),
+                (RunnerKind::Bwrap, bwrap.to_owned()),
+            ]
+        };
+
+        let chosen = choose(&chain(&good_bwrap), false, false).unwrap();
+        assert_eq!(
+            (chosen.kind, chosen.enforcement),
+            (RunnerKind::Bwrap, Enforcement::Full)
+        );
+        let chosen = choose(&chain(&broken_bwrap), false, false).unwrap();
+        assert_eq!(
+            (chosen.kind, chosen.enforcement),
+            (RunnerKind::Landlock, Enforcement::Partial)
+        );
+        let why = choose(&chain(&broken_bwrap), false, true).unwrap_err();
+        assert!(why.contains("landlock: enforcement is partial"), "{why}");
+        assert!(why.contains("bwrap: "), "{why}");
     }
 }
