@@ -44,6 +44,8 @@ mod sessions_bad_input;
 mod sessions_crash;
 /// Helpers shared by the session suites (writer profile, log checks, B7 closers, projection).
 mod sessions_support;
+/// SIGINT, SIGTERM, SIGHUP during a running tool: its tree stops, the session closes (§11).
+mod signals;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;
 /// Long tools do not hold the loop; confined ones run a layer apart (SBX-10, SBX-11).

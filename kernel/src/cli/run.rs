@@ -2,10 +2,13 @@
 //! start, hand the parsed command line to the seam's row, shut down.
 //!
 //! The kernel knows these commands only as grammar (ARCHITECTURE §11 is a CLI contract); what
-//! they do belongs to the row providing `keel.driver` or `keel.command.<name>`.
+//! they do belongs to the row providing `keel.driver` or `keel.command.<name>`. The kernel
+//! owns the process's stop signals while they run ([`stop`]).
+
+mod stop;
 
 use keel_plugin_api::services::command::{CommandInvocation, service_name};
-use keel_plugin_api::services::driver::DriverInvocation;
+use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation};
 
 use super::{ProfileArgs, RunArgs};
 use crate::assemble::{Assembly, assemble};
@@ -117,22 +120,29 @@ fn hand_off(
             }
         };
         tokio::pin!(work);
-        let code = tokio::select! {
-            r = &mut work => r,
-            _ = tokio::signal::ctrl_c() => {
-                crate::redact::eprintln(format_args!("keel: interrupted"));
-                // The driver hears SIGINT too and owns the clean stop (abort the turn, flush,
-                // close: §11). It gets a grace period; a second SIGINT or the end of the grace
-                // cuts it short, and teardown below still drains every row.
-                tokio::select! {
-                    _ = &mut work => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                    () = tokio::time::sleep(INTERRUPT_GRACE) => {
-                        crate::redact::eprintln(format_args!("keel: the driver did not stop within {} s", INTERRUPT_GRACE.as_secs()));
-                    }
-                }
-                Ok(130)
+        let code = match stop::StopSignals::install() {
+            Err(e) => {
+                tracing::warn!(target: "keel::kernel", "no handler for SIGINT, SIGTERM, SIGHUP: {e}");
+                work.await
             }
+            Ok(mut signals) => tokio::select! {
+                r = &mut work => r,
+                first = signals.recv() => {
+                    // §11: the driver owns the clean stop (abort the turn, flush, close); the
+                    // kernel prints once, waits its grace, and picks the exit code.
+                    let interrupt = async {
+                        let Seam::Driver(_) = &seam else {
+                            return false;
+                        };
+                        let asked = DriverInterrupt {
+                            signal: first.name.to_owned(),
+                            exit_code: first.exit_code(),
+                        };
+                        kernel.interrupt_driver(&asked).await
+                    };
+                    Ok(stop::stop(first, &mut work, interrupt, &mut signals).await)
+                }
+            },
         };
         kernel.shutdown().await;
         match code {
@@ -145,9 +155,6 @@ fn hand_off(
         }
     })
 }
-
-/// How long the driver may take to stop cleanly after SIGINT.
-const INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn no_command(profile: &str, command: &str) -> KernelError {
     KernelError::NoCommand {

@@ -20,7 +20,7 @@ use dashmap::DashMap;
 use keel_plugin_api::abi::{FiberId, HostApi_Ref};
 use keel_plugin_api::host::install_host;
 use keel_plugin_api::sdk::{CallHandle, Service, ServiceRef};
-use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome};
+use keel_plugin_api::services::driver::{Driver, DriverInterrupt, DriverInvocation, DriverOutcome};
 
 use crate::bus::Bus;
 use crate::config::KernelSettings;
@@ -29,7 +29,8 @@ use crate::fiber::{Fiber, FiberState};
 use crate::loader::PluginLibrary;
 use crate::services::Services;
 
-/// Any seam the kernel hands control to (driver, commands): a `run` method on a [`CallHandle`].
+/// Any seam the kernel hands control to (driver, commands): a `run` method on a [`CallHandle`]
+/// (and, for the driver, `interrupt`).
 struct Seam;
 
 impl Service for Seam {
@@ -261,6 +262,47 @@ impl Kernel {
     /// # Errors
     /// [`KernelError::Driver`] when the call fails or answers nonsense.
     pub async fn hand_off(&self, service: &str, args: serde_json::Value) -> Result<Option<i32>> {
+        let Some((row, seam)) = self.seam(service)? else {
+            return Ok(None);
+        };
+        let failed = |code: &str, message: String| KernelError::Driver {
+            row: row.clone(),
+            code: code.to_owned(),
+            message,
+        };
+        let out = seam
+            .call("run", args)
+            .await
+            .map_err(|e| failed(&e.code, e.message))?;
+        let outcome: DriverOutcome =
+            serde_json::from_value(out).map_err(|e| failed("INVALID_JSON", e.to_string()))?;
+        Ok(Some(outcome.exit_code))
+    }
+
+    /// Asks the driver to stop its run (`keel.driver` `interrupt`, ARCHITECTURE §11); `false`
+    /// when there is no driver or it refused (then only the kernel's grace and teardown stop
+    /// it).
+    pub async fn interrupt_driver(&self, interrupt: &DriverInterrupt) -> bool {
+        let seam = match self.seam(<Driver as Service>::NAME) {
+            Ok(Some((_, seam))) => seam,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::debug!(target: "keel::kernel", "no driver to interrupt: {e}");
+                return false;
+            }
+        };
+        let answer = match serde_json::to_value(interrupt) {
+            Ok(args) => seam.call("interrupt", args).await,
+            Err(e) => Err(e.into()),
+        };
+        if let Err(e) = &answer {
+            tracing::debug!(target: "keel::kernel", "the driver took no interrupt: [{}] {}", e.code, e.message);
+        }
+        answer.is_ok()
+    }
+
+    /// The active row providing `service` and its handle as a seam.
+    fn seam(&self, service: &str) -> Result<Option<(String, ServiceRef<Seam>)>> {
         let Some(entry) = self.0.services.find(service, false) else {
             return Ok(None);
         };
@@ -281,13 +323,7 @@ impl Kernel {
             .map_err(|e| failed(e.code.as_str(), e.message.into_string()))?;
         let seam: ServiceRef<Seam> = keel_plugin_api::host::service_ref::<Seam>(shared)
             .map_err(|e| failed("SERVICE_LAYOUT", e))?;
-        let out = seam
-            .call("run", args)
-            .await
-            .map_err(|e| failed(&e.code, e.message))?;
-        let outcome: DriverOutcome =
-            serde_json::from_value(out).map_err(|e| failed("INVALID_JSON", e.to_string()))?;
-        Ok(Some(outcome.exit_code))
+        Ok(Some((row, seam)))
     }
 
     /// Unloads every row (dependents first, effects LIFO) and calls each library's shutdown.

@@ -14,8 +14,8 @@ use crate::sdk::{CallHandle, Service};
 ///   (crash closers committed) and logs `request/header{reason:"resume"}` before the next call.
 /// - `"send"`: `{session_id, content, target: "followup"|"steer"|"inject"}` → `{id}` (LOOP-02).
 /// - `"wait_idle"`: `{session_id}` → [`RunReport`] once the agent is idle.
-/// - `"abort"`: `{session_id}` → `{}`: the running turn ends `aborted{user}`; started tool
-///   bodies are drained first.
+/// - `"abort"`: `{session_id}` → `{}`: the running turn ends `aborted{user}`; its tool batch is
+///   cancelled first (running bodies stopped, every call answered; see `Tools` `"cancel"`).
 /// - `"close"`: `{session_id}` → `{}`: stops the loop, awaits its exit, flushes and closes the
 ///   session (LOOP-07).
 #[derive(Debug, Clone, Copy)]

@@ -5,7 +5,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::sdk::{CallHandle, Service};
 
-/// The driver service. Method `"run"` takes a [`DriverInvocation`] and returns [`DriverOutcome`].
+/// The driver service. Methods, with JSON shapes:
+///
+/// - `"run"`: [`DriverInvocation`] → [`DriverOutcome`].
+/// - `"interrupt"`: [`DriverInterrupt`] → `{}`. The kernel owns the process's signals: on
+///   SIGINT, SIGTERM or SIGHUP it prints `keel: interrupted (SIG…)` and calls this, and the run
+///   in flight (or the next one, if none has started yet) stops cleanly — abort the turn, wait
+///   for it to close, flush and close the session — and returns `exit_code`. The kernel waits
+///   a grace period for `run` to return (a second signal cuts it short), then tears the rows
+///   down and exits with `exit_code` either way. A driver without the method answers
+///   `UNKNOWN_METHOD` and gets the same grace.
 #[derive(Debug, Clone, Copy)]
 pub struct Driver;
 
@@ -42,6 +51,16 @@ pub struct DriverInvocation {
 /// What the driver returns: the process exit code (ARCHITECTURE §11).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriverOutcome {
-    /// 0 completed, 1 other turn end, 2 usage/config, 130 interrupted.
+    /// 0 completed, 1 other turn end, 2 usage/config, 128 + n stopped by signal n (130 SIGINT,
+    /// 143 SIGTERM, 129 SIGHUP).
+    pub exit_code: i32,
+}
+
+/// What the kernel passes to `"interrupt"`: the signal that asks the run to stop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverInterrupt {
+    /// `SIGINT`, `SIGTERM` or `SIGHUP`.
+    pub signal: String,
+    /// What `run` returns once it stopped: 128 + the signal's number.
     pub exit_code: i32,
 }

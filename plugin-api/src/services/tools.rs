@@ -20,8 +20,10 @@ use crate::sdk::{CallHandle, Service};
 ///   Appends, per call, `tool/call` (raw argument string) before anything runs and
 ///   `tool/result` in model order; never fails because a tool failed (that is an error
 ///   result the model reads). Errors are for a broken session only.
-/// - `"cancel"`: `{session_id}` → `{}`: stops starting calls of the running batch; started
-///   bodies are drained (`ABORTED`), the rest end `ABORTED_BEFORE_DISPATCH` (TOOL-09).
+/// - `"cancel"`: `{session_id}` → `{}`: stops starting calls of the running batch; a running
+///   body is stopped at once — its provider call is dropped, as at the deadline, so a provider
+///   must end its work when its caller goes away — and ends `ABORTED`; the rest end
+///   `ABORTED_BEFORE_DISPATCH` (TOOL-09). Every call still gets its `tool/result`.
 #[derive(Debug, Clone, Copy)]
 pub struct Tools;
 

@@ -9,6 +9,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use keel_plugin_api::events::agent::{AgentError, PreStep, Request, RequestError, TurnStopping};
 use keel_plugin_api::events::{Json, agent::InboxClaimed, agent::InboxDiscarded};
 use keel_plugin_api::prelude::*;
@@ -19,7 +20,10 @@ use serde_json::{Value, json};
 use crate::agent::{Agent, InboxMessage};
 use crate::assemble::{Reply, assemble};
 use crate::retry::{self, Decision};
-use crate::seams::Seams;
+use crate::seams::{BatchOutcome, Seams};
+
+/// How often a waiting step looks at the abort flag.
+const ABORT_POLL: Duration = Duration::from_millis(25);
 
 /// Why a turn ended, as logged in `turn/end`.
 type Reason = Value;
@@ -318,14 +322,17 @@ impl Turn<'_> {
         request: &LlmRequest,
     ) -> Result<Option<keel_plugin_api::services::llm::LlmResponse>> {
         let call = std::pin::pin!(self.seams.stream(request));
-        let watch = std::pin::pin!(async {
-            while !self.aborted() {
-                keel_plugin_api::sdk::sleep(Duration::from_millis(25)).await;
-            }
-        });
+        let watch = std::pin::pin!(self.until_aborted());
         match futures::future::select(call, watch).await {
             futures::future::Either::Left((r, _)) => r.map(Some),
             futures::future::Either::Right(((), _)) => Ok(None),
+        }
+    }
+
+    /// Resolves once `abort` was called for this agent.
+    async fn until_aborted(&self) {
+        while !self.aborted() {
+            keel_plugin_api::sdk::sleep(ABORT_POLL).await;
         }
     }
 
@@ -504,7 +511,7 @@ impl Turn<'_> {
             cwd: self.agent.cwd.clone(),
             calls: reply.calls,
         };
-        let outcome = self.seams.run_batch(&batch).await?;
+        let outcome = self.batch_or_cancel(&batch).await?;
         self.close_step().await?;
         if let Some(f) = outcome.failure {
             return Ok(StepEnd::End(error_reason(&f.code, &f.message)));
@@ -524,6 +531,25 @@ impl Turn<'_> {
             return Ok(StepEnd::End(json!({ "kind": "completed" })));
         }
         Ok(StepEnd::Continue)
+    }
+
+    /// Runs the batch; an abort while it runs cancels it (TOOL-09: nothing more starts, a
+    /// running body is stopped, every call still gets its result). `abort` cancels the running
+    /// batch itself; this covers an abort that came before the batch was registered, which a
+    /// cancel alone would miss.
+    async fn batch_or_cancel(&self, batch: &BatchRequest) -> Result<BatchOutcome> {
+        let run = self.seams.run_batch(batch).fuse();
+        futures::pin_mut!(run);
+        // Biased: the batch is polled (and so registered with `keel.tools`) before the cancel.
+        futures::select_biased! {
+            outcome = run => outcome,
+            () = self.until_aborted().fuse() => {
+                if let Err(e) = self.seams.cancel_tools(&self.sid).await {
+                    tracing::warn!(session = %self.sid, "cancelling the tool batch failed: {e}");
+                }
+                run.await
+            }
+        }
     }
 
     /// LOOP-12/09: objectors steer, and the turn continues with their steering.

@@ -59,8 +59,7 @@ pub mod exit {
     pub const TURN_FAILED: i32 = 1;
     /// Usage, config or credential errors, before any model request.
     pub const USAGE: i32 = 2;
-    /// SIGINT, after the session was flushed and closed.
-    pub const INTERRUPTED: i32 = 130;
+    // Stopped by a signal: the kernel's `interrupt` names the code (128 + the signal's number).
 }
 
 /// `keel: error[CODE]: message`.
@@ -72,9 +71,6 @@ pub fn error_line(code: &str, message: &str) -> String {
 pub fn usage_line(message: &str) -> String {
     error_line("USAGE", message)
 }
-
-/// The line printed when SIGINT ended the run.
-pub const INTERRUPTED_LINE: &str = "keel: interrupted";
 
 /// The stream-json first line.
 pub fn init_line(session_id: &str, profile: &str, cwd: &str) -> String {

@@ -1,32 +1,35 @@
-//! SIGINT while a run is in flight: [`SigintWatch`] registers a handler when a run starts
-//! (signal-hook's self-pipe iterator, on a std thread of our own, since this cdylib cannot use
-//! the kernel's tokio) and removes it when the run ends. Each signal becomes one item on
-//! [`Interrupts`], which the run awaits beside `wait_idle`: on the first, it aborts the turn,
-//! waits for the loop to close it, closes (flushes) the session and exits 130.
+//! Stopping a run from outside (ARCHITECTURE §11). The kernel owns the process's signals: on
+//! SIGINT, SIGTERM or SIGHUP it prints `keel: interrupted (SIG…)` and calls this driver's
+//! `interrupt` method with a [`DriverInterrupt`]. [`Stops`] keeps the first request — a run
+//! that starts after it sees it at once — and forwards it to the run in flight as one item on
+//! its [`Interrupts`]. On it the run aborts the turn, waits for the loop to close it, closes
+//! (flushes) the session and returns the request's exit code (128 + the signal's number).
 //!
-//! signal-hook chains to the handler installed before it, so the kernel's own SIGINT handling
-//! still runs; see `lib.rs` for the disposer that covers a kernel that stops the driver first.
+//! The driver installs no signal handler of its own: every signal takes the kernel's one path,
+//! and there is no window in which the kernel has seen a signal the driver has not. See
+//! `lib.rs` for the disposer that finishes a run the kernel stopped before it returned.
+
+use std::sync::{Mutex, PoisonError};
 
 use futures::StreamExt as _;
 use futures::channel::mpsc;
-use signal_hook::consts::SIGINT;
-use signal_hook::iterator::{Handle, Signals};
+use keel_plugin_api::services::driver::DriverInterrupt;
 
-/// The stream of interrupt requests a run listens to.
+/// The stream of stop requests a run listens to.
 pub struct Interrupts {
-    rx: mpsc::UnboundedReceiver<()>,
+    rx: mpsc::UnboundedReceiver<DriverInterrupt>,
     /// Held by [`Interrupts::never`] so the stream stays open.
-    _open: Option<mpsc::UnboundedSender<()>>,
+    _open: Option<mpsc::UnboundedSender<DriverInterrupt>>,
 }
 
 impl Interrupts {
-    /// A stream fed by hand (tests) or by [`SigintWatch`]: `(sender, stream)`.
-    pub fn channel() -> (mpsc::UnboundedSender<()>, Interrupts) {
+    /// A stream fed by hand (tests) or by [`Stops`]: `(sender, stream)`.
+    pub fn channel() -> (mpsc::UnboundedSender<DriverInterrupt>, Interrupts) {
         let (tx, rx) = mpsc::unbounded();
         (tx, Interrupts { rx, _open: None })
     }
 
-    /// A stream that never fires (when no handler could be installed).
+    /// A stream that never fires.
     pub fn never() -> Interrupts {
         let (tx, rx) = mpsc::unbounded();
         Interrupts {
@@ -35,79 +38,102 @@ impl Interrupts {
         }
     }
 
-    /// Waits for the next interrupt (`false` when the source is gone).
-    pub async fn next(&mut self) -> bool {
-        self.rx.next().await.is_some()
+    /// Waits for the next stop request (`None` when the source is gone).
+    pub async fn next(&mut self) -> Option<DriverInterrupt> {
+        self.rx.next().await
     }
 
-    /// Whether an interrupt is already queued (consumes it).
-    pub fn pending(&mut self) -> bool {
-        self.rx.try_recv().is_ok()
+    /// A stop request already queued, if any (consumes it).
+    pub fn pending(&mut self) -> Option<DriverInterrupt> {
+        self.rx.try_recv().ok()
     }
 }
 
-/// A registered SIGINT handler; dropping it unregisters the handler and ends its thread.
-pub struct SigintWatch {
-    handle: Handle,
+/// The driver's stop requests: the first one the kernel made, and the runs listening now.
+#[derive(Default)]
+pub struct Stops {
+    state: Mutex<StopsState>,
 }
 
-impl SigintWatch {
-    /// Registers the handler and starts the thread that forwards signals.
-    ///
-    /// # Errors
-    /// When the handler cannot be registered or the thread cannot start.
-    pub fn start() -> std::io::Result<(SigintWatch, Interrupts)> {
-        let mut signals = Signals::new([SIGINT])?;
-        let handle = signals.handle();
-        let (tx, rx) = Interrupts::channel();
-        let spawned = std::thread::Builder::new()
-            .name("keel-headless-sigint".to_owned())
-            .spawn(move || {
-                for _ in signals.forever() {
-                    if tx.unbounded_send(()).is_err() {
-                        break;
-                    }
-                }
-                // `signals` drops here: the action is unregistered.
-            });
-        if let Err(e) = spawned {
-            handle.close();
-            return Err(e);
+#[derive(Default)]
+struct StopsState {
+    requested: Option<DriverInterrupt>,
+    /// One per run that listens (a run's stream closes when the run ends).
+    live: Vec<mpsc::UnboundedSender<DriverInterrupt>>,
+}
+
+impl Stops {
+    /// Records `stop` and hands it to every run in flight; only the first request counts (the
+    /// process is stopping). Returns whether a run was listening.
+    pub fn request(&self, stop: DriverInterrupt) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.live.retain(|tx| !tx.is_closed());
+        if state.requested.is_none() {
+            state.requested = Some(stop.clone());
+            for tx in &state.live {
+                let _ = tx.unbounded_send(stop.clone());
+            }
         }
-        Ok((SigintWatch { handle }, rx))
+        !state.live.is_empty()
     }
-}
 
-impl Drop for SigintWatch {
-    fn drop(&mut self) {
-        self.handle.close();
+    /// The stream for a run that starts now; it carries the request already made, if any.
+    pub fn listen(&self) -> Interrupts {
+        let (tx, interrupts) = Interrupts::channel();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(stop) = &state.requested {
+            let _ = tx.unbounded_send(stop.clone());
+        }
+        state.live.retain(|tx| !tx.is_closed());
+        state.live.push(tx);
+        interrupts
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
-
     use super::*;
 
-    #[test]
-    fn surf01_sigint_reaches_the_run_while_the_watch_is_registered() {
-        let (watch, mut interrupts) = SigintWatch::start().unwrap();
-        assert!(!interrupts.pending());
-        signal_hook::low_level::raise(SIGINT).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !interrupts.pending() {
-            assert!(Instant::now() < deadline, "the interrupt never arrived");
-            std::thread::sleep(Duration::from_millis(10));
+    fn stop(signal: &str, exit_code: i32) -> DriverInterrupt {
+        DriverInterrupt {
+            signal: signal.to_owned(),
+            exit_code,
         }
-        drop(watch);
     }
 
     #[test]
     fn channel_interrupts_are_seen_once() {
         let (tx, mut i) = Interrupts::channel();
-        tx.unbounded_send(()).unwrap();
-        assert!(i.pending());
-        assert!(!i.pending());
+        tx.unbounded_send(stop("SIGINT", 130)).unwrap();
+        assert_eq!(i.pending(), Some(stop("SIGINT", 130)));
+        assert_eq!(i.pending(), None);
+    }
+
+    // §11: the first request reaches the run in flight; a later one changes nothing.
+    #[test]
+    fn surf01_the_first_stop_reaches_the_listening_run_once() {
+        let stops = Stops::default();
+        let mut run = stops.listen();
+        assert_eq!(run.pending(), None);
+        assert!(stops.request(stop("SIGTERM", 143)));
+        assert!(stops.request(stop("SIGINT", 130)));
+        assert_eq!(run.pending(), Some(stop("SIGTERM", 143)));
+        assert_eq!(run.pending(), None);
+    }
+
+    // A signal that came before the run started listening is not lost: the run sees it first.
+    #[test]
+    fn surf01_a_stop_before_the_run_listens_is_seen_when_it_does() {
+        let stops = Stops::default();
+        assert!(!stops.request(stop("SIGHUP", 129)));
+        let mut run = stops.listen();
+        assert_eq!(run.pending(), Some(stop("SIGHUP", 129)));
+    }
+
+    #[test]
+    fn a_run_that_ended_no_longer_counts_as_listening() {
+        let stops = Stops::default();
+        drop(stops.listen());
+        assert!(!stops.request(stop("SIGINT", 130)));
     }
 }

@@ -1,16 +1,18 @@
 //! `headless`: the one-shot driver behind `keel run` and `keel resume` (SURF-01, SURF-02,
 //! ARCHITECTURE §11). It provides `keel.driver` (method `"run"`: [`DriverInvocation`] →
-//! [`DriverOutcome`]), requires `keel.agent`, and uses `keel.approval` when a row provides it.
+//! [`DriverOutcome`]; method `"interrupt"`: [`DriverInterrupt`] → `{}`), requires
+//! `keel.agent`, and uses `keel.approval` when a row provides it.
 //!
 //! This file is only the SDK adapter. The job lives in SDK-free modules:
 //!
 //! - [`run`]: the flow (prompt, create/resume, send, wait, close, exit code);
 //! - [`format`]: every line printed, per `--output-format` (the public contract);
 //! - [`feed`]: the output thread and the ordered `session/event` feed for stream-json;
-//! - [`interrupt`]: SIGINT → `abort`.
+//! - [`interrupt`]: the kernel's `interrupt` (SIGINT, SIGTERM, SIGHUP) → `abort`.
 //!
-//! The kernel itself also races the driver against Ctrl-C (`kernel/src/cli/run.rs`): when it
-//! wins, it drops the driver's future and unloads the rows, dependents first. The disposer
+//! The kernel owns the signals (`kernel/src/cli/run.rs`): it calls `interrupt`, then gives the
+//! run a grace period to return. When the run does not return in time (or a second signal
+//! comes), it drops the driver's future and unloads the rows, dependents first. The disposer
 //! registered here then finishes the session that run left open ([`run::finish_stopped`]:
 //! abort, wait for the turn to close, close and flush, print the result), so an interrupted
 //! run is flushed and its output complete either way.
@@ -27,13 +29,13 @@ use keel_plugin_api::events::session::{SessionEvent, SessionEventNotice};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::Agent;
 use keel_plugin_api::services::approval::Approval;
-use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome};
+use keel_plugin_api::services::driver::{Driver, DriverInterrupt, DriverInvocation, DriverOutcome};
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::session::Sessions;
 use serde_json::json;
 
 use crate::feed::{Hub, Notice, StdSink};
-use crate::interrupt::{Interrupts, SigintWatch};
+use crate::interrupt::{Interrupts, Stops};
 use crate::run::{Active, RunEnv, Services};
 
 fn read_stdin() -> std::io::Result<String> {
@@ -42,39 +44,48 @@ fn read_stdin() -> std::io::Result<String> {
     Ok(s)
 }
 
-async fn driver_call(
-    ctx: Context,
+/// What the driver's methods share.
+struct DriverState {
     agent: ServiceRef<Agent>,
     hub: Arc<Hub>,
     active: Arc<Active>,
+    stops: Stops,
+}
+
+async fn driver_call(
+    ctx: Context,
+    state: Arc<DriverState>,
     method: String,
     args: serde_json::Value,
 ) -> Result<serde_json::Value> {
-    if method != "run" {
-        return Err(Error::new(
-            "UNKNOWN_METHOD",
-            format!("keel.driver (headless) has no method {method:?}"),
-        ));
+    match method.as_str() {
+        "run" => {}
+        "interrupt" => {
+            let stop: DriverInterrupt = serde_json::from_value(args)
+                .map_err(|e| Error::new("INVALID_ARGS", format!("driver interrupt: {e}")))?;
+            state.stops.request(stop);
+            return Ok(json!({}));
+        }
+        _ => {
+            return Err(Error::new(
+                "UNKNOWN_METHOD",
+                format!("keel.driver (headless) has no method {method:?}"),
+            ));
+        }
     }
     let inv: DriverInvocation = serde_json::from_value(args)
         .map_err(|e| Error::new("INVALID_ARGS", format!("driver invocation: {e}")))?;
     let approval = ctx.get_service::<Approval>()?;
     let sandbox = ctx.get_service::<Sandbox>()?;
-    let (watch, interrupts) = match SigintWatch::start() {
-        Ok((w, i)) => (Some(w), i),
-        Err(e) => {
-            tracing::warn!("no SIGINT handler for this run: {e}");
-            (None, Interrupts::never())
-        }
-    };
+    let interrupts: Interrupts = state.stops.listen();
     let services = Services {
-        agent: &agent,
+        agent: &state.agent,
         approval: approval.as_deref(),
         sandbox: sandbox.as_deref(),
     };
     let env = RunEnv {
-        hub,
-        active,
+        hub: Arc::clone(&state.hub),
+        active: Arc::clone(&state.active),
         sink: Box::new(StdSink(Some(ctx))),
         progress: inv
             .stderr_is_terminal
@@ -83,7 +94,6 @@ async fn driver_call(
         stdin: Box::new(read_stdin),
     };
     let exit_code = run::run(&inv, services, env).await;
-    drop(watch);
     Ok(serde_json::to_value(DriverOutcome { exit_code })?)
 }
 
@@ -119,16 +129,14 @@ impl Plugin for Headless {
             });
             Ok(())
         })?;
-        let (run_agent, run_active) = (agent.clone(), Arc::clone(&active));
+        let state = Arc::new(DriverState {
+            agent: agent.clone(),
+            hub,
+            active: Arc::clone(&active),
+            stops: Stops::default(),
+        });
         ctx.provide::<Driver>(CallHandle::new(move |method, args| {
-            driver_call(
-                ctx,
-                run_agent.clone(),
-                Arc::clone(&hub),
-                Arc::clone(&run_active),
-                method,
-                args,
-            )
+            driver_call(ctx, Arc::clone(&state), method, args)
         }))?;
         ctx.effect("finish a run the kernel stopped", move || async move {
             if let Some(open) = active.take_open() {

@@ -7,8 +7,10 @@
 //!    (`CREDENTIAL_MISSING`, `SESSION_NOT_FOUND`, `SESSION_LOCKED`, …) exits 2 before any model
 //!    request;
 //! 3. `set_mode` on `keel.approval` when `--approval` is given and an approval row exists;
-//! 4. `send {target: "followup"}`, then `wait_idle` — SIGINT meanwhile calls `abort`;
-//! 5. `close` (stops the loop, flushes, closes), then the output and the exit code.
+//! 4. `send {target: "followup"}`, then `wait_idle` — a stop request meanwhile (the kernel's
+//!    `interrupt`, on SIGINT, SIGTERM or SIGHUP) calls `abort`;
+//! 5. `close` (stops the loop, flushes, closes), then the output and the exit code (after a
+//!    stop request, its code: 128 + the signal's number).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +20,7 @@ use futures::FutureExt as _;
 use futures::channel::oneshot;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::RunReport;
-use keel_plugin_api::services::driver::DriverInvocation;
+use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation};
 use serde_json::{Value, json};
 
 use crate::feed::{Feed, FeedOptions, Hub, Notice, Sink};
@@ -182,7 +184,7 @@ pub struct RunEnv {
     pub sink: Box<dyn Sink>,
     /// Progress lines on stderr (stderr is a terminal).
     pub progress: bool,
-    /// SIGINT.
+    /// Stop requests (the kernel's `interrupt`).
     pub interrupts: Interrupts,
     /// For `-`.
     pub stdin: StdinReader,
@@ -259,8 +261,8 @@ struct Run<'a> {
 impl Run<'_> {
     async fn drive(&mut self, stdin: StdinReader) -> i32 {
         let prompt = match self.prompt(stdin).await {
-            Ok(Some(p)) => p,
-            Ok(None) => return self.interrupted(),
+            Ok(Ok(p)) => p,
+            Ok(Err(stop)) => return stop.exit_code,
             Err(m) => {
                 self.feed.err(format::usage_line(&m));
                 return exit::USAGE;
@@ -285,15 +287,13 @@ impl Run<'_> {
         self.session(&session_id, prompt).await
     }
 
-    fn interrupted(&self) -> i32 {
-        self.feed.err(format::INTERRUPTED_LINE.to_owned());
-        exit::INTERRUPTED
-    }
-
-    /// `Ok(None)`: SIGINT before the prompt was read.
-    async fn prompt(&mut self, stdin: StdinReader) -> Result<Option<String>, String> {
+    /// The prompt, or `Ok(Err(stop))` when a stop request came before it was read.
+    async fn prompt(
+        &mut self,
+        stdin: StdinReader,
+    ) -> Result<Result<String, DriverInterrupt>, String> {
         match prompt_source(self.inv)? {
-            PromptSource::Text(p) => Ok(Some(p)),
+            PromptSource::Text(p) => Ok(Ok(p)),
             PromptSource::Stdin => {
                 let (tx, rx) = oneshot::channel();
                 std::thread::Builder::new()
@@ -304,12 +304,12 @@ impl Run<'_> {
                     .map_err(|e| format!("cannot read stdin: {e}"))?;
                 let read = futures::select! {
                     r = rx.fuse() => r,
-                    fired = self.interrupts.next().fuse() => {
-                        if fired {
-                            return Ok(None);
-                        }
-                        // No interrupt source: nothing to race.
-                        return Err("the interrupt source closed while reading stdin".to_owned());
+                    stop = self.interrupts.next().fuse() => {
+                        return match stop {
+                            Some(stop) => Ok(Err(stop)),
+                            // No interrupt source: nothing to race.
+                            None => Err("the interrupt source closed while reading stdin".to_owned()),
+                        };
                     }
                 };
                 let text = read
@@ -318,7 +318,7 @@ impl Run<'_> {
                 if text.trim().is_empty() {
                     return Err("the prompt read from stdin is empty".to_owned());
                 }
-                Ok(Some(text))
+                Ok(Ok(text))
             }
         }
     }
@@ -382,9 +382,9 @@ impl Run<'_> {
                 return exit::USAGE;
             }
         }
-        if self.interrupts.pending() {
+        if let Some(stop) = self.interrupts.pending() {
             self.close(id).await;
-            return self.interrupted();
+            return stop.exit_code;
         }
         let send = json!({"session_id": id, "content": prompt, "target": "followup"});
         if let Err(e) = agent.call("send", send).await {
@@ -392,11 +392,12 @@ impl Run<'_> {
             self.close(id).await;
             return exit::TURN_FAILED;
         }
-        let (report, interrupted) = self.wait(id).await;
+        let (report, stopped) = self.wait(id).await;
         let closed = self.close(id).await;
         print_result(self.feed, self.options.format, &report, self.started);
-        if interrupted {
-            return self.interrupted();
+        if let Some(stop) = stopped {
+            // The kernel printed `keel: interrupted (SIG…)` when the signal came.
+            return stop.exit_code;
         }
         if let Some(line) = format::turn_failure_line(&report) {
             self.feed.err(line);
@@ -408,31 +409,25 @@ impl Run<'_> {
         }
     }
 
-    /// `wait_idle`, aborting the turn on the first SIGINT. `(report, interrupted)`.
-    async fn wait(&mut self, id: &str) -> (RunReport, bool) {
+    /// `wait_idle`, aborting the turn on the first stop request. `(report, the request)`.
+    async fn wait(&mut self, id: &str) -> (RunReport, Option<DriverInterrupt>) {
         let agent = self.services.agent;
         let wait = agent.call("wait_idle", json!({"session_id": id})).fuse();
         futures::pin_mut!(wait);
-        let mut interrupted = false;
-        let answer = loop {
-            if interrupted {
-                break wait.await;
-            }
-            // Biased: `wait_idle` is always in flight before an interrupt is looked at.
-            futures::select_biased! {
-                r = wait => break r,
-                fired = self.interrupts.next().fuse() => {
-                    if !fired {
-                        break wait.await;
-                    }
-                    interrupted = true;
-                    if let Err(e) = agent.call("abort", json!({"session_id": id})).await {
-                        tracing::warn!(session = id, "abort failed: {e}");
-                    }
+        // Biased: `wait_idle` is always in flight before a stop request is looked at.
+        let (answer, stopped) = futures::select_biased! {
+            r = wait => (r, None),
+            stop = self.interrupts.next().fuse() => {
+                if stop.is_some()
+                    && let Err(e) = agent.call("abort", json!({"session_id": id})).await
+                {
+                    tracing::warn!(session = id, "abort failed: {e}");
                 }
+                // The turn closes (the loop stops its tool bodies) and `wait_idle` answers.
+                (wait.await, stop)
             }
         };
-        (to_report(id, answer), interrupted)
+        (to_report(id, answer), stopped)
     }
 
     async fn close(&self, id: &str) -> bool {
@@ -484,10 +479,12 @@ fn print_result(feed: &Feed, output: OutputFormat, report: &RunReport, started: 
     }
 }
 
-/// Finishes a run the kernel stopped from outside (its Ctrl-C handling drops the driver's
+/// Finishes a run the kernel stopped from outside (when the run did not return within the
+/// kernel's grace after a signal, or a second signal came, the kernel drops the driver's
 /// future, then unloads the rows, this one before `keel.agent`): aborts the turn, waits for
 /// the loop to close it, closes (flushes) the session, prints the result as the run would
-/// have, and drains the output. The kernel prints `keel: interrupted` and exits 130 itself.
+/// have, and drains the output. The kernel prints `keel: interrupted (SIG…)` and exits
+/// 128 + the signal's number itself.
 ///
 /// The kernel no longer delivers `session/event` to a row it is unloading, so for stream-json
 /// the events committed meanwhile (the turn's closers) are read back from `keel.session`

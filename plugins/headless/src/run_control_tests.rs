@@ -67,26 +67,72 @@ fn a_refused_approval_mode_exits_2_and_still_closes_the_session() {
     assert_eq!(h.out.stderr(), ["keel: error[UNKNOWN_METHOD]: no set_mode"]);
 }
 
+/// §11, issue 10 items 7 and 8: every stop request (SIGINT, SIGTERM, SIGHUP) takes one path —
+/// abort, wait for the turn to close, close — and the run returns the request's exit code.
+/// The kernel prints the `keel: interrupted` line, so the driver prints none.
 #[test]
-fn surf01_sigint_aborts_the_turn_then_closes_and_exits_130() {
-    let script = Script {
-        wait_for_abort: true,
-        interrupt_on_send: true,
-        report: Ok(report(json!({"kind": "aborted", "by": "user"}), "")),
-        ..Script::default()
+fn surf01_a_stop_request_aborts_the_turn_then_closes_and_exits_128_plus_n() {
+    for (signal, code) in [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)] {
+        let script = Script {
+            wait_for_abort: true,
+            interrupt_on_send: Some(DriverInterrupt {
+                signal: signal.to_owned(),
+                exit_code: code,
+            }),
+            report: Ok(report(json!({"kind": "aborted", "by": "user"}), "")),
+            ..Script::default()
+        };
+        let h = drive(
+            &inv("run", Some("x"), json!({"output_format": "json"})),
+            script,
+        );
+        assert_eq!(h.code, code, "{signal}");
+        assert_eq!(
+            h.methods(),
+            ["create", "send", "wait_idle", "abort", "close"]
+        );
+        assert!(h.out.stderr().is_empty(), "{:?}", h.out.stderr());
+        let result: Value = serde_json::from_str(&h.out.stdout()[0]).unwrap();
+        assert_eq!(result["turn_end_reason"], "aborted");
+    }
+}
+
+/// A stop request that came before the run got going: the session is closed unsent.
+#[test]
+fn surf01_a_stop_request_before_the_send_closes_without_sending() {
+    let calls = Calls::default();
+    let hub = Arc::new(Hub::default());
+    let stops = crate::interrupt::Stops::default();
+    stops.request(DriverInterrupt {
+        signal: "SIGTERM".to_owned(),
+        exit_code: 143,
+    });
+    let (tx, _) = Interrupts::channel();
+    let agent = fake_agent(Script::default(), Arc::clone(&calls), Arc::clone(&hub), tx);
+    let out = Captured::default();
+    let env = RunEnv {
+        hub,
+        active: Arc::new(Active::default()),
+        sink: Box::new(out.clone()),
+        progress: false,
+        interrupts: stops.listen(),
+        stdin: Box::new(|| Ok(String::new())),
     };
-    let h = drive(
-        &inv("run", Some("x"), json!({"output_format": "json"})),
-        script,
-    );
-    assert_eq!(h.code, 130);
-    assert_eq!(
-        h.methods(),
-        ["create", "send", "wait_idle", "abort", "close"]
-    );
-    assert_eq!(h.out.stderr(), ["keel: interrupted"]);
-    let result: Value = serde_json::from_str(&h.out.stdout()[0]).unwrap();
-    assert_eq!(result["turn_end_reason"], "aborted");
+    let services = Services {
+        agent: &agent,
+        approval: None,
+        sandbox: None,
+    };
+    let code = futures::executor::block_on(run(&inv("run", Some("x"), text()), services, env));
+    assert_eq!(code, 143);
+    assert!(out.stdout().is_empty() && out.stderr().is_empty());
+    let methods: Vec<String> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(m, _)| m.clone())
+        .collect();
+    assert_eq!(methods, ["create", "close"]);
 }
 
 #[test]

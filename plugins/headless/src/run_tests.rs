@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures::FutureExt as _;
 use futures::channel::{mpsc, oneshot};
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::driver::DriverInvocation;
+use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -29,8 +29,9 @@ struct Script {
     at_send: Vec<Notice>,
     /// `wait_idle` waits for `abort`.
     wait_for_abort: bool,
-    /// `send` fires an interrupt (as a SIGINT during the turn would).
-    interrupt_on_send: bool,
+    /// `send` fires this stop request (as the kernel's `interrupt` on a signal during the turn
+    /// would).
+    interrupt_on_send: Option<DriverInterrupt>,
 }
 
 impl Default for Script {
@@ -42,7 +43,7 @@ impl Default for Script {
             at_create: Vec::new(),
             at_send: Vec::new(),
             wait_for_abort: false,
-            interrupt_on_send: false,
+            interrupt_on_send: None,
         }
     }
 }
@@ -101,7 +102,7 @@ fn fake_agent(
     script: Script,
     calls: Calls,
     hub: Arc<Hub>,
-    interrupt: mpsc::UnboundedSender<()>,
+    interrupt: mpsc::UnboundedSender<DriverInterrupt>,
 ) -> CallHandle {
     let (abort_tx, abort_rx) = oneshot::channel::<()>();
     let abort_tx = Arc::new(Mutex::new(Some(abort_tx)));
@@ -122,8 +123,8 @@ fn fake_agent(
                     for n in &script.at_send {
                         hub.notice(|| n.clone());
                     }
-                    if script.interrupt_on_send {
-                        let _ = interrupt.unbounded_send(());
+                    if let Some(stop) = script.interrupt_on_send {
+                        let _ = interrupt.unbounded_send(stop);
                     }
                     Ok(json!({"id": "m1"}))
                 }

@@ -1,12 +1,72 @@
 //! Running batches per session, so `cancel {session_id}` can reach them (TOOL-09). A cancel
 //! only affects batches running at that moment; each batch removes itself when it ends (also
 //! when its future is dropped).
+//!
+//! A batch's [`Cancel`] is both a flag (the scheduler reads it between events) and a future
+//! (a running body awaits it beside its provider call, so a cancel stops the body at once
+//! instead of waiting for it to finish on its own).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-type Running = HashMap<String, Vec<(u64, Arc<AtomicBool>)>>;
+use futures::FutureExt as _;
+use futures::channel::oneshot;
+use futures::future::Shared;
+
+type Running = HashMap<String, Vec<(u64, Arc<Cancel>)>>;
+
+/// One batch's cancellation: set once, seen by the scheduler and by every running body.
+#[derive(Debug)]
+pub struct Cancel {
+    flag: AtomicBool,
+    fire: Mutex<Option<oneshot::Sender<()>>>,
+    fired: Shared<oneshot::Receiver<()>>,
+}
+
+impl Default for Cancel {
+    fn default() -> Self {
+        let (tx, rx) = oneshot::channel();
+        Cancel {
+            flag: AtomicBool::new(false),
+            fire: Mutex::new(Some(tx)),
+            fired: rx.shared(),
+        }
+    }
+}
+
+impl Cancel {
+    /// Cancels (idempotent): the flag is set and every [`Cancel::fired`] future resolves.
+    pub fn cancel(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        let tx = self
+            .fire
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(tx) = tx {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Whether the batch was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// The flag, as the scheduler reads it.
+    pub fn flag(&self) -> &AtomicBool {
+        &self.flag
+    }
+
+    /// Resolves once the batch is cancelled (never, otherwise).
+    pub async fn fired(&self) {
+        if self.fired.clone().await.is_err() {
+            // Unreachable while `self` lives (it holds the sender); never read it as a cancel.
+            futures::future::pending::<()>().await;
+        }
+    }
+}
 
 /// The running batches.
 #[derive(Default)]
@@ -21,19 +81,19 @@ pub struct BatchGuard {
     session_id: String,
     id: u64,
     /// Set by `cancel`.
-    pub cancel: Arc<AtomicBool>,
+    pub cancel: Arc<Cancel>,
 }
 
 impl Batches {
     fn lock(&self) -> MutexGuard<'_, Running> {
         // Every update is one insert/remove: a poisoned map is still whole.
-        self.running.lock().unwrap_or_else(|p| p.into_inner())
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Registers a batch of `session_id`.
     pub fn begin(self: &Arc<Self>, session_id: &str) -> BatchGuard {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let cancel = Arc::new(AtomicBool::new(false));
+        let cancel = Arc::new(Cancel::default());
         self.lock()
             .entry(session_id.to_owned())
             .or_default()
@@ -53,8 +113,8 @@ impl Batches {
             .get(session_id)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        for (_, flag) in flags {
-            flag.store(true, Ordering::SeqCst);
+        for (_, cancel) in flags {
+            cancel.cancel();
         }
         flags.len()
     }
@@ -74,6 +134,8 @@ impl Drop for BatchGuard {
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future as _;
+
     use super::*;
 
     #[test]
@@ -82,17 +144,36 @@ mod tests {
         // Nothing running: a cancel is not remembered.
         assert_eq!(batches.cancel("s1"), 0);
         let a = batches.begin("s1");
-        assert!(!a.cancel.load(Ordering::SeqCst));
+        assert!(!a.cancel.is_cancelled());
         let b = batches.begin("s2");
         assert_eq!(batches.cancel("s1"), 1);
-        assert!(a.cancel.load(Ordering::SeqCst));
-        assert!(!b.cancel.load(Ordering::SeqCst));
+        assert!(a.cancel.is_cancelled());
+        assert!(!b.cancel.is_cancelled());
         drop(a);
         assert_eq!(batches.cancel("s1"), 0);
         let c = batches.begin("s1");
-        assert!(!c.cancel.load(Ordering::SeqCst));
+        assert!(!c.cancel.is_cancelled());
         drop(b);
         drop(c);
         assert!(batches.lock().is_empty());
+    }
+
+    #[test]
+    fn tool09_a_cancel_wakes_every_waiting_body_and_is_idempotent() {
+        let cancel = Arc::new(Cancel::default());
+        let mut first = Box::pin(cancel.fired());
+        let mut second = Box::pin(cancel.fired());
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(first.as_mut().poll(&mut cx).is_pending());
+        assert!(second.as_mut().poll(&mut cx).is_pending());
+        cancel.cancel();
+        cancel.cancel();
+        assert!(cancel.is_cancelled());
+        assert!(cancel.flag().load(Ordering::SeqCst));
+        assert!(first.as_mut().poll(&mut cx).is_ready());
+        assert!(second.as_mut().poll(&mut cx).is_ready());
+        // A body that starts waiting after the cancel sees it at once.
+        futures::executor::block_on(cancel.fired());
     }
 }

@@ -1,6 +1,7 @@
 //! The [`Host`] over the kernel: the session's `append`, the four `tools/*` dispatches with
 //! their terminals, `keel.approval`, and the body (the `tools/execute` terminal) that calls the
-//! provider's named service under the call's deadline on the host timer.
+//! provider's named service under the call's deadline on the host timer and under the batch's
+//! cancellation.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use keel_plugin_api::services::session::Sessions;
 use keel_plugin_api::services::tools::{PROVIDER_METHOD, ToolInvocation, ToolResult, codes};
 use serde_json::{Value, json};
 
+use crate::batches::Cancel;
 use crate::provider::run_body;
 use crate::registry::Registry;
 use crate::stages::{AskAnswer, Host};
@@ -32,6 +34,8 @@ pub struct KernelHost {
     pub registry: Arc<Registry>,
     /// The batch's session.
     pub session_id: String,
+    /// The batch's cancellation (a running body stops when it fires).
+    pub cancel: Arc<Cancel>,
 }
 
 impl Host for KernelHost {
@@ -75,10 +79,12 @@ impl Host for KernelHost {
     async fn execute(&self, exec: ToolExecution) -> Result<Json> {
         let ctx = self.ctx;
         let registry = Arc::clone(&self.registry);
+        let cancel = Arc::clone(&self.cancel);
         self.ctx
             .run_async_waterfall::<Execute, _, _>(exec, move |exec| {
                 let registry = Arc::clone(&registry);
-                async move { Json::of(&body(ctx, &registry, exec).await) }
+                let cancel = Arc::clone(&cancel);
+                async move { Json::of(&body(ctx, &registry, &cancel, exec).await) }
             })
             .await
     }
@@ -100,8 +106,17 @@ impl Host for KernelHost {
     }
 }
 
-/// The tool body: the provider's `"execute"` under `exec.timeout_ms`.
-async fn body(ctx: Context, registry: &Registry, exec: ToolExecution) -> ToolResult {
+/// The tool body: the provider's `"execute"` under `exec.timeout_ms` and `cancel`.
+async fn body(
+    ctx: Context,
+    registry: &Registry,
+    cancel: &Cancel,
+    exec: ToolExecution,
+) -> ToolResult {
+    if cancel.is_cancelled() {
+        // Cancelled while an execute wrapper ran: the provider is never called.
+        return crate::schedule::aborted_before_dispatch();
+    }
     let name = exec.name.as_str();
     let Some(entry) = registry.lookup(name) else {
         return ToolResult::error(
@@ -149,6 +164,7 @@ async fn body(ctx: Context, registry: &Registry, exec: ToolExecution) -> ToolRes
     run_body(
         handle.call(PROVIDER_METHOD, invocation),
         deadline,
+        cancel.fired(),
         exec.timeout_ms,
     )
     .await

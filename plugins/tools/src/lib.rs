@@ -15,7 +15,9 @@
 //! - `run_batch BatchRequest` → `{results: [ToolResult], failure?: {code, message}}`; `failure`
 //!   (code `TOOL_STAGE_FAILED`) means a stage listener failed and the turn must end in error;
 //!   an `Err` means the session refused an append;
-//! - `cancel {session_id}` → `{}`.
+//! - `cancel {session_id}` → `{}`: the running batch starts nothing more, and a body that is
+//!   running is stopped at once (its provider call is dropped, as at the deadline) and answers
+//!   `ABORTED`.
 //!
 //! Other codes: `INVALID_ARGS`, `UNKNOWN_METHOD`.
 
@@ -131,14 +133,15 @@ impl State {
     }
 
     async fn run_batch(&self, request: BatchRequest) -> Result<Value> {
+        let guard = self.batches.begin(&request.session_id);
         let host = KernelHost {
             ctx: self.ctx,
             sessions: self.ctx.service::<Sessions>()?,
             approval: self.ctx.get_service::<Approval>()?,
             registry: Arc::clone(&self.registry),
             session_id: request.session_id.clone(),
+            cancel: Arc::clone(&guard.cancel),
         };
-        let guard = self.batches.begin(&request.session_id);
         let pipeline = CallPipeline {
             host: &host,
             registry: &self.registry,
@@ -149,7 +152,7 @@ impl State {
             &pipeline,
             request.calls.len(),
             self.config.max_parallel,
-            &guard.cancel,
+            guard.cancel.flag(),
         )
         .await?;
         Ok(serde_json::to_value(&outcome)?)

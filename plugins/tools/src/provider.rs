@@ -1,8 +1,11 @@
 //! The body: the terminal of `tools/execute`. It calls the provider's `"execute"` under the
-//! call's deadline and turns whatever comes back into a [`ToolResult`]: a provider error is
-//! `TOOL_FAILED`, an answer that is not a result is `INVALID_TOOL_OUTPUT`, a deadline that
-//! fires first is `TOOL_TIMEOUT` (the body's future is dropped). The race is generic over the
-//! timer so it is tested without the kernel's clock.
+//! call's deadline and the batch's cancellation, and turns whatever comes back into a
+//! [`ToolResult`]: a provider error is `TOOL_FAILED`, an answer that is not a result is
+//! `INVALID_TOOL_OUTPUT`, a deadline that fires first is `TOOL_TIMEOUT`, a cancel that comes
+//! first is `ABORTED` (TOOL-09). Either way the provider call's future is dropped: that is how a
+//! provider learns its caller went away (`tool-shell` then terminates the command's process
+//! group, SBX-01). The race is generic over the timer and the cancel so it is tested without
+//! the kernel's clock.
 
 use std::future::Future;
 
@@ -24,24 +27,42 @@ pub fn settle(answer: Result<Value>) -> ToolResult {
     }
 }
 
+/// The result of a body stopped by a cancel (the turn was aborted while it ran).
+pub fn stopped_by_cancel() -> ToolResult {
+    ToolResult::error(
+        codes::ABORTED,
+        "the call was cancelled while it ran and was stopped before it finished",
+    )
+}
+
 /// Runs `body`; when `deadline` (armed for `timeout_ms`) finishes first, the body is stopped
-/// and the result is `TOOL_TIMEOUT`.
-pub async fn run_body<B, D>(body: B, deadline: Option<D>, timeout_ms: u64) -> ToolResult
+/// and the result is `TOOL_TIMEOUT`; when `cancelled` finishes first, it is stopped and the
+/// result is `ABORTED`.
+pub async fn run_body<B, D, C>(
+    body: B,
+    deadline: Option<D>,
+    cancelled: C,
+    timeout_ms: u64,
+) -> ToolResult
 where
     B: Future<Output = Result<Value>>,
     D: Future<Output = ()>,
+    C: Future<Output = ()>,
 {
-    let Some(deadline) = deadline else {
-        return settle(body.await);
+    let deadline = async move {
+        match deadline {
+            Some(d) => d.await,
+            None => futures::future::pending().await,
+        }
     };
-    let body = std::pin::pin!(body);
-    let deadline = std::pin::pin!(deadline);
-    match select(body, deadline).await {
+    let (deadline, cancelled) = (std::pin::pin!(deadline), std::pin::pin!(cancelled));
+    match select(std::pin::pin!(body), select(deadline, cancelled)).await {
         Either::Left((answer, _)) => settle(answer),
-        Either::Right(((), _)) => ToolResult::error(
+        Either::Right((Either::Left(((), _)), _)) => ToolResult::error(
             codes::TOOL_TIMEOUT,
             format!("the tool ran past its {timeout_ms} ms deadline and was stopped"),
         ),
+        Either::Right((Either::Right(((), _)), _)) => stopped_by_cancel(),
     }
 }
 
@@ -50,6 +71,7 @@ mod tests {
     use super::*;
     use futures::channel::oneshot;
     use futures::executor::block_on;
+    use futures::future::pending;
     use keel_plugin_api::sdk::Error;
     use pretty_assertions::assert_eq;
     use serde_json::json;
@@ -67,6 +89,7 @@ mod tests {
         let r = block_on(run_body(
             async { Ok(json!({"content": "ok", "meta": {"exit": 0}})) },
             Some(deadline),
+            pending(),
             50,
         ));
         assert_eq!(r.content, "ok");
@@ -81,7 +104,7 @@ mod tests {
                 .await
                 .unwrap_or_else(|_| Ok(json!({"content": "late"})))
         };
-        let r = block_on(run_body(body, Some(async {}), 250));
+        let r = block_on(run_body(body, Some(async {}), pending(), 250));
         assert_eq!(code(&r), Some(codes::TOOL_TIMEOUT));
         assert!(r.content.contains("250 ms"));
     }
@@ -91,9 +114,28 @@ mod tests {
         let r = block_on(run_body(
             async { Ok(json!({"content": "done"})) },
             None::<std::future::Ready<()>>,
+            pending(),
             0,
         ));
         assert_eq!(r, ToolResult::ok("done"));
+    }
+
+    // TOOL-09: a cancel reaches a running body at once (with or without a deadline): the body's
+    // future is dropped, which is what tells its provider to stop, and the result is ABORTED.
+    #[test]
+    fn tool09_a_cancel_stops_a_running_body_and_drops_it() {
+        for deadline in [None, Some(pending())] {
+            let (tx, never) = oneshot::channel::<Result<Value>>();
+            let body = async move {
+                never
+                    .await
+                    .unwrap_or_else(|_| Ok(json!({"content": "late"})))
+            };
+            let r = block_on(run_body(body, deadline, async {}, 0));
+            assert_eq!(code(&r), Some(codes::ABORTED));
+            assert!(r.is_error);
+            assert!(tx.is_canceled(), "the body's future was dropped");
+        }
     }
 
     #[test]

@@ -10,9 +10,10 @@
 //!   order, so policy decisions follow model order; bodies of admitted calls run concurrently;
 //! - results are committed (post-execute, freeze, notify, append) strictly in model order: a
 //!   finished call waits for every earlier one (a commit cursor);
-//! - a stage failure or a cancel stops new starts: started calls drain (a successful body that
-//!   finishes after a cancel becomes `ABORTED`), unstarted ones get their `tool/call` logged and
-//!   an `ABORTED_BEFORE_DISPATCH` result (TOOL-08/09);
+//! - a stage failure or a cancel stops new starts: started calls drain (a cancel also stops a
+//!   running body at once, see [`crate::provider`]; a successful body that finishes after a
+//!   cancel becomes `ABORTED`), unstarted ones get their `tool/call` logged and an
+//!   `ABORTED_BEFORE_DISPATCH` result (TOOL-08/09);
 //! - a fatal error (the session refused an append) drains everything started, commits nothing
 //!   more and fabricates nothing.
 
