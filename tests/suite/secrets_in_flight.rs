@@ -1,0 +1,140 @@
+//! Secrets in flight through the binary (issue 10): a secret's base64 at any alignment is
+//! scrubbed (item 5, SEC-03).
+//!
+//! Each test greps every channel the value could leave by: stdout, stderr at trace level,
+//! every request body the model server received and the session files — for the value and
+//! for any base64 that decodes to it.
+
+use std::io::Write as _;
+use std::process::Stdio;
+
+use base64::Engine as _;
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use keel_tests::Env;
+use keel_tests::model_server::{ModelServer, Reply};
+use serde_json::json;
+
+use crate::suite::agent_support::*;
+
+/// Whether `text` carries `value`: as is, or as base64 in either alphabet, at any alignment
+/// (the middle of the value is looked for, so two edge bytes mixed with neighbours do not
+/// hide a leak).
+fn carries(text: &str, value: &str) -> bool {
+    if text.contains(value) {
+        return true;
+    }
+    let middle = &value.as_bytes()[2..value.len() - 2];
+    let lenient = GeneralPurpose::new(
+        &alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+            .with_decode_allow_trailing_bits(true),
+    );
+    let is_b64 = |c: char| c.is_ascii_alphanumeric() || "+/-_".contains(c);
+    text.split(|c: char| !is_b64(c))
+        .filter(|t| t.len() >= 8)
+        .any(|token| {
+            let standard = token.replace('-', "+").replace('_', "/");
+            (0..4).any(|off| {
+                let t = &standard[off..];
+                lenient
+                    .decode(&t[..t.len() / 4 * 4])
+                    .is_ok_and(|bytes| bytes.windows(middle.len()).any(|w| w == middle))
+            })
+        })
+}
+
+/// Every channel of a finished run: stdout, stderr, each request body, each session file.
+fn channels(env: &Env, server: &ModelServer, stdout: &str, stderr: &str) -> Vec<(String, String)> {
+    let mut out = vec![
+        ("stdout".to_owned(), stdout.to_owned()),
+        ("stderr".to_owned(), stderr.to_owned()),
+    ];
+    for (i, r) in server.requests().iter().enumerate() {
+        out.push((format!("request {i} body"), r.body.to_string()));
+    }
+    let stored = crate::suite::sessions_support::files_under(&env.home().join("sessions"));
+    assert!(!stored.is_empty(), "no session files to check");
+    for p in stored {
+        let bytes = std::fs::read(&p).unwrap();
+        out.push((
+            p.display().to_string(),
+            String::from_utf8_lossy(&bytes).into_owned(),
+        ));
+    }
+    out
+}
+
+fn assert_nowhere(channels: &[(String, String)], value: &str) {
+    for (name, text) in channels {
+        assert!(
+            !carries(text, value),
+            "the value leaked into {name}:\n{text}"
+        );
+    }
+}
+
+/// `keel secrets set NAME` with `value` on stdin.
+fn set_secret(env: &Env, name: &str, value: &str) {
+    let mut set = env
+        .command(&["secrets", "set", name, "--profile", "t"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{value}\n").as_bytes())
+        .unwrap();
+    let out = set.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `keel run` at trace level, stream-json.
+fn run_traced(env: &Env, prompt: &str) -> keel_tests::Run {
+    env.keel_with(
+        &[
+            "run",
+            "--profile",
+            "t",
+            "--output-format",
+            "stream-json",
+            prompt,
+        ],
+        &[("KEEL_LOG", std::ffi::OsStr::new("trace"))],
+    )
+}
+
+/// Issue 10 item 5 (SEC-03): a secret's base64 with one, two and three bytes before it (and
+/// the URL-safe alphabet) reaches no channel; each output is the alias instead.
+#[test]
+fn sec03_a_secrets_base64_at_any_alignment_reaches_no_channel() {
+    const VALUE: &str = "b64-secret-7d41-value";
+    let server = server(vec![
+        Reply::tool_calls(vec![(
+            "b1",
+            "shell",
+            args(json!({"command":
+                "printf 'x%s' sec_B64 | base64; printf 'xy%s' sec_B64 | base64; \
+                 printf 'xyz%s!' sec_B64 | base64 | tr '+/' '-_'"})),
+        )]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(&server, "");
+    set_secret(&env, "B64", VALUE);
+    let run = run_traced(&env, "encode it");
+    run.expect_code(0);
+    let reqs = contract_holds(&server);
+    let content = tool_message(reqs[1].messages(), "b1")["content"].to_string();
+    assert!(content.contains("exit code: 0"), "{content}");
+    assert_eq!(content.matches("sec_B64").count(), 3, "{content}");
+    assert_nowhere(&channels(&env, &server, &run.stdout, &run.stderr), VALUE);
+}
