@@ -1,5 +1,6 @@
 //! Secrets in flight through the binary (issue 10): a secret's base64 at any alignment is
-//! scrubbed (item 5, SEC-03).
+//! scrubbed (item 5, SEC-03); a secret with shell metacharacters reaches the program byte for
+//! byte and none of it runs (item 9, SEC-02).
 //!
 //! Each test greps every channel the value could leave by: stdout, stderr at trace level,
 //! every request body the model server received and the session files — for the value and
@@ -136,5 +137,60 @@ fn sec03_a_secrets_base64_at_any_alignment_reaches_no_channel() {
     let content = tool_message(reqs[1].messages(), "b1")["content"].to_string();
     assert!(content.contains("exit code: 0"), "{content}");
     assert_eq!(content.matches("sec_B64").count(), 3, "{content}");
+    assert_nowhere(&channels(&env, &server, &run.stdout, &run.stderr), VALUE);
+}
+
+/// Issue 10 item 9 (SEC-02): a secret holding `'`, `"`, `` ` ``, `$(…)`, `;`, spaces and a
+/// newline reaches the program exactly, unquoted, in double and in single quotes; nothing in
+/// it runs; the outputs carry the alias. An alias in a quoted heredoc is refused before
+/// anything runs.
+#[test]
+fn sec02_a_hostile_secret_reaches_the_program_byte_for_byte_and_runs_nothing() {
+    const VALUE: &str = "it's \"quoted\" `touch tick` $(touch pwned); touch semi\nline two";
+    let server = server(vec![
+        Reply::tool_calls(vec![
+            (
+                "h1",
+                "shell",
+                args(json!({"command":
+                    "printf '%s' sec_HOSTILE > bare.txt; printf '%s' \"sec_HOSTILE\" > dq.txt; \
+                     printf '%s' 'sec_HOSTILE' > sq.txt; cat bare.txt"})),
+            ),
+            (
+                "h2",
+                "shell",
+                args(json!({"command": "cat > heredoc.txt <<'EOF'\nsec_HOSTILE\nEOF"})),
+            ),
+        ]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(&server, "");
+    set_secret(&env, "HOSTILE", VALUE);
+    let run = run_traced(&env, "use the secret");
+    run.expect_code(0);
+    for file in ["bare.txt", "dq.txt", "sq.txt"] {
+        assert_eq!(
+            std::fs::read_to_string(work_file(&env, file)).unwrap(),
+            VALUE,
+            "{file}"
+        );
+    }
+    for ran in ["pwned", "tick", "semi", "heredoc.txt"] {
+        assert!(
+            !work_file(&env, ran).exists(),
+            "{ran} exists: part of the value ran"
+        );
+    }
+    let reqs = contract_holds(&server);
+    let h1 = tool_message(reqs[1].messages(), "h1")["content"].to_string();
+    assert!(
+        h1.contains("exit code: 0") && h1.contains("sec_HOSTILE"),
+        "{h1}"
+    );
+    let h2 = tool_message(reqs[1].messages(), "h2")["content"].to_string();
+    assert!(
+        h2.contains("SECRET_UNFILLABLE") && h2.contains("quoted heredoc"),
+        "{h2}"
+    );
     assert_nowhere(&channels(&env, &server, &run.stdout, &run.stderr), VALUE);
 }

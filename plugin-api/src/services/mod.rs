@@ -12,5 +12,6 @@ pub mod firewall;
 pub mod llm;
 pub mod prompt;
 pub mod sandbox;
+pub mod secret_env;
 pub mod session;
 pub mod tools;

@@ -1,17 +1,19 @@
 //! `firewall`: the secret firewall of requirements SEC-01…SEC-06 (ARCHITECTURE §9). Secrets
 //! live encrypted in `$KEEL_HOME/secrets` ([`store`], [`codec`]); the model only sees aliases
-//! `sec_NAME`; values are filled into tool arguments inside `tools/execute` ([`fill`]) and
-//! scrubbed, with their simple encodings, from everything going back to the model
-//! ([`scrub`], [`hooks`]). The policy facts (`keel.firewall`: `check_tool`, `check_path`,
-//! `check_network`, `scan_content`) are owned by this row's config ([`policy`]) and called by
-//! this plugin's own `tools/guard` listener on every real call ([`guard`]). `keel secrets`
-//! is served here too ([`commands`]).
+//! `sec_NAME`; values are filled into tool arguments inside `tools/execute` ([`fill`]; in
+//! bash source as quoted expansions of variables, [`bash`]) and scrubbed, with their simple
+//! encodings, from everything going back to the model ([`scrub`], [`hooks`]). The policy
+//! facts (`keel.firewall`: `check_tool`, `check_path`, `check_network`, `scan_content`) are
+//! owned by this row's config ([`policy`]) and called by this plugin's own `tools/guard`
+//! listener on every real call ([`guard`]). `keel secrets` is served here too
+//! ([`commands`]).
 //!
 //! This file is the SDK adapter: manifest, row config, listener registration, services.
 //! Listener orders: `tools/execute` −500 (after the checkpoint at −1000, so the flush happens
 //! before any value exists in the arguments), `tools/post-execute` −500, `llm/stream` −500,
 //! `tools/guard` −500, `system-prompt/assemble` 0. Tracing names aliases only.
 
+pub mod bash;
 pub mod codec;
 pub mod commands;
 pub mod error;
@@ -36,6 +38,7 @@ use keel_plugin_api::services::command::{CommandInvocation, CommandOutcome, Secr
 use keel_plugin_api::services::firewall::{
     CheckNetwork, CheckPath, CheckTool, Findings, Firewall as FirewallService, ScanContent,
 };
+use keel_plugin_api::services::tools::ToolResult;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -246,11 +249,22 @@ impl Plugin for FirewallPlugin {
             ListenerOptions::order(ORDER),
             move |mut exec, next| {
                 let vault = v.snapshot();
-                if let Some(filled) = hooks::fill_args(&vault, &exec.args) {
-                    tracing::debug!(tool = exec.name.as_str(), "firewall: aliases filled");
-                    exec.args = filled;
-                }
+                let refused = match hooks::fill_args(&vault, exec.name.as_str(), &exec.args) {
+                    hooks::Filled::Unchanged => None,
+                    hooks::Filled::Args(filled) => {
+                        tracing::debug!(tool = exec.name.as_str(), "firewall: aliases filled");
+                        exec.args = filled;
+                        None
+                    }
+                    // The body never runs: the message names the alias, never its value.
+                    hooks::Filled::Refused(why) => {
+                        Some(ToolResult::error(codes::SECRET_UNFILLABLE, why))
+                    }
+                };
                 async move {
+                    if let Some(result) = refused {
+                        return Json::of(&result);
+                    }
                     let result = next.run(exec).await?;
                     Ok(hooks::scrub_json_text(&vault, &result).unwrap_or(result))
                 }

@@ -34,6 +34,11 @@ impl Vault {
         self.secrets.is_empty()
     }
 
+    /// The secret value of `name` (the fill).
+    pub fn secret(&self, name: &str) -> Option<&str> {
+        self.secrets.get(name).map(SecretValue::expose)
+    }
+
     /// Secret names, sorted.
     pub fn names(&self) -> Vec<String> {
         self.secrets.keys().cloned().collect()
@@ -46,7 +51,7 @@ impl Vault {
 
     /// Inbound: fills aliases in `text`.
     pub fn fill(&self, text: &str) -> Option<String> {
-        fill_str(text, |name| self.secrets.get(name).map(SecretValue::expose))
+        fill_str(text, |name| self.secret(name))
     }
 
     /// Inbound: fills aliases in every string of `value`; true when any changed.

@@ -1,9 +1,12 @@
 //! The child environment (SBX-03, B12): the parent's environment minus anything that looks
 //! like a credential (names containing KEY, SECRET, TOKEN or PASSWORD, any case) and minus
-//! keel's own `KEEL_*` namespace, then the row's explicit `env` entries merged on top.
+//! keel's own `KEEL_*` namespace, then the row's explicit `env` entries merged on top, then
+//! the call's secret variables ([`with_secrets`]).
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
+
+use keel_plugin_api::services::secret_env::SecretEnv;
 
 /// Name fragments that mark a variable as a credential.
 const SECRET_MARKERS: [&str; 4] = ["KEY", "SECRET", "TOKEN", "PASSWORD"];
@@ -12,6 +15,23 @@ const SECRET_MARKERS: [&str; 4] = ["KEY", "SECRET", "TOKEN", "PASSWORD"];
 pub fn withheld(name: &OsStr) -> bool {
     let upper = name.to_string_lossy().to_ascii_uppercase();
     upper.starts_with("KEEL_") || SECRET_MARKERS.iter().any(|m| upper.contains(m))
+}
+
+/// `env` plus the call's secret variables (issue 10 item 9), which win. Their names are
+/// [`SecretEnvName`](keel_plugin_api::services::secret_env::SecretEnvName)s (`sec_*`) by
+/// type, so nothing here can set `PATH`, `LD_PRELOAD` or anything the sandbox launcher reads.
+pub fn with_secrets(
+    env: Vec<(OsString, OsString)>,
+    secrets: &SecretEnv,
+) -> Vec<(OsString, OsString)> {
+    if secrets.is_empty() {
+        return env;
+    }
+    let mut env: BTreeMap<OsString, OsString> = env.into_iter().collect();
+    for (k, v) in secrets.iter() {
+        env.insert(k.into(), v.into());
+    }
+    env.into_iter().collect()
 }
 
 /// The scrubbed environment: `parent` without withheld names, then `explicit` entries (which
