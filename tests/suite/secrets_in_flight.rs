@@ -1,6 +1,7 @@
-//! Secrets in flight through the binary (issue 10): a secret's base64 at any alignment is
-//! scrubbed (item 5, SEC-03); a secret with shell metacharacters reaches the program byte for
-//! byte and none of it runs (item 9, SEC-02).
+//! Secrets in flight through the binary (issue 10 items 2, 5, 9): the adapter key keel
+//! resolves is scrubbed like a secret wherever a tool shows it (SEC-01/03); a secret's base64
+//! at any alignment is scrubbed (SEC-03); a secret with shell metacharacters reaches the
+//! program byte for byte and none of it runs (SEC-02).
 //!
 //! Each test greps every channel the value could leave by: stdout, stderr at trace level,
 //! every request body the model server received and the session files — for the value and
@@ -112,6 +113,82 @@ fn run_traced(env: &Env, prompt: &str) -> keel_tests::Run {
         ],
         &[("KEEL_LOG", std::ffi::OsStr::new("trace"))],
     )
+}
+
+/// Where the adapter key comes from.
+#[derive(Debug, Clone, Copy)]
+enum KeySource {
+    Env,
+    File,
+    WorkspaceDotenv,
+}
+
+/// Issue 10 item 2 (SEC-01/03): the adapter key, from each layer, sits in a workspace file
+/// the model has a tool print (`read_file`, `cat`, and base64 at two alignments), and the
+/// model then repeats it. No request body, no output stream and no session file carries it;
+/// the tool result and stdout carry `[credential KEEL_TEST_MODEL_KEY]`; every request still
+/// authenticates with the key.
+#[test]
+fn sec01_sec03_the_resolved_adapter_key_is_scrubbed_from_every_channel() {
+    for source in [KeySource::Env, KeySource::File, KeySource::WorkspaceDotenv] {
+        adapter_key_is_scrubbed(source);
+    }
+}
+
+fn adapter_key_is_scrubbed(source: KeySource) {
+    let marker = format!("[credential {KEY_REF}]");
+    let server = server(vec![
+        Reply::tool_calls(vec![
+            ("k1", "read_file", args(json!({"path": "leak.txt"}))),
+            (
+                "k2",
+                "shell",
+                args(json!({"command": "cat leak.txt; echo; base64 leak.txt; \
+                    printf 'x%s' \"$(cat leak.txt)\" | base64"})),
+            ),
+        ]),
+        Reply::text(format!("the key is {KEY_VALUE}")),
+    ]);
+    let mut env = agent_env(&server, "");
+    env.file("work/leak.txt", KEY_VALUE);
+    match source {
+        KeySource::Env => {}
+        KeySource::File => {
+            use std::os::unix::fs::PermissionsExt as _;
+            env.vars.retain(|(k, _)| k != KEY_REF);
+            let path = env.home().join("credentials.toml");
+            std::fs::write(&path, format!("{KEY_REF} = \"{KEY_VALUE}\"\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        KeySource::WorkspaceDotenv => {
+            env.vars.retain(|(k, _)| k != KEY_REF);
+            env.file("work/.env", &format!("{KEY_REF}={KEY_VALUE}\n"));
+        }
+    }
+    let run = run_traced(&env, "print the file");
+    run.expect_code(0);
+    let reqs = contract_holds(&server);
+    assert_eq!(reqs.len(), 2, "{source:?}");
+    for r in &reqs {
+        assert_eq!(
+            r.headers.get("authorization").map(String::as_str),
+            Some(format!("Bearer {KEY_VALUE}").as_str()),
+            "{source:?}: the request did not authenticate with the key"
+        );
+    }
+    assert_nowhere(
+        &channels(&env, &server, &run.stdout, &run.stderr),
+        KEY_VALUE,
+    );
+    for id in ["k1", "k2"] {
+        let m = tool_message(reqs[1].messages(), id)["content"].to_string();
+        assert!(m.contains(&marker), "{source:?} {id}: {m}");
+    }
+    assert!(
+        run.stdout.contains(&format!("the key is {marker}")),
+        "{source:?}: {}",
+        run.stdout
+    );
 }
 
 /// Issue 10 item 5 (SEC-03): a secret's base64 with one, two and three bytes before it (and

@@ -16,6 +16,11 @@
 //! so a rotated value applies to the next operation; they are never put into the process
 //! environment or a child's (SEC-09).
 //!
+//! Every value `resolve` hands out is first registered with `keel.firewall` (when that row is
+//! loaded) as a scrub-only credential
+//! ([`RegisterCredential`](super::firewall::RegisterCredential)); if the firewall refuses, the
+//! value is not handed out (`CREDENTIAL_UNGUARDED`).
+//!
 //! Methods:
 //! - `"resolve"`: `{ref, cwd?}` → `{value: string|null, source: Source|null}`. The only method
 //!   that returns a value; for adapters building a wire header, nobody else.
@@ -30,8 +35,8 @@
 //!   (sorted, each with its winning source, environment-shadowed ones as `"env"`), never values.
 //!
 //! Error codes (see the constants below): [`INVALID_REFERENCE`], [`CREDENTIAL_SHADOWED`],
-//! [`CREDENTIALS_FILE`], [`CREDENTIALS_IO`], and `INVALID_ARGS` / `UNKNOWN_METHOD` /
-//! `INVALID_VALUE` for malformed calls.
+//! [`CREDENTIALS_FILE`], [`CREDENTIALS_IO`], [`CREDENTIAL_UNGUARDED`], and `INVALID_ARGS` /
+//! `UNKNOWN_METHOD` / `INVALID_VALUE` for malformed calls.
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +62,9 @@ pub const CREDENTIALS_FILE: &str = "CREDENTIALS_FILE";
 /// Writing `credentials.toml` (lock, temp file, fsync, rename, permissions) failed; the message
 /// names the path and the OS error.
 pub const CREDENTIALS_IO: &str = "CREDENTIALS_IO";
+/// `resolve` found a value but the loaded firewall could not register it for scrubbing, so
+/// the value was withheld; the message names the reference and the firewall's error.
+pub const CREDENTIAL_UNGUARDED: &str = "CREDENTIAL_UNGUARDED";
 
 /// Which layer a value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

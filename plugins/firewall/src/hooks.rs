@@ -101,7 +101,7 @@ pub fn fill_args(vault: &Vault, tool: &str, args: &Json) -> Filled {
 /// A JSON document with every string scrubbed, or `None` when nothing changed. A document
 /// that is not JSON is scrubbed as text.
 pub fn scrub_json_text(vault: &Vault, doc: &Json) -> Option<Json> {
-    if vault.is_empty() {
+    if !vault.may_occur_in_json(doc.text.as_str()) {
         return None;
     }
     match parse(doc) {
@@ -156,8 +156,8 @@ pub fn scrub_post_decision(
 
 /// The `LlmRequest` with `system` and `messages` scrubbed, or `None` when nothing changed.
 pub fn scrub_request(vault: &Vault, request: &Json) -> Option<Json> {
-    // The request holds the whole history: with nothing stored, it is not parsed at all.
-    if vault.is_empty() {
+    // The request holds the whole history: unless a value may be in it, it is not parsed.
+    if !vault.may_occur_in_json(request.text.as_str()) {
         return None;
     }
     let mut v = parse(request)?;

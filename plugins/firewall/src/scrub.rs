@@ -1,6 +1,7 @@
 //! The outbound scrub (requirements SEC-01, SEC-03): every secret value, and its simple
-//! encodings, becomes its alias in text bound for the model or the log. The encodings are the
-//! ones a tool's output plausibly carries: standard and URL-safe base64 with and without
+//! encodings, becomes its alias in text bound for the model or the log; a registered
+//! credential's value becomes its `[credential REF]` marker the same way. The encodings are
+//! the ones a tool's output plausibly carries: standard and URL-safe base64 with and without
 //! padding (of the value, and of the value plus a newline, as `echo $X | base64` prints),
 //! the value's base64 inside a longer input at each of the three alignments ([`base64_cores`]),
 //! percent-encoding (unreserved or `encodeURIComponent` sets, upper- and lower-case hex, `+`
@@ -112,11 +113,35 @@ pub fn encodings(value: &str) -> Vec<String> {
     out
 }
 
-/// Replaces secret values with their aliases.
+/// `text` as it appears between the quotes of a JSON string (serde_json's escaping).
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::Value::String(text.to_owned()).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
+}
+
+fn build(patterns: &[String]) -> Result<Option<AhoCorasick>, FirewallError> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostLongest)
+        .build(patterns)
+        .map(Some)
+        .map_err(|e| {
+            FirewallError::new(
+                codes::SECRETS_CORRUPT,
+                format!("cannot build the scrubber: {e}"),
+            )
+        })
+}
+
+/// Replaces secret values with their aliases (credential values with their markers).
 pub struct Scrubber {
     matcher: Option<AhoCorasick>,
     /// Alias of each pattern, by pattern index.
     aliases: Vec<String>,
+    /// The patterns as they appear inside a JSON string ([`Scrubber::may_occur_in_json`]).
+    in_json: Option<AhoCorasick>,
 }
 
 impl std::fmt::Debug for Scrubber {
@@ -128,35 +153,47 @@ impl std::fmt::Debug for Scrubber {
 }
 
 impl Scrubber {
-    /// A scrubber for `secrets`.
+    /// A scrubber for `secrets`, each value replaced by its alias.
     ///
     /// # Errors
     /// `SECRETS_CORRUPT` if the matcher cannot be built (pathological sizes).
     pub fn new(secrets: &BTreeMap<String, SecretValue>) -> Result<Self, FirewallError> {
+        Self::from_entries(secrets.iter().map(|(name, v)| (v.expose(), alias(name))))
+    }
+
+    /// A scrubber replacing each `(value, replacement)`'s value and its encodings.
+    ///
+    /// # Errors
+    /// `SECRETS_CORRUPT` if the matcher cannot be built (pathological sizes).
+    pub fn from_entries<'v>(
+        entries: impl IntoIterator<Item = (&'v str, String)>,
+    ) -> Result<Self, FirewallError> {
         let mut patterns = Vec::new();
         let mut aliases = Vec::new();
-        for (name, value) in secrets {
-            for e in encodings(value.expose()) {
+        for (value, replacement) in entries {
+            for e in encodings(value) {
                 patterns.push(e);
-                aliases.push(alias(name));
+                aliases.push(replacement.clone());
             }
         }
-        let matcher = if patterns.is_empty() {
-            None
-        } else {
-            Some(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .build(&patterns)
-                    .map_err(|e| {
-                        FirewallError::new(
-                            codes::SECRETS_CORRUPT,
-                            format!("cannot build the scrubber: {e}"),
-                        )
-                    })?,
-            )
+        let in_json: Vec<String> = patterns.iter().map(|p| json_escaped(p)).collect();
+        Ok(Scrubber {
+            matcher: build(&patterns)?,
+            aliases,
+            in_json: build(&in_json)?,
+        })
+    }
+
+    /// Whether a value may occur in a string of the JSON document `text`: `false` only when
+    /// it certainly does not, so the hooks skip parsing a document (a model request holds the
+    /// whole history) that has nothing to scrub. Sound for any JSON: without a `\u` or `\/`
+    /// escape in `text`, every character of a string has one spelling (serde_json's), so a
+    /// value in a string means its escaped form in the text.
+    pub fn may_occur_in_json(&self, text: &str) -> bool {
+        let Some(m) = self.in_json.as_ref() else {
+            return false;
         };
-        Ok(Scrubber { matcher, aliases })
+        text.contains("\\u") || text.contains("\\/") || m.is_match(text)
     }
 
     /// `text` with every occurrence replaced by its alias, or `None` when nothing matched.
@@ -178,7 +215,7 @@ impl Scrubber {
         Some(out)
     }
 
-    /// The aliases of the secrets found in `text`.
+    /// The aliases (and credential markers) of the values found in `text`.
     pub fn findings(&self, text: &str) -> BTreeSet<String> {
         let Some(m) = self.matcher.as_ref() else {
             return BTreeSet::new();
@@ -299,6 +336,27 @@ mod tests {
         assert_eq!(out, "sec_LONG and 123");
         assert!(encodings("abc").is_empty());
         assert_eq!(encodings("abcd")[0], "abcd");
+    }
+
+    #[test]
+    fn the_json_prefilter_never_misses_a_value_in_a_string() {
+        let s = scrubber();
+        let quoted = "a \"quoted\" value\twith\\escapes";
+        let q = Scrubber::from_entries([(quoted, "sec_Q".to_owned())]).unwrap();
+        let doc = serde_json::json!({"m": [format!("x {quoted} y")]}).to_string();
+        assert!(!doc.contains(quoted), "the raw form is not in the text");
+        assert!(q.may_occur_in_json(&doc));
+        assert!(s.may_occur_in_json(&serde_json::json!({"c": VALUE}).to_string()));
+        assert!(
+            s.may_occur_in_json(r#"{"c": "p\u0040ss"}"#),
+            "\\u: parse to be sure"
+        );
+        assert!(!s.may_occur_in_json(r#"{"c": "clean", "d": "line\n"}"#));
+        assert!(
+            !Scrubber::new(&BTreeMap::new())
+                .unwrap()
+                .may_occur_in_json(VALUE)
+        );
     }
 
     #[test]
