@@ -1,7 +1,8 @@
-//! Secrets in flight through the binary (issue 10 items 2, 5, 9): the adapter key keel
-//! resolves is scrubbed like a secret wherever a tool shows it (SEC-01/03); a secret's base64
-//! at any alignment is scrubbed (SEC-03); a secret with shell metacharacters reaches the
-//! program byte for byte and none of it runs (SEC-02).
+//! Secrets in flight through the binary (issue 10 items 2, 4, 5, 9): the adapter key keel
+//! resolves is scrubbed like a secret wherever a tool shows it (SEC-01/03); keel's own
+//! environment holds no credential while it runs (SEC-09); a secret's base64 at any alignment
+//! is scrubbed (SEC-03); a secret with shell metacharacters reaches the program byte for byte
+//! and none of it runs (SEC-02).
 //!
 //! Each test greps every channel the value could leave by: stdout, stderr at trace level,
 //! every request body the model server received and the session files — for the value and
@@ -9,6 +10,7 @@
 
 use std::io::Write as _;
 use std::process::Stdio;
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::alphabet;
@@ -189,6 +191,64 @@ fn adapter_key_is_scrubbed(source: KeySource) {
         "{source:?}: {}",
         run.stdout
     );
+}
+
+/// Issue 10 item 4 (SEC-09): while a run is in flight, keel's own environment, as
+/// `/proc/<pid>/environ` shows it, holds neither the adapter key nor another credential-like
+/// variable it inherited; a plain variable is still there (the read is real). Both requests,
+/// before and after the shell call, authenticate with the key.
+#[test]
+fn sec09_keel_holds_no_credential_in_its_environment_while_it_runs() {
+    const OTHER: &str = "tok-unused-5521-value";
+    const PLAIN: &str = "plain-marker-7781";
+    let server = server(vec![
+        Reply::tool_calls(vec![(
+            "w1",
+            "shell",
+            args(json!({"command":
+                "touch started; for i in $(seq 600); do [ -f ready ] && break; sleep 0.1; done"})),
+        )]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(&server, "")
+        .var("EXTRA_SERVICE_TOKEN", OTHER)
+        .var("KEEL_TEST_PLAIN_MARKER", PLAIN);
+    let child = env
+        .command(&["run", "--profile", "t", "--output-format", "json", "wait"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = wait_for_file(&work_file(&env, "started"), Duration::from_secs(30));
+    let environ = std::fs::read(format!("/proc/{}/environ", child.id()));
+    std::fs::write(work_file(&env, "ready"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(started, "the shell call never started");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let environ =
+        String::from_utf8_lossy(&environ.expect("read /proc/<keel>/environ")).into_owned();
+    assert!(environ.contains(PLAIN), "the read is real: {environ:?}");
+    assert!(
+        !environ.contains(KEY_VALUE),
+        "the adapter key is in keel's environment"
+    );
+    assert!(
+        !environ.contains(OTHER),
+        "a credential-like variable is in keel's environment"
+    );
+    let reqs = contract_holds(&server);
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        assert_eq!(
+            r.headers.get("authorization").map(String::as_str),
+            Some(format!("Bearer {KEY_VALUE}").as_str())
+        );
+    }
 }
 
 /// Issue 10 item 5 (SEC-03): a secret's base64 with one, two and three bytes before it (and

@@ -16,6 +16,13 @@
 //! so a rotated value applies to the next operation; they are never put into the process
 //! environment or a child's (SEC-09).
 //!
+//! The environment layer is the exception that proves it: the environment keel inherited
+//! cannot change from outside, so the row takes each credential out of it — every
+//! [`is_credential_like`] reference at activation, any other reference when it is first
+//! resolved from there — and answers from its own memory for the rest of the process. The
+//! variable is then gone from `/proc/<pid>/environ` and from every child keel starts (issue 10
+//! item 4).
+//!
 //! Every value `resolve` hands out is first registered with `keel.firewall` (when that row is
 //! loaded) as a scrub-only credential
 //! ([`RegisterCredential`](super::firewall::RegisterCredential)); if the firewall refuses, the
@@ -85,6 +92,19 @@ pub fn is_valid_reference(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b'A'..=b'Z' | b'_'))
         && bytes.all(|b| matches!(b, b'A'..=b'Z' | b'0'..=b'9' | b'_'))
+}
+
+/// Name fragments that mark an environment variable as a credential (any case): KEY, SECRET,
+/// TOKEN, PASSWORD. One rule for everyone who must treat such variables as credentials: the
+/// `credentials` row takes them out of keel's own environment at activation (holding their
+/// values for the env layer), and `shell` never passes them to a child (SBX-03).
+pub const CREDENTIAL_MARKERS: [&str; 4] = ["KEY", "SECRET", "TOKEN", "PASSWORD"];
+
+/// Whether an environment variable named `name` looks like a credential
+/// ([`CREDENTIAL_MARKERS`], any case).
+pub fn is_credential_like(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    CREDENTIAL_MARKERS.iter().any(|m| upper.contains(m))
 }
 
 /// `describe`'s answer.

@@ -3,10 +3,11 @@
 //! process environment > `$KEEL_HOME/credentials.toml` > `<cwd>/.env` > `$KEEL_HOME/.env`.
 //!
 //! The method shapes and error codes are documented on
-//! [`keel_plugin_api::services::credentials`]. The layers live in [`store`], the managed file
-//! (lock, atomic patch, 0600) in [`file`], `.env` parsing in [`dotenv`]. Reads run inline (a
-//! few small files); writes, which may wait on the cross-process lock, run on a short-lived
-//! std thread so the kernel's executor never blocks on `flock`.
+//! [`keel_plugin_api::services::credentials`]. The layers live in [`store`], the environment
+//! layer (held values, variables taken out of keel's environment) in [`env_layer`], the
+//! managed file (lock, atomic patch, 0600) in [`file`], `.env` parsing in [`dotenv`]. Reads
+//! run inline (a few small files); writes, which may wait on the cross-process lock, run on a
+//! short-lived std thread so the kernel's executor never blocks on `flock`.
 //!
 //! Every value `resolve` returns is first registered with `keel.firewall` (looked up per call,
 //! an optional requirement that orders the firewall's activation first), so the firewall
@@ -17,6 +18,7 @@
 //! next request, since registering a known pair is a no-op.
 
 pub mod dotenv;
+pub mod env_layer;
 pub mod file;
 pub mod store;
 
@@ -193,6 +195,11 @@ impl Plugin for CredentialsPlugin {
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
+        // Issue 10 item 4: no credential stays in keel's environment (or `/proc/<pid>/environ`).
+        let held = env_layer::hold();
+        if !held.is_empty() {
+            tracing::debug!(?held, "credentials: taken out of the process environment");
+        }
         let store = Store::new(ctx.keel_home()?);
         let firewall: FirewallLookup = Arc::new(move || {
             ctx.get_service::<Firewall>()
