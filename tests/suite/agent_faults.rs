@@ -303,31 +303,40 @@ fn sec08_a_rotated_credential_applies_to_the_next_request() {
     use std::os::unix::fs::PermissionsExt as _;
     // The file's path is part of the script, so the environment comes first and the profile
     // is pointed at the server once it runs.
-    let env = agent_env_at("http://placeholder.invalid/v1", "");
-    let path = env.home().join("credentials.toml");
-    let rotate = format!(
-        "printf '{KEY_REF} = \"sk-rotated-2\"\\n' > {}",
-        path.display()
-    );
+    // The user rotates the key while a tool runs (the model cannot: $KEEL_HOME is out of every
+    // tool's reach); the tool waits for it, so the rotation falls between the two requests.
+    let wait = "touch rotate.ready; for i in $(seq 600); do [ -f rotate.go ] && break; sleep 0.05; done";
     let server = server(vec![
         Reply::tool_calls(vec![(
             "r1",
             "shell",
-            args(serde_json::json!({ "command": rotate })),
+            args(serde_json::json!({ "command": wait })),
         )]),
         Reply::text("rotated"),
     ]);
-    let profile = env.path().join("config/profiles/t.toml");
-    let text = std::fs::read_to_string(&profile)
-        .unwrap()
-        .replace("http://placeholder.invalid/v1", &server.base_url());
-    std::fs::write(&profile, text).unwrap();
+    let env = agent_env(&server, "");
+    let path = env.home().join("credentials.toml");
     std::fs::write(&path, format!("{KEY_REF} = \"sk-file-1\"\n")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let run = env.keel_with(
-        &["run", "--profile", "t", "rotate"],
-        &[(KEY_REF, std::ffi::OsStr::new(""))],
+    let child = env
+        .command(&["run", "--profile", "t", "rotate"])
+        .env(KEY_REF, "")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for_file(&work_file(&env, "rotate.ready"), std::time::Duration::from_secs(30)),
+        "the tool never started"
     );
+    std::fs::write(&path, format!("{KEY_REF} = \"sk-rotated-2\"\n")).unwrap();
+    std::fs::write(work_file(&env, "rotate.go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let run = keel_tests::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
     run.expect_code(0);
     let reqs = server.completions();
     assert_eq!(reqs.len(), 2);

@@ -16,6 +16,18 @@
 //! so a rotated value applies to the next operation; they are never put into the process
 //! environment or a child's (SEC-09).
 //!
+//! The environment layer is the exception that proves it: the environment keel inherited
+//! cannot change from outside, so the row takes each credential out of it — every
+//! [`is_credential_like`] reference at activation, any other reference when it is first
+//! resolved from there — and answers from its own memory for the rest of the process. The
+//! variable is then gone from `/proc/<pid>/environ` and from every child keel starts (issue 10
+//! item 4).
+//!
+//! Every value `resolve` hands out is first registered with `keel.firewall` (when that row is
+//! loaded) as a scrub-only credential
+//! ([`RegisterCredential`](super::firewall::RegisterCredential)); if the firewall refuses, the
+//! value is not handed out (`CREDENTIAL_UNGUARDED`).
+//!
 //! Methods:
 //! - `"resolve"`: `{ref, cwd?}` → `{value: string|null, source: Source|null}`. The only method
 //!   that returns a value; for adapters building a wire header, nobody else.
@@ -30,8 +42,8 @@
 //!   (sorted, each with its winning source, environment-shadowed ones as `"env"`), never values.
 //!
 //! Error codes (see the constants below): [`INVALID_REFERENCE`], [`CREDENTIAL_SHADOWED`],
-//! [`CREDENTIALS_FILE`], [`CREDENTIALS_IO`], and `INVALID_ARGS` / `UNKNOWN_METHOD` /
-//! `INVALID_VALUE` for malformed calls.
+//! [`CREDENTIALS_FILE`], [`CREDENTIALS_IO`], [`CREDENTIAL_UNGUARDED`], and `INVALID_ARGS` /
+//! `UNKNOWN_METHOD` / `INVALID_VALUE` for malformed calls.
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +69,9 @@ pub const CREDENTIALS_FILE: &str = "CREDENTIALS_FILE";
 /// Writing `credentials.toml` (lock, temp file, fsync, rename, permissions) failed; the message
 /// names the path and the OS error.
 pub const CREDENTIALS_IO: &str = "CREDENTIALS_IO";
+/// `resolve` found a value but the loaded firewall could not register it for scrubbing, so
+/// the value was withheld; the message names the reference and the firewall's error.
+pub const CREDENTIAL_UNGUARDED: &str = "CREDENTIAL_UNGUARDED";
 
 /// Which layer a value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +92,19 @@ pub fn is_valid_reference(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b'A'..=b'Z' | b'_'))
         && bytes.all(|b| matches!(b, b'A'..=b'Z' | b'0'..=b'9' | b'_'))
+}
+
+/// Name fragments that mark an environment variable as a credential (any case): KEY, SECRET,
+/// TOKEN, PASSWORD. One rule for everyone who must treat such variables as credentials: the
+/// `credentials` row takes them out of keel's own environment at activation (holding their
+/// values for the env layer), and `shell` never passes them to a child (SBX-03).
+pub const CREDENTIAL_MARKERS: [&str; 4] = ["KEY", "SECRET", "TOKEN", "PASSWORD"];
+
+/// Whether an environment variable named `name` looks like a credential
+/// ([`CREDENTIAL_MARKERS`], any case).
+pub fn is_credential_like(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    CREDENTIAL_MARKERS.iter().any(|m| upper.contains(m))
 }
 
 /// `describe`'s answer.

@@ -13,5 +13,6 @@ pub mod llm;
 pub mod prompt;
 pub mod protected;
 pub mod sandbox;
+pub mod secret_env;
 pub mod session;
 pub mod tools;

@@ -3,19 +3,31 @@
 //! process environment > `$KEEL_HOME/credentials.toml` > `<cwd>/.env` > `$KEEL_HOME/.env`.
 //!
 //! The method shapes and error codes are documented on
-//! [`keel_plugin_api::services::credentials`]. The layers live in [`store`], the managed file
-//! (lock, atomic patch, 0600) in [`file`], `.env` parsing in [`dotenv`]. Reads run inline (a
-//! few small files); writes, which may wait on the cross-process lock, run on a short-lived
-//! std thread so the kernel's executor never blocks on `flock`.
+//! [`keel_plugin_api::services::credentials`]. The layers live in [`store`], the environment
+//! layer (held values, variables taken out of keel's environment) in [`env_layer`], the
+//! managed file (lock, atomic patch, 0600) in [`file`], `.env` parsing in [`dotenv`]. Reads
+//! run inline (a few small files); writes, which may wait on the cross-process lock, run on a
+//! short-lived std thread so the kernel's executor never blocks on `flock`.
+//!
+//! Every value `resolve` returns is first registered with `keel.firewall` (looked up per call,
+//! an optional requirement that orders the firewall's activation first), so the firewall
+//! scrubs it from everything bound for the model, a log, a session or the terminal (issue 10
+//! item 2). A direct call rather than an event: the value goes to the one row that must hold
+//! it, the caller learns whether it is guarded (a firewall that cannot register it gets the
+//! value withheld, `CREDENTIAL_UNGUARDED`), and a re-activated firewall learns it again at the
+//! next request, since registering a known pair is a no-op.
 
 pub mod dotenv;
+pub mod env_layer;
 pub mod file;
 pub mod store;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::credentials::{Credentials, Source};
+use keel_plugin_api::services::credentials::{CREDENTIAL_UNGUARDED, Credentials, Source};
+use keel_plugin_api::services::firewall::{Firewall, register_credential};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -82,15 +94,50 @@ async fn off_executor(work: impl FnOnce() -> Result<()> + Send + 'static) -> Res
         .map_err(|_| Error::new("CREDENTIALS_IO", "the credentials writer thread died"))?
 }
 
+/// Fetches the loaded firewall's handle, or `None` when no firewall row is loaded.
+pub type FirewallLookup = Arc<dyn Fn() -> Option<CallHandle> + Send + Sync>;
+
+/// Registers a resolved value with the firewall, when one is loaded.
+///
+/// # Errors
+/// `CREDENTIAL_UNGUARDED` naming the reference and the firewall's error (never the value).
+async fn guard(firewall: &FirewallLookup, reference: &str, value: &str) -> Result<()> {
+    let Some(handle) = firewall() else {
+        return Ok(());
+    };
+    register_credential(&handle, reference, value)
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            Error::new(
+                CREDENTIAL_UNGUARDED,
+                format!(
+                    "{reference} was found but withheld: the firewall could not register it for \
+                     scrubbing ([{}] {})",
+                    e.code, e.message
+                ),
+            )
+        })
+}
+
 /// One `keel.credentials` call. Public so tests drive the service exactly as callers do.
 ///
 /// # Errors
-/// `INVALID_ARGS`, `UNKNOWN_METHOD`, and the codes of the [`Store`] methods.
-pub async fn serve(store: Store, method: String, args: Value) -> Result<Value> {
+/// `INVALID_ARGS`, `UNKNOWN_METHOD`, `CREDENTIAL_UNGUARDED`, and the codes of the [`Store`]
+/// methods.
+pub async fn serve(
+    store: Store,
+    firewall: FirewallLookup,
+    method: String,
+    args: Value,
+) -> Result<Value> {
     match method.as_str() {
         "resolve" => {
             let a: RefArgs = parse(&method, args)?;
             let found = store.resolve(&a.reference, a.cwd.as_deref())?;
+            if let Some((value, _)) = &found {
+                guard(&firewall, &a.reference, value).await?;
+            }
             let (value, source) = found.map_or((None, None), |(v, s)| (Some(v), Some(s)));
             Ok(json!({ "value": value, "source": source_json(source)? }))
         }
@@ -139,6 +186,7 @@ impl Plugin for CredentialsPlugin {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("credentials: layered references (env > credentials.toml > .env)")
             .provides::<Credentials>()
+            .optional::<Firewall>()
             .guard_row()
             .config_schema(json!({
                 "type": "object",
@@ -148,9 +196,20 @@ impl Plugin for CredentialsPlugin {
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
+        // Issue 10 item 4: no credential stays in keel's environment (or `/proc/<pid>/environ`).
+        let held = env_layer::hold();
+        if !held.is_empty() {
+            tracing::debug!(?held, "credentials: taken out of the process environment");
+        }
         let store = Store::new(ctx.keel_home()?);
+        let firewall: FirewallLookup = Arc::new(move || {
+            ctx.get_service::<Firewall>()
+                .ok()
+                .flatten()
+                .map(|h| (*h).clone())
+        });
         ctx.provide::<Credentials>(CallHandle::new(move |method, args| {
-            serve(store.clone(), method, args)
+            serve(store.clone(), Arc::clone(&firewall), method, args)
         }))?;
         Ok(())
     }
@@ -164,7 +223,62 @@ mod tests {
     use futures::executor::block_on;
 
     fn call(store: &Store, method: &str, args: Value) -> Result<Value> {
-        block_on(serve(store.clone(), method.into(), args))
+        block_on(serve(store.clone(), Arc::new(|| None), method.into(), args))
+    }
+
+    /// A stand-in firewall that records registrations, or refuses them.
+    fn firewall(seen: Arc<std::sync::Mutex<Vec<Value>>>, refuse: bool) -> FirewallLookup {
+        let handle = CallHandle::new(move |method, args| {
+            let seen = Arc::clone(&seen);
+            async move {
+                assert_eq!(method, "register_credential");
+                if refuse {
+                    return Err(Error::new("SECRETS_CORRUPT", "cannot build the scrubber"));
+                }
+                seen.lock().unwrap().push(args);
+                Ok(json!({"added": true}))
+            }
+        });
+        Arc::new(move || Some(handle.clone()))
+    }
+
+    /// Issue 10 item 2: every value `resolve` hands out was registered with the firewall
+    /// first; a firewall that cannot take it gets the value withheld.
+    #[test]
+    fn sec01_resolve_registers_the_value_with_the_firewall_first() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::new(home.path().to_path_buf());
+        let r = "KEEL_CRED_GUARD_TEST_REF";
+        call(&store, "set", json!({"ref": r, "value": "sk-guarded-1"})).unwrap();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let fw = firewall(Arc::clone(&seen), false);
+        let resolve = |fw: &FirewallLookup| {
+            block_on(serve(
+                store.clone(),
+                Arc::clone(fw),
+                "resolve".into(),
+                json!({"ref": r}),
+            ))
+        };
+        assert_eq!(resolve(&fw).unwrap()["value"], "sk-guarded-1");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [json!({"ref": r, "value": "sk-guarded-1"})]
+        );
+        // Nothing found: nothing to register.
+        let unset = json!({"ref": "KEEL_CRED_GUARD_TEST_UNSET"});
+        block_on(serve(
+            store.clone(),
+            Arc::clone(&fw),
+            "resolve".into(),
+            unset,
+        ))
+        .unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        let e = resolve(&firewall(seen, true)).unwrap_err();
+        assert_eq!(e.code, CREDENTIAL_UNGUARDED);
+        assert!(e.message.contains(r) && e.message.contains("SECRETS_CORRUPT"));
+        assert!(!e.message.contains("sk-guarded-1"));
     }
 
     #[test]

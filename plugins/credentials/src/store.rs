@@ -1,11 +1,12 @@
 //! The layered lookup (requirements B13, SEC-07…SEC-09): process environment (read-only, wins)
 //! > `$KEEL_HOME/credentials.toml` > `<cwd>/.env` > `$KEEL_HOME/.env`, first non-empty wins.
 //!
-//! Every call reads the layers afresh (no cache: a rotated value applies to the next
+//! Every call reads the file layers afresh (no cache: a rotated value applies to the next
 //! operation), and a layer is only read when the ones above it had no value, so a malformed
-//! lower layer does not break a reference defined higher up. Nothing here writes the process
-//! environment (SEC-09). The environment lookup is injectable so tests need not mutate the
-//! real environment (which is `unsafe` in Rust 2024).
+//! lower layer does not break a reference defined higher up. Nothing here writes a value into
+//! the process environment (SEC-09); the environment layer is [`env_layer`], which takes a
+//! resolved variable *out* of it. The environment lookups are injectable so tests need not
+//! mutate the real environment (which is `unsafe` in Rust 2024).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use keel_plugin_api::services::credentials::{
     CREDENTIAL_SHADOWED, Description, INVALID_REFERENCE, Source, is_valid_reference,
 };
 
-use crate::{dotenv, file};
+use crate::{dotenv, env_layer, file};
 
 /// Reads one environment variable: `Some` only for a non-empty UTF-8 value.
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -24,7 +25,10 @@ pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 #[derive(Clone)]
 pub struct Store {
     home: PathBuf,
+    /// Reads the environment layer (`describe`, `set`, `list`).
     env: EnvLookup,
+    /// Reads it for `resolve`, taking a found variable out of the environment.
+    take_env: EnvLookup,
 }
 
 impl std::fmt::Debug for Store {
@@ -49,17 +53,22 @@ pub fn check_reference(reference: &str) -> Result<(), Error> {
 }
 
 impl Store {
-    /// Layers under `home`, reading the real process environment.
+    /// Layers under `home` over the real process environment ([`env_layer`]).
     pub fn new(home: PathBuf) -> Self {
-        Self::with_env(
+        Store {
             home,
-            Arc::new(|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty())),
-        )
+            env: Arc::new(env_layer::peek),
+            take_env: Arc::new(env_layer::take),
+        }
     }
 
     /// Layers under `home` with an injected environment (tests).
     pub fn with_env(home: PathBuf, env: EnvLookup) -> Self {
-        Store { home, env }
+        Store {
+            home,
+            take_env: Arc::clone(&env),
+            env,
+        }
     }
 
     /// `$KEEL_HOME/credentials.toml`.
@@ -74,7 +83,8 @@ impl Store {
         }
     }
 
-    /// The winning value and its layer, or `None`.
+    /// The winning value and its layer, or `None`. A value from the environment is taken
+    /// out of it ([`env_layer::take`]).
     ///
     /// # Errors
     /// `INVALID_REFERENCE`; `CREDENTIALS_FILE` when a layer that had to be read is malformed.
@@ -83,8 +93,17 @@ impl Store {
         reference: &str,
         cwd: Option<&Path>,
     ) -> Result<Option<(String, Source)>, Error> {
+        self.lookup(reference, cwd, &self.take_env)
+    }
+
+    fn lookup(
+        &self,
+        reference: &str,
+        cwd: Option<&Path>,
+        env: &EnvLookup,
+    ) -> Result<Option<(String, Source)>, Error> {
         check_reference(reference)?;
-        if let Some(v) = (self.env)(reference) {
+        if let Some(v) = env(reference) {
             return Ok(Some((v, Source::Env)));
         }
         if let Some(v) = file::read(&self.file_path())?
@@ -107,7 +126,7 @@ impl Store {
     /// # Errors
     /// As [`Store::resolve`].
     pub fn describe(&self, reference: &str, cwd: Option<&Path>) -> Result<Description, Error> {
-        let source = self.resolve(reference, cwd)?.map(|(_, s)| s);
+        let source = self.lookup(reference, cwd, &self.env)?.map(|(_, s)| s);
         Ok(Description {
             configured: source.is_some(),
             source,
@@ -187,7 +206,7 @@ impl Store {
         }
         let mut out = Vec::new();
         for name in names {
-            if let Some((_, source)) = self.resolve(&name, cwd)? {
+            if let Some((_, source)) = self.lookup(&name, cwd, &self.env)? {
                 out.push((name, source));
             }
         }

@@ -50,6 +50,9 @@ pub mod codes {
     pub const SECRETS_CORRUPT: &str = "SECRETS_CORRUPT";
     /// The master key is sealed with a passphrase that is missing or wrong.
     pub const SECRETS_LOCKED: &str = "SECRETS_LOCKED";
+    /// An alias stands where its value cannot reach (the body of a quoted heredoc in a
+    /// `shell` command): the call did not run.
+    pub const SECRET_UNFILLABLE: &str = "SECRET_UNFILLABLE";
     /// Bad arguments to a service method or command.
     pub const FIREWALL_ARGS: &str = "FIREWALL_ARGS";
     /// A bad pattern in the row config.

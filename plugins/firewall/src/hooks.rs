@@ -2,7 +2,9 @@
 //! (the SDK wiring is in `lib.rs`):
 //!
 //! - inbound (SEC-02): [`fill_args`] fills aliases in `tools/execute`'s parsed `args` (the
-//!   logged `arguments` text keeps the aliases);
+//!   logged `arguments` text keeps the aliases): as text, except in bash source
+//!   ([`script_arg`]), where each becomes a quoted expansion of a variable handed over as a
+//!   [`SecretEnv`] ([`crate::bash`], issue 10 item 9);
 //! - outbound (SEC-03): [`scrub_json_text`] scrubs the body's whole `ToolResult` (content *and*
 //!   meta) on its way out of `tools/execute`; [`scrub_post_decision`] makes the
 //!   `tools/post-execute` decision carry scrubbed content (the decision can replace only
@@ -12,8 +14,11 @@
 
 use keel_plugin_api::events::Json;
 use keel_plugin_api::services::prompt::PromptSection;
+use keel_plugin_api::services::secret_env::{SECRET_ENV_ARG, SecretEnv, SecretEnvName, script_arg};
 use serde_json::{Value, json};
 
+use crate::bash;
+use crate::store::alias;
 use crate::vault::Vault;
 
 /// Id of the prompt section listing the aliases.
@@ -31,21 +36,72 @@ fn text(value: &Value) -> Json {
     }
 }
 
-/// The parsed arguments with aliases filled, or `None` when nothing changed (or they are not
-/// JSON, which the pipeline reports itself).
-pub fn fill_args(vault: &Vault, args: &Json) -> Option<Json> {
-    // Nothing stored, nothing to fill: no parse on the hot path.
-    if vault.is_empty() {
-        return None;
+/// What the inbound fill made of a call's arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filled {
+    /// Nothing to fill (or not JSON, which the pipeline reports itself).
+    Unchanged,
+    /// The arguments to run with.
+    Args(Json),
+    /// An alias stands where no value can reach (a quoted heredoc): the call must not run.
+    Refused(String),
+}
+
+/// The parsed arguments of a call of `tool` with aliases filled: as text, except in the
+/// tool's bash source, where each becomes `"${sec_NAME}"` (as its quoting needs) and the
+/// values travel under [`SECRET_ENV_ARG`]. A reserved argument the model wrote is dropped.
+pub fn fill_args(vault: &Vault, tool: &str, args: &Json) -> Filled {
+    // Neither an alias nor the reserved key can be spelled without one of these (a JSON
+    // string spells a letter otherwise only as `\u…`): no parse on the hot path.
+    let raw = args.text.as_str();
+    let reserved = raw.contains(SECRET_ENV_ARG) || raw.contains("\\u");
+    if !reserved && (vault.is_empty() || !raw.contains("sec_")) {
+        return Filled::Unchanged;
     }
-    let mut v = parse(args)?;
-    vault.fill_json(&mut v).then(|| text(&v))
+    let Some(mut v) = parse(args) else {
+        return Filled::Unchanged;
+    };
+    let Some(obj) = v.as_object_mut() else {
+        return Filled::Unchanged;
+    };
+    let mut changed = obj.remove(SECRET_ENV_ARG).is_some();
+    let mut env = SecretEnv::default();
+    let script = script_arg(tool);
+    for (key, value) in obj.iter_mut() {
+        match value {
+            Value::String(source) if Some(key.as_str()) == script => {
+                match bash::rewrite(source, |name| vault.secret(name).is_some()) {
+                    Err(refusal) => return Filled::Refused(refusal.to_string()),
+                    Ok(None) => {}
+                    Ok(Some(rewritten)) => {
+                        for name in &rewritten.names {
+                            let (Ok(var), Some(secret)) =
+                                (SecretEnvName::new(&alias(name)), vault.secret(name))
+                            else {
+                                continue;
+                            };
+                            env.insert(var, secret.to_owned());
+                        }
+                        *source = rewritten.command;
+                        changed = true;
+                    }
+                }
+            }
+            other => changed |= vault.fill_json(other),
+        }
+    }
+    env.put(&mut v);
+    if changed {
+        Filled::Args(text(&v))
+    } else {
+        Filled::Unchanged
+    }
 }
 
 /// A JSON document with every string scrubbed, or `None` when nothing changed. A document
 /// that is not JSON is scrubbed as text.
 pub fn scrub_json_text(vault: &Vault, doc: &Json) -> Option<Json> {
-    if vault.is_empty() {
+    if !vault.may_occur_in_json(doc.text.as_str()) {
         return None;
     }
     match parse(doc) {
@@ -100,8 +156,8 @@ pub fn scrub_post_decision(
 
 /// The `LlmRequest` with `system` and `messages` scrubbed, or `None` when nothing changed.
 pub fn scrub_request(vault: &Vault, request: &Json) -> Option<Json> {
-    // The request holds the whole history: with nothing stored, it is not parsed at all.
-    if vault.is_empty() {
+    // The request holds the whole history: unless a value may be in it, it is not parsed.
+    if !vault.may_occur_in_json(request.text.as_str()) {
         return None;
     }
     let mut v = parse(request)?;
@@ -167,21 +223,73 @@ mod tests {
         parse(j).unwrap()
     }
 
+    fn filled(f: Filled) -> Value {
+        match f {
+            Filled::Args(a) => val(&a),
+            other => panic!("expected filled arguments, got {other:?}"),
+        }
+    }
+
     #[test]
     fn sec02_inbound_fill_reaches_the_parsed_args() {
         let v = vault();
-        let filled = fill_args(&v, &j(json!({"command": "curl -H 'X: sec_KEY'"}))).unwrap();
-        assert_eq!(val(&filled)["command"], "curl -H 'X: sk-live-123'");
-        assert!(fill_args(&v, &j(json!({"command": "ls"}))).is_none());
-        assert!(
-            fill_args(
-                &v,
-                &Json {
-                    text: "not json".into()
-                }
-            )
-            .is_none()
+        let args = j(json!({"path": "k/sec_KEY", "content": "token: sec_KEY"}));
+        assert_eq!(
+            filled(fill_args(&v, "write_file", &args)),
+            json!({"path": "k/sk-live-123", "content": "token: sk-live-123"})
         );
+        assert_eq!(
+            fill_args(&v, "shell", &j(json!({"command": "ls"}))),
+            Filled::Unchanged
+        );
+        let not_json = Json {
+            text: "not json".into(),
+        };
+        assert_eq!(fill_args(&v, "shell", &not_json), Filled::Unchanged);
+    }
+
+    /// Issue 10 item 9: in `shell`'s command the alias becomes a quoted expansion and the
+    /// value travels as a typed variable; other arguments of the call still get text.
+    #[test]
+    fn sec02_shell_commands_get_expansions_and_the_values_as_variables() {
+        let v = vault();
+        let args = j(json!({"command": "curl -H 'X: sec_KEY' \"sec_KEY\"", "workdir": "sec_KEY"}));
+        let out = filled(fill_args(&v, "shell", &args));
+        assert_eq!(
+            out,
+            json!({
+                "command": "curl -H 'X: '\"${sec_KEY}\"'' \"${sec_KEY}\"",
+                "workdir": "sk-live-123",
+                SECRET_ENV_ARG: {"sec_KEY": "sk-live-123"}
+            })
+        );
+        let refused = fill_args(&v, "shell", &j(json!({"command": "cat <<'E'\nsec_KEY\nE"})));
+        assert!(
+            matches!(&refused, Filled::Refused(m)
+                if m.contains("sec_KEY") && !m.contains("sk-live")),
+            "{refused:?}"
+        );
+    }
+
+    /// A reserved argument the model wrote never reaches the tool, with or without secrets,
+    /// however it is spelled.
+    #[test]
+    fn sec02_a_model_written_secret_env_is_dropped() {
+        let empty = Vault::new(BTreeMap::new()).unwrap();
+        for v in [vault(), empty] {
+            let args = j(json!({"command": "ls", SECRET_ENV_ARG: {"sec_X": "mine"}}));
+            assert_eq!(
+                filled(fill_args(&v, "shell", &args)),
+                json!({"command": "ls"})
+            );
+            let escaped = Json {
+                text: r#"{"command":"ls","keel\u005fsecret_env":{"sec_X":"m"}}"#.into(),
+            };
+            assert_eq!(
+                filled(fill_args(&v, "shell", &escaped)),
+                json!({"command": "ls"})
+            );
+        }
     }
 
     #[test]

@@ -1,17 +1,20 @@
 //! `firewall`: the secret firewall of requirements SEC-01…SEC-06 (ARCHITECTURE §9). Secrets
 //! live encrypted in `$KEEL_HOME/secrets` ([`store`], [`codec`]); the model only sees aliases
-//! `sec_NAME`; values are filled into tool arguments inside `tools/execute` ([`fill`]) and
-//! scrubbed, with their simple encodings, from everything going back to the model
-//! ([`scrub`], [`hooks`]). The policy facts (`keel.firewall`: `check_tool`, `check_path`,
-//! `check_network`, `scan_content`) are owned by this row's config ([`policy`]) and called by
-//! this plugin's own `tools/guard` listener on every real call ([`guard`]). `keel secrets`
-//! is served here too ([`commands`]).
+//! `sec_NAME`; values are filled into tool arguments inside `tools/execute` ([`fill`]; in
+//! bash source as quoted expansions of variables, [`bash`]) and scrubbed, with their simple
+//! encodings, from everything going back to the model ([`scrub`], [`hooks`]). The
+//! credentials keel resolves are registered here (`register_credential`) and scrubbed the
+//! same way, never filled ([`vault`]). The policy facts (`keel.firewall`: `check_tool`,
+//! `check_path`, `check_network`, `scan_content`) are owned by this row's config
+//! ([`policy`]) and called by this plugin's own `tools/guard` listener on every real call
+//! ([`guard`]). `keel secrets` is served here too ([`commands`]).
 //!
 //! This file is the SDK adapter: manifest, row config, listener registration, services.
 //! Listener orders: `tools/execute` −500 (after the checkpoint at −1000, so the flush happens
 //! before any value exists in the arguments), `tools/post-execute` −500, `llm/stream` −500,
 //! `tools/guard` −500, `system-prompt/assemble` 0. Tracing names aliases only.
 
+pub mod bash;
 pub mod codec;
 pub mod commands;
 pub mod custody;
@@ -35,8 +38,10 @@ use keel_plugin_api::events::tools::{Execute, Guard, PostExecute};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::command::{CommandInvocation, CommandOutcome, SecretsCommand};
 use keel_plugin_api::services::firewall::{
-    CheckNetwork, CheckPath, CheckTool, Findings, Firewall as FirewallService, ScanContent,
+    CheckNetwork, CheckPath, CheckTool, Findings, Firewall as FirewallService, FirewallMethod,
+    RegisterCredential, Registered, ScanContent,
 };
+use keel_plugin_api::services::tools::ToolResult;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -81,36 +86,46 @@ fn schema() -> Value {
 }
 
 /// Serves `keel.firewall`.
-fn facts(policy: &Policy, vault: &SharedVault, method: &str, args: Value) -> Result<Value> {
+fn facts(
+    ctx: Context,
+    policy: &Policy,
+    vault: &SharedVault,
+    method: &str,
+    args: Value,
+) -> Result<Value> {
+    let method = FirewallMethod::parse(method)?;
     let bad = |e: serde_json::Error| {
         Error::from(FirewallError::new(
             codes::FIREWALL_ARGS,
-            format!("{method}: {e}"),
+            format!("{}: {e}", method.as_str()),
         ))
     };
     let verdict = match method {
-        "check_tool" => {
+        FirewallMethod::CheckTool => {
             let a: CheckTool = serde_json::from_value(args).map_err(bad)?;
             policy.check_tool(&a.name)
         }
-        "check_path" => {
+        FirewallMethod::CheckPath => {
             let a: CheckPath = serde_json::from_value(args).map_err(bad)?;
             policy.check_path(&a.path, a.access)
         }
-        "check_network" => {
+        FirewallMethod::CheckNetwork => {
             let a: CheckNetwork = serde_json::from_value(args).map_err(bad)?;
             policy.check_network(&a.host)
         }
-        "scan_content" => {
+        FirewallMethod::ScanContent => {
             let a: ScanContent = serde_json::from_value(args).map_err(bad)?;
             let findings = vault.snapshot().findings(&a.text);
             return Ok(serde_json::to_value(Findings { findings })?);
         }
-        other => {
-            return Err(Error::new(
-                "UNKNOWN_METHOD",
-                format!("keel.firewall has no method '{other}'"),
-            ));
+        FirewallMethod::RegisterCredential => {
+            // serde's message names the field, never a value it accepted.
+            let a: RegisterCredential = serde_json::from_value(args).map_err(bad)?;
+            let added = vault.register_credential(&a.reference, &a.value)?;
+            if added {
+                publish_redactions(ctx, vault);
+            }
+            return Ok(serde_json::to_value(Registered { added })?);
         }
     };
     Ok(serde_json::to_value(verdict)?)
@@ -221,7 +236,7 @@ impl Plugin for FirewallPlugin {
 
         let (p, v) = (policy.clone(), vault.clone());
         ctx.provide::<FirewallService>(CallHandle::new(move |method, args| {
-            let r = facts(&p, &v, &method, args);
+            let r = facts(ctx, &p, &v, &method, args);
             async move { r }
         }))?;
         let v = vault.clone();
@@ -259,11 +274,22 @@ impl Plugin for FirewallPlugin {
             ListenerOptions::order(ORDER),
             move |mut exec, next| {
                 let vault = v.snapshot();
-                if let Some(filled) = hooks::fill_args(&vault, &exec.args) {
-                    tracing::debug!(tool = exec.name.as_str(), "firewall: aliases filled");
-                    exec.args = filled;
-                }
+                let refused = match hooks::fill_args(&vault, exec.name.as_str(), &exec.args) {
+                    hooks::Filled::Unchanged => None,
+                    hooks::Filled::Args(filled) => {
+                        tracing::debug!(tool = exec.name.as_str(), "firewall: aliases filled");
+                        exec.args = filled;
+                        None
+                    }
+                    // The body never runs: the message names the alias, never its value.
+                    hooks::Filled::Refused(why) => {
+                        Some(ToolResult::error(codes::SECRET_UNFILLABLE, why))
+                    }
+                };
                 async move {
+                    if let Some(result) = refused {
+                        return Json::of(&result);
+                    }
                     let result = next.run(exec).await?;
                     Ok(hooks::scrub_json_text(&vault, &result).unwrap_or(result))
                 }
@@ -275,8 +301,8 @@ impl Plugin for FirewallPlugin {
             ListenerOptions::order(ORDER),
             move |mut outcome, next| {
                 let vault = v.snapshot();
-                // Nothing stored: nothing to scrub, and no result or decision is parsed.
-                let empty = vault.is_empty();
+                // Nothing to scrub: no result or decision is parsed.
+                let empty = vault.scrubs_nothing();
                 let original = (!empty)
                     .then(|| hooks::result_content(&outcome.result))
                     .flatten();

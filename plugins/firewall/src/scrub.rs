@@ -1,14 +1,18 @@
 //! The outbound scrub (requirements SEC-01, SEC-03): every secret value, and its simple
-//! encodings, becomes its alias in text bound for the model or the log. The encodings are the
-//! ones a tool's output plausibly carries: standard and URL-safe base64 with and without
+//! encodings, becomes its alias in text bound for the model or the log; a registered
+//! credential's value becomes its `[credential REF]` marker the same way. The encodings are
+//! the ones a tool's output plausibly carries: standard and URL-safe base64 with and without
 //! padding (of the value, and of the value plus a newline, as `echo $X | base64` prints),
+//! the value's base64 inside a longer input at each of the three alignments ([`base64_cores`]),
 //! percent-encoding (unreserved or `encodeURIComponent` sets, upper- and lower-case hex, `+`
 //! for spaces) and hex (lower and upper case). All patterns are replaced in one
 //! leftmost-longest pass, so a replacement is never re-scanned.
 //!
 //! Limits: values shorter than [`MIN_SCRUB_LEN`] bytes are not scrubbed (they would match
-//! everywhere); base64 is matched at the value's own alignment only, so a value embedded in a
-//! longer base64 blob (`user:pass` in a Basic header) is not found.
+//! everywhere), and a value's base64 inside a longer input only when its alignment-free core
+//! has at least [`MIN_BASE64_CORE`] characters (values of 7 bytes or more). The core leaves
+//! the one or two characters at each end that mix the value's edge bits with its unknown
+//! neighbours: at most 4 bits of its first byte and 4 of its last stay in the text.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -51,6 +55,39 @@ fn percent(value: &str, keep: &[u8], upper: bool, plus_for_space: bool) -> Strin
     out
 }
 
+/// The shortest alignment-free base64 core that is scrubbed, in characters: 48 bits, so a
+/// core never matches by chance in ordinary text.
+pub const MIN_BASE64_CORE: usize = 8;
+
+/// The base64 of `value` wherever it sits in a longer input (`printf 'x%s' "$V" | base64`):
+/// for each alignment (0, 1 or 2 bytes before it, modulo 3) the run of characters that
+/// depends on the value's bits alone, whatever its neighbours are, in the standard and the
+/// URL-safe alphabet (no padding: the run never reaches the end). Character `j` of an encoding
+/// covers bits `6j..6j+6` of the input, so with `k` bytes before the value it is the value's
+/// own when `8k <= 6j` and `6j + 6 <= 8(k + len)`. Runs shorter than [`MIN_BASE64_CORE`] are
+/// left out.
+pub fn base64_cores(value: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in 0..3 {
+        // Zero neighbours: the run's characters do not depend on them.
+        let mut input = vec![0u8; k];
+        input.extend_from_slice(value);
+        input.extend_from_slice(&[0, 0]);
+        let encoded = STANDARD_NO_PAD.encode(&input);
+        let first = (8 * k).div_ceil(6);
+        let end = 8 * (k + value.len()) / 6;
+        if end < first + MIN_BASE64_CORE {
+            continue;
+        }
+        let Some(core) = encoded.get(first..end) else {
+            continue;
+        };
+        out.push(core.replace('+', "-").replace('/', "_"));
+        out.push(core.to_owned());
+    }
+    out
+}
+
 /// The raw value and the encoded forms that are scrubbed (deduplicated; empty for a value
 /// shorter than [`MIN_SCRUB_LEN`]).
 pub fn encodings(value: &str) -> Vec<String> {
@@ -64,6 +101,7 @@ pub fn encodings(value: &str) -> Vec<String> {
             out.push(engine.encode(bytes));
         }
     }
+    out.extend(base64_cores(value.as_bytes()));
     for upper in [true, false] {
         out.push(percent(value, b"-._~", upper, false));
         out.push(percent(value, b"-._~!*'()", upper, false));
@@ -75,11 +113,35 @@ pub fn encodings(value: &str) -> Vec<String> {
     out
 }
 
-/// Replaces secret values with their aliases.
+/// `text` as it appears between the quotes of a JSON string (serde_json's escaping).
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::Value::String(text.to_owned()).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
+}
+
+fn build(patterns: &[String]) -> Result<Option<AhoCorasick>, FirewallError> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostLongest)
+        .build(patterns)
+        .map(Some)
+        .map_err(|e| {
+            FirewallError::new(
+                codes::SECRETS_CORRUPT,
+                format!("cannot build the scrubber: {e}"),
+            )
+        })
+}
+
+/// Replaces secret values with their aliases (credential values with their markers).
 pub struct Scrubber {
     matcher: Option<AhoCorasick>,
     /// Alias of each pattern, by pattern index.
     aliases: Vec<String>,
+    /// The patterns as they appear inside a JSON string ([`Scrubber::may_occur_in_json`]).
+    in_json: Option<AhoCorasick>,
 }
 
 impl std::fmt::Debug for Scrubber {
@@ -91,35 +153,47 @@ impl std::fmt::Debug for Scrubber {
 }
 
 impl Scrubber {
-    /// A scrubber for `secrets`.
+    /// A scrubber for `secrets`, each value replaced by its alias.
     ///
     /// # Errors
     /// `SECRETS_CORRUPT` if the matcher cannot be built (pathological sizes).
     pub fn new(secrets: &BTreeMap<String, SecretValue>) -> Result<Self, FirewallError> {
+        Self::from_entries(secrets.iter().map(|(name, v)| (v.expose(), alias(name))))
+    }
+
+    /// A scrubber replacing each `(value, replacement)`'s value and its encodings.
+    ///
+    /// # Errors
+    /// `SECRETS_CORRUPT` if the matcher cannot be built (pathological sizes).
+    pub fn from_entries<'v>(
+        entries: impl IntoIterator<Item = (&'v str, String)>,
+    ) -> Result<Self, FirewallError> {
         let mut patterns = Vec::new();
         let mut aliases = Vec::new();
-        for (name, value) in secrets {
-            for e in encodings(value.expose()) {
+        for (value, replacement) in entries {
+            for e in encodings(value) {
                 patterns.push(e);
-                aliases.push(alias(name));
+                aliases.push(replacement.clone());
             }
         }
-        let matcher = if patterns.is_empty() {
-            None
-        } else {
-            Some(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .build(&patterns)
-                    .map_err(|e| {
-                        FirewallError::new(
-                            codes::SECRETS_CORRUPT,
-                            format!("cannot build the scrubber: {e}"),
-                        )
-                    })?,
-            )
+        let in_json: Vec<String> = patterns.iter().map(|p| json_escaped(p)).collect();
+        Ok(Scrubber {
+            matcher: build(&patterns)?,
+            aliases,
+            in_json: build(&in_json)?,
+        })
+    }
+
+    /// Whether a value may occur in a string of the JSON document `text`: `false` only when
+    /// it certainly does not, so the hooks skip parsing a document (a model request holds the
+    /// whole history) that has nothing to scrub. Sound for any JSON: without a `\u` or `\/`
+    /// escape in `text`, every character of a string has one spelling (serde_json's), so a
+    /// value in a string means its escaped form in the text.
+    pub fn may_occur_in_json(&self, text: &str) -> bool {
+        let Some(m) = self.in_json.as_ref() else {
+            return false;
         };
-        Ok(Scrubber { matcher, aliases })
+        text.contains("\\u") || text.contains("\\/") || m.is_match(text)
     }
 
     /// `text` with every occurrence replaced by its alias, or `None` when nothing matched.
@@ -141,7 +215,7 @@ impl Scrubber {
         Some(out)
     }
 
-    /// The aliases of the secrets found in `text`.
+    /// The aliases (and credential markers) of the values found in `text`.
     pub fn findings(&self, text: &str) -> BTreeSet<String> {
         let Some(m) = self.matcher.as_ref() else {
             return BTreeSet::new();
@@ -194,6 +268,52 @@ mod tests {
         assert_ne!(STANDARD.encode(VALUE), URL_SAFE.encode(VALUE));
     }
 
+    /// Issue 10 item 5: `printf 'x%s' "$V" | base64` and `printf 'xy%s' "$V" | base64` put the
+    /// value at another alignment; every alignment, both alphabets, padded or not, with
+    /// anything after it, is scrubbed, and what is left cannot give the value back.
+    #[test]
+    fn sec03_base64_at_every_alignment_in_both_alphabets_is_scrubbed() {
+        let s = scrubber();
+        for prefix in ["", "x", "xy", "xyz", "four"] {
+            for suffix in ["", "\n", "!", "\r\ntail bytes"] {
+                let input = format!("{prefix}{VALUE}{suffix}");
+                for engine in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD] {
+                    let encoded = engine.encode(&input);
+                    let out = s
+                        .scrub(&format!("out: {encoded} end"))
+                        .unwrap_or_else(|| panic!("{prefix:?}+{suffix:?}: {encoded}"));
+                    assert!(out.contains("sec_TOKEN"), "{out}");
+                    // Only the neighbours' characters and at most two per edge remain.
+                    let left = out.replace("sec_TOKEN", "").len() - "out:  end".len();
+                    let around = (prefix.len() + suffix.len()).div_ceil(3) * 4 + 4 + 2;
+                    assert!(left <= around, "{prefix:?}+{suffix:?}: {out}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn base64_cores_need_eight_characters_and_differ_per_alignment() {
+        // 6 bytes: only the aligned core is long enough.
+        assert_eq!(base64_cores(b"abcdef"), ["YWJjZGVm", "YWJjZGVm"]);
+        // 7 bytes: every alignment.
+        let cores = base64_cores(b"abcdefg");
+        assert_eq!(cores.len(), 6);
+        for (k, pair) in cores.chunks(2).enumerate() {
+            let input = [&b"\x01\x02"[..k], b"abcdefg"].concat();
+            assert!(STANDARD.encode(&input).contains(&pair[1]), "alignment {k}");
+            assert!(pair[1].len() >= MIN_BASE64_CORE);
+        }
+        assert!(base64_cores(b"abcd").is_empty());
+        // The URL-safe core differs where the alphabets do.
+        let cores = base64_cores(&[0xfb; 9]);
+        assert!(
+            cores[1].contains('+') || cores[1].contains('/'),
+            "{cores:?}"
+        );
+        assert!(!cores[0].contains('+') && !cores[0].contains('/'));
+    }
+
     #[test]
     fn sec03_percent_encoded_forms_are_scrubbed() {
         check("p%40ss%20w%2Frd%2BK3y%3F%3F%3F");
@@ -216,6 +336,27 @@ mod tests {
         assert_eq!(out, "sec_LONG and 123");
         assert!(encodings("abc").is_empty());
         assert_eq!(encodings("abcd")[0], "abcd");
+    }
+
+    #[test]
+    fn the_json_prefilter_never_misses_a_value_in_a_string() {
+        let s = scrubber();
+        let quoted = "a \"quoted\" value\twith\\escapes";
+        let q = Scrubber::from_entries([(quoted, "sec_Q".to_owned())]).unwrap();
+        let doc = serde_json::json!({"m": [format!("x {quoted} y")]}).to_string();
+        assert!(!doc.contains(quoted), "the raw form is not in the text");
+        assert!(q.may_occur_in_json(&doc));
+        assert!(s.may_occur_in_json(&serde_json::json!({"c": VALUE}).to_string()));
+        assert!(
+            s.may_occur_in_json(r#"{"c": "p\u0040ss"}"#),
+            "\\u: parse to be sure"
+        );
+        assert!(!s.may_occur_in_json(r#"{"c": "clean", "d": "line\n"}"#));
+        assert!(
+            !Scrubber::new(&BTreeMap::new())
+                .unwrap()
+                .may_occur_in_json(VALUE)
+        );
     }
 
     #[test]

@@ -1,37 +1,95 @@
 //! The secrets in memory: loaded from the [`SecretStore`] at activation and again whenever
 //! `keel secrets` changes the store in this process. Readers take a cheap snapshot
 //! ([`Arc<Vault>`]) so a reload never races a fill or a scrub half-way.
+//!
+//! Beside the secrets, the credentials keel resolved (issue 10 item 2): scrub-only entries,
+//! registered by the `credentials` row and kept in memory only. They are scrubbed like
+//! secrets but replaced by `[credential REF]`, and the fill never sees them: it looks names up
+//! among the secrets alone, so no alias the model writes can bring a credential into a tool.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
+use keel_plugin_api::services::firewall::credential_marker;
+
 use crate::error::FirewallError;
 use crate::fill::{fill_str, map_strings};
 use crate::scrub::{Scrubber, encodings};
 use crate::store::{SecretStore, SecretValue, alias};
 
-/// One snapshot of the secrets.
+/// Resolved credentials: `(reference, value)` pairs, each once, in registration order.
+pub type Credentials = Vec<(String, SecretValue)>;
+
+/// One snapshot of the secrets and the registered credentials.
 #[derive(Debug)]
 pub struct Vault {
     secrets: BTreeMap<String, SecretValue>,
+    credentials: Credentials,
     scrubber: Scrubber,
 }
 
 impl Vault {
-    /// A vault over `secrets`.
+    /// A vault over `secrets` alone.
     ///
     /// # Errors
     /// As [`Scrubber::new`].
     pub fn new(secrets: BTreeMap<String, SecretValue>) -> Result<Self, FirewallError> {
-        let scrubber = Scrubber::new(&secrets)?;
-        Ok(Vault { secrets, scrubber })
+        Self::with_credentials(secrets, Vec::new())
     }
 
-    /// No secret is stored (the hooks skip their work).
+    /// A vault over `secrets` and the scrub-only `credentials`.
+    ///
+    /// # Errors
+    /// As [`Scrubber::new`].
+    pub fn with_credentials(
+        secrets: BTreeMap<String, SecretValue>,
+        credentials: Credentials,
+    ) -> Result<Self, FirewallError> {
+        let scrubber = Scrubber::from_entries(Self::entries(&secrets, &credentials))?;
+        Ok(Vault {
+            secrets,
+            credentials,
+            scrubber,
+        })
+    }
+
+    /// `(value, replacement)` of everything scrubbed.
+    fn entries<'a>(
+        secrets: &'a BTreeMap<String, SecretValue>,
+        credentials: &'a Credentials,
+    ) -> impl Iterator<Item = (&'a str, String)> {
+        secrets
+            .iter()
+            .map(|(name, v)| (v.expose(), alias(name)))
+            .chain(
+                credentials
+                    .iter()
+                    .map(|(reference, v)| (v.expose(), credential_marker(reference))),
+            )
+    }
+
+    /// No secret is stored: nothing to fill (the inbound hook skips its parse).
     pub fn is_empty(&self) -> bool {
         self.secrets.is_empty()
+    }
+
+    /// Nothing to scrub: no secret and no credential (the outbound hooks skip their parse).
+    pub fn scrubs_nothing(&self) -> bool {
+        self.secrets.is_empty() && self.credentials.is_empty()
+    }
+
+    /// Whether `(reference, value)` is registered.
+    pub fn has_credential(&self, reference: &str, value: &str) -> bool {
+        self.credentials
+            .iter()
+            .any(|(r, v)| r == reference && v.expose() == value)
+    }
+
+    /// The secret value of `name` (the fill; never a credential).
+    pub fn secret(&self, name: &str) -> Option<&str> {
+        self.secrets.get(name).map(SecretValue::expose)
     }
 
     /// Secret names, sorted.
@@ -46,12 +104,18 @@ impl Vault {
 
     /// Inbound: fills aliases in `text`.
     pub fn fill(&self, text: &str) -> Option<String> {
-        fill_str(text, |name| self.secrets.get(name).map(SecretValue::expose))
+        fill_str(text, |name| self.secret(name))
     }
 
     /// Inbound: fills aliases in every string of `value`; true when any changed.
     pub fn fill_json(&self, value: &mut Value) -> bool {
         map_strings(value, &mut |s| self.fill(s))
+    }
+
+    /// Outbound: whether anything may need scrubbing in the JSON document `text` (see
+    /// [`Scrubber::may_occur_in_json`]).
+    pub fn may_occur_in_json(&self, text: &str) -> bool {
+        self.scrubber.may_occur_in_json(text)
     }
 
     /// Outbound: scrubs `text`.
@@ -67,13 +131,11 @@ impl Vault {
     /// `(form, alias)` for every scrubbed form of every value: what the kernel replaces in
     /// tracing lines and printed output (SEC-03).
     pub fn redactions(&self) -> Vec<(String, String)> {
-        self.secrets
-            .iter()
-            .flat_map(|(name, value)| {
-                let alias = alias(name);
-                encodings(value.expose())
+        Self::entries(&self.secrets, &self.credentials)
+            .flat_map(|(value, replacement)| {
+                encodings(value)
                     .into_iter()
-                    .map(move |form| (form, alias.clone()))
+                    .map(move |form| (form, replacement.clone()))
             })
             .collect()
     }
@@ -91,6 +153,9 @@ pub struct SharedVault {
     current: Arc<RwLock<Arc<Vault>>>,
     /// The store file's stamp when `current` was read.
     seen: Arc<std::sync::Mutex<Option<Stamp>>>,
+    /// The registered credentials; held while a new vault is built, so a reload and a
+    /// registration never lose each other's change.
+    credentials: Arc<std::sync::Mutex<Credentials>>,
 }
 
 type Stamp = (u64, u64, std::time::SystemTime);
@@ -107,7 +172,45 @@ impl SharedVault {
             store,
             current: Arc::new(RwLock::new(Arc::new(vault))),
             seen: Arc::new(std::sync::Mutex::new(stamp)),
+            credentials: Arc::new(std::sync::Mutex::new(Vec::new())),
         })
+    }
+
+    fn install(&self, vault: Vault) {
+        let vault = Arc::new(vault);
+        match self.current.write() {
+            Ok(mut g) => *g = vault,
+            Err(poisoned) => *poisoned.into_inner() = vault,
+        }
+    }
+
+    /// Registers a resolved credential as a scrub-only entry (never stored, never filled).
+    /// `true` when the pair is new (the kernel's redactions must follow); a known pair costs
+    /// one lookup.
+    ///
+    /// # Errors
+    /// As [`Scrubber::new`]; the previous snapshot stays in force.
+    pub fn register_credential(&self, reference: &str, value: &str) -> Result<bool, FirewallError> {
+        if self.snapshot().has_credential(reference, value) {
+            return Ok(false);
+        }
+        let mut credentials = self
+            .credentials
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if credentials
+            .iter()
+            .any(|(r, v)| r == reference && v.expose() == value)
+        {
+            return Ok(false);
+        }
+        let mut next = credentials.clone();
+        next.push((reference.to_owned(), SecretValue::new(value)));
+        let secrets = self.snapshot().secrets.clone();
+        self.install(Vault::with_credentials(secrets, next.clone())?);
+        *credentials = next;
+        tracing::debug!(reference, "firewall: credential registered for scrubbing");
+        Ok(true)
     }
 
     /// The store behind it.
@@ -128,16 +231,18 @@ impl SharedVault {
     /// # Errors
     /// As [`SecretStore::load`]; the previous snapshot stays in force.
     pub fn reload(&self) -> Result<(), FirewallError> {
+        let credentials = self
+            .credentials
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let stamp = self.store.stamp();
-        let vault = Arc::new(Vault::new(self.store.load()?)?);
+        let vault = Vault::with_credentials(self.store.load()?, credentials.clone())?;
         *self
             .seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = stamp;
-        match self.current.write() {
-            Ok(mut g) => *g = vault,
-            Err(poisoned) => *poisoned.into_inner() = vault,
-        }
+        self.install(vault);
+        drop(credentials);
         tracing::debug!(aliases = ?self.snapshot().aliases(), "firewall: secrets reloaded");
         Ok(())
     }
@@ -191,5 +296,60 @@ mod tests {
         assert!(v.scrub_json(&mut args));
         assert_eq!(args["command"], "echo sec_KEY");
         assert_eq!(v.findings("x abcd-1234"), ["sec_KEY"]);
+    }
+
+    /// Issue 10 item 2: a registered credential is scrubbed (with its encodings, and in the
+    /// kernel's redactions) as `[credential REF]`, survives a reload of the store, is never
+    /// filled, even by an alias of its reference, and is never stored.
+    #[test]
+    fn sec01_credentials_are_scrub_only_and_survive_reloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = SharedVault::load(SecretStore::new(dir.path())).unwrap();
+        assert!(shared.snapshot().scrubs_nothing());
+        assert!(
+            shared
+                .register_credential("OPENAI_API_KEY", "sk-cred-0042")
+                .unwrap()
+        );
+        assert!(
+            !shared
+                .register_credential("OPENAI_API_KEY", "sk-cred-0042")
+                .unwrap()
+        );
+        let v = shared.snapshot();
+        assert!(
+            v.is_empty() && !v.scrubs_nothing(),
+            "nothing to fill, something to scrub"
+        );
+        assert_eq!(
+            v.scrub("key=sk-cred-0042 b64=c2stY3JlZC0wMDQy").unwrap(),
+            "key=[credential OPENAI_API_KEY] b64=[credential OPENAI_API_KEY]"
+        );
+        assert_eq!(v.fill("echo sec_OPENAI_API_KEY"), None);
+        assert!(
+            v.redactions()
+                .iter()
+                .any(|(form, to)| form == "sk-cred-0042" && to == "[credential OPENAI_API_KEY]")
+        );
+        assert!(v.may_occur_in_json(r#"{"a":"sk-cred-0042"}"#));
+        assert!(!v.may_occur_in_json(r#"{"a":"clean"}"#));
+
+        shared
+            .store()
+            .set("OTHER", &SecretValue::new("other-value"))
+            .unwrap();
+        shared.reload().unwrap();
+        let v = shared.snapshot();
+        assert_eq!(v.aliases(), ["sec_OTHER"]);
+        assert!(v.scrub("sk-cred-0042").is_some(), "kept across a reload");
+        assert_eq!(shared.store().names().unwrap(), ["OTHER"], "never stored");
+        // A rotated value joins the old one.
+        assert!(
+            shared
+                .register_credential("OPENAI_API_KEY", "sk-cred-0043")
+                .unwrap()
+        );
+        let v = shared.snapshot();
+        assert!(v.scrub("sk-cred-0042").is_some() && v.scrub("sk-cred-0043").is_some());
     }
 }

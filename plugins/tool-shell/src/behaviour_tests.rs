@@ -155,6 +155,40 @@ fn sbx03_child_env_is_scrubbed() {
     assert!(r.content.contains("ADDED=by-config"));
 }
 
+// Issue 10 item 9 (SEC-02): the firewall's secret variables reach the command's environment
+// (the exact bytes, nothing run); a name outside the alias form is refused before anything
+// runs, so no call can set a variable the launcher or the loader reads.
+#[test]
+fn sec02_secret_variables_reach_the_command_and_only_alias_names_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().to_str().unwrap();
+    let value = "a'b\"c`d $(touch pwned); e\nf";
+    let s = shell(ShellConfig::default());
+    let args = json!({
+        "command": "printf '%s' \"${sec_V}\" > out",
+        "keel_secret_env": {"sec_V": value},
+    });
+    let r = s.execute(&call(cwd, args), &|| false);
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out")).unwrap(),
+        value
+    );
+    assert!(!dir.path().join("pwned").exists());
+    for name in ["LD_PRELOAD", "PATH", "BASH_ENV"] {
+        let r = s.execute(
+            &call(
+                cwd,
+                json!({"command": "touch ran", "keel_secret_env": {name: "/tmp/x.so"}}),
+            ),
+            &|| false,
+        );
+        assert_eq!(code(&r), Some("INVALID_ARGUMENTS"), "{name}: {r:?}");
+        assert!(r.content.contains(name), "{}", r.content);
+        assert!(!dir.path().join("ran").exists(), "{name}: the command ran");
+    }
+}
+
 // SBX-01: a timeout terminates the whole tree — the command and every child it started.
 #[test]
 fn sbx01_timeout_kills_the_command_and_its_children() {

@@ -1,17 +1,35 @@
 //! The child environment (SBX-03, B12): the parent's environment minus anything that looks
-//! like a credential (names containing KEY, SECRET, TOKEN or PASSWORD, any case) and minus
-//! keel's own `KEEL_*` namespace, then the row's explicit `env` entries merged on top.
+//! like a credential (names containing KEY, SECRET, TOKEN or PASSWORD, any case: the shared
+//! rule [`is_credential_like`]) and minus keel's own `KEEL_*` namespace, then the row's
+//! explicit `env` entries merged on top, then the call's secret variables ([`with_secrets`]).
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 
-/// Name fragments that mark a variable as a credential.
-const SECRET_MARKERS: [&str; 4] = ["KEY", "SECRET", "TOKEN", "PASSWORD"];
+use keel_plugin_api::services::credentials::is_credential_like;
+use keel_plugin_api::services::secret_env::SecretEnv;
 
 /// Whether a parent variable is withheld from children.
 pub fn withheld(name: &OsStr) -> bool {
-    let upper = name.to_string_lossy().to_ascii_uppercase();
-    upper.starts_with("KEEL_") || SECRET_MARKERS.iter().any(|m| upper.contains(m))
+    let name = name.to_string_lossy();
+    name.to_ascii_uppercase().starts_with("KEEL_") || is_credential_like(&name)
+}
+
+/// `env` plus the call's secret variables (issue 10 item 9), which win. Their names are
+/// [`SecretEnvName`](keel_plugin_api::services::secret_env::SecretEnvName)s (`sec_*`) by
+/// type, so nothing here can set `PATH`, `LD_PRELOAD` or anything the sandbox launcher reads.
+pub fn with_secrets(
+    env: Vec<(OsString, OsString)>,
+    secrets: &SecretEnv,
+) -> Vec<(OsString, OsString)> {
+    if secrets.is_empty() {
+        return env;
+    }
+    let mut env: BTreeMap<OsString, OsString> = env.into_iter().collect();
+    for (k, v) in secrets.iter() {
+        env.insert(k.into(), v.into());
+    }
+    env.into_iter().collect()
 }
 
 /// The scrubbed environment: `parent` without withheld names, then `explicit` entries (which

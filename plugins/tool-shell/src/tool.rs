@@ -18,8 +18,10 @@ use keel_plugin_api::services::sandbox::{
     escalation_marker, escalation_parameters,
 };
 
+use keel_plugin_api::services::secret_env::{SHELL_SCRIPT, SecretEnv};
+
 use crate::confine::{Confiner, pick_shell};
-use crate::env::scrubbed;
+use crate::env::{scrubbed, with_secrets};
 use crate::group::LiveGroups;
 use crate::run::{Ending, Outcome, RunSpec, run};
 
@@ -150,13 +152,20 @@ impl Shell {
         cancelled: &dyn Fn() -> bool,
         confiner: Option<&dyn Confiner>,
     ) -> ToolResult {
-        if call.name != "shell" {
+        if call.name != SHELL_SCRIPT.tool {
             return ToolResult::error(
                 codes::UNKNOWN_TOOL,
                 format!("this provider has no tool named '{}'", call.name),
             );
         }
-        let args: ShellArgs = match serde_json::from_value(call.args.clone()) {
+        // The firewall's secret variables for this call (issue 10 item 9): the command
+        // expands them, so no value is ever part of the source bash parses.
+        let mut call_args = call.args.clone();
+        let secrets = match SecretEnv::take(&mut call_args) {
+            Ok(s) => s,
+            Err(e) => return ToolResult::error(codes::INVALID_ARGUMENTS, e),
+        };
+        let args: ShellArgs = match serde_json::from_value(call_args) {
             Ok(a) => a,
             Err(e) => return ToolResult::error(codes::INVALID_ARGUMENTS, e.to_string()),
         };
@@ -176,7 +185,7 @@ impl Shell {
             Some(env) => env.clone(),
             None => std::env::vars_os().collect(),
         };
-        let env = scrubbed(parent, &self.config.env);
+        let env = with_secrets(scrubbed(parent, &self.config.env), &secrets);
         // SBX-08: the mode asked for travels with the call; the sandbox honours a wider one
         // only with this call's approved grant.
         let escalation = match EscalationRequest::from_args(&call.args) {
