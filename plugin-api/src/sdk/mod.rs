@@ -13,6 +13,7 @@ pub mod export;
 pub(crate) mod ffi;
 mod link;
 mod manifest;
+pub mod environ;
 mod output;
 mod plugin;
 mod registry;

@@ -12,15 +12,10 @@
 //! The held map is a process-wide static: a library is never unloaded (ARCHITECTURE §3), so a
 //! reloaded row finds what an earlier activation took.
 //!
-//! Taking a variable out is two steps ([`drop_var`]). `unsetenv` removes the entry from
-//! `environ`, but `/proc/<pid>/environ` shows the block the kernel laid out at `exec`, which
-//! `unsetenv` never touches; so first the value's bytes are overwritten in place, through the
-//! pointer `getenv` returns, when (and only when) they lie in that block (its bounds are
-//! `env_start`/`env_end` of `/proc/self/stat`). A value `setenv` put on the heap is not shown
-//! there and is left alone: glibc keeps such strings for reuse.
+//! Taking a variable out is [`keel_plugin_api::sdk::environ::remove`]: the value's bytes in
+//! the exec block that `/proc/<pid>/environ` shows are overwritten, then the variable is unset.
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::sync::{Mutex, PoisonError};
 
 use keel_plugin_api::services::credentials::{is_credential_like, is_valid_reference};
@@ -61,56 +56,8 @@ pub fn hold() -> Vec<String> {
     names.into_iter().filter(|n| take(n).is_some()).collect()
 }
 
-/// The bounds of the environment block laid out at `exec` (what `/proc/<pid>/environ`
-/// shows): fields 50 and 51 of `/proc/self/stat`, counted after the command name.
-fn exec_block() -> Option<(usize, usize)> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state).
-    let start = fields.get(50 - 3)?.parse().ok()?;
-    let end = fields.get(51 - 3)?.parse().ok()?;
-    (start < end).then_some((start, end))
-}
-
-/// Overwrites `name`'s value in the exec block, then unsets it.
-#[allow(unsafe_code)]
 fn drop_var(name: &str) {
-    let Ok(c_name) = CString::new(name) else {
-        return;
-    };
-    let block = exec_block();
-    // SAFETY: `getenv` returns null or a pointer to the NUL-terminated value of a live
-    // `environ` entry; `strlen` reads up to that NUL. We write only those `len` bytes, and only
-    // when they lie inside the exec block, which is this process's own writable stack memory
-    // and stays mapped for the life of the process (never a string `putenv` was given, which
-    // may be read-only). The bytes are the value of the very variable being dropped: keel's
-    // only reader of a credential variable is this module, under `HELD`'s lock (held by our
-    // caller); `shell` never passes credential-like names on, and adapters resolve through
-    // this row. A foreign reader of the same variable at this instant could read a mix of old
-    // bytes and zeros, never out of bounds.
-    //
-    // `remove_var` then takes this image's std environment lock and glibc's own lock, which
-    // serialises it with every `setenv`/`unsetenv`/`putenv` in the process. `getenv` takes no
-    // lock: glibc's `unsetenv` shifts the later pointers of `environ` down in place and frees
-    // neither the array nor a string, so a reader racing it (another thread's `getenv`, or
-    // building a child's environment) never touches freed memory but could, during the
-    // shift, miss one other variable. That is why all credential-like variables are taken at
-    // activation, before the agent runs any tool or request, and later only a reference
-    // resolved for the first time, which is rare.
-    unsafe {
-        let value = libc::getenv(c_name.as_ptr());
-        if !value.is_null()
-            && let Some((start, end)) = block
-        {
-            let len = libc::strlen(value);
-            let at = value.addr();
-            if at >= start && at.saturating_add(len) <= end {
-                std::ptr::write_bytes(value, 0, len);
-            }
-        }
-        std::env::remove_var(name);
-    }
+    keel_plugin_api::sdk::environ::remove(name);
 }
 
 #[cfg(test)]
@@ -137,8 +84,6 @@ mod tests {
         assert_eq!(take(name).as_deref(), Some("tok-value-1"), "held");
         assert_eq!(peek(name).as_deref(), Some("tok-value-1"));
         assert_eq!(take("KEEL_CRED_ENV_LAYER_SURELY_UNSET_KEY"), None);
-        let block = exec_block().expect("/proc/self/stat has the exec block");
-        assert!(block.0 < block.1);
     }
 
     #[test]

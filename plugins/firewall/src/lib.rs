@@ -188,11 +188,17 @@ fn current(ctx: Context, vault: &SharedVault) -> Arc<vault::Vault> {
     vault.snapshot()
 }
 
-/// The passphrase of the master key's custody ([`custody::PASSPHRASE_VAR`]), when set.
+/// The passphrase of the master key's custody ([`custody::PASSPHRASE_VAR`]), when set; taken
+/// out of keel's environment at the first activation, so it lives only in this library's
+/// memory (a process-wide static: a library is never unloaded, so a reloaded row finds it).
 fn passphrase() -> Option<custody::Passphrase> {
-    std::env::var(custody::PASSPHRASE_VAR)
-        .ok()
-        .and_then(custody::Passphrase::new)
+    static HELD: std::sync::OnceLock<Option<custody::Passphrase>> = std::sync::OnceLock::new();
+    HELD.get_or_init(|| {
+        let value = std::env::var(custody::PASSPHRASE_VAR).ok();
+        keel_plugin_api::sdk::environ::remove(custody::PASSPHRASE_VAR);
+        value.and_then(custody::Passphrase::new)
+    })
+    .clone()
 }
 
 /// The plugin value.
