@@ -38,6 +38,8 @@ mod sessions_bad_input;
 mod sessions_crash;
 /// Helpers shared by the session suites (writer profile, log checks, B7 closers, projection).
 mod sessions_support;
+/// stream-json prints an event only once it is durable (issue 10 item 6, SES-04).
+mod stream_durable;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;
 /// Long tools do not hold the loop; confined ones run a layer apart (SBX-10, SBX-11).

@@ -489,9 +489,10 @@ fn print_result(feed: &Feed, output: OutputFormat, report: &RunReport, started: 
 /// the loop to close it, closes (flushes) the session, prints the result as the run would
 /// have, and drains the output. The kernel prints `keel: interrupted` and exits 130 itself.
 ///
-/// The kernel no longer delivers `session/event` to a row it is unloading, so for stream-json
-/// the events committed meanwhile (the turn's closers) are read back from `keel.session`
-/// `inspect` (which commits nothing) when `sessions` is given.
+/// The kernel no longer delivers `session/event` (nor `session/durable`) to a row it is
+/// unloading, so for stream-json the events committed meanwhile (the turn's closers) are read
+/// back from `keel.session` `inspect` (which commits nothing) when `sessions` is given — only
+/// after a successful close, so what is read back is stored.
 pub async fn finish_stopped(agent: &CallHandle, sessions: Option<&CallHandle>, open: Open) {
     let id = open.session_id.as_str();
     let args = json!({"session_id": id});
@@ -499,8 +500,9 @@ pub async fn finish_stopped(agent: &CallHandle, sessions: Option<&CallHandle>, o
         tracing::warn!(session = id, "abort at teardown failed: {e}");
     }
     let report = to_report(id, agent.call("wait_idle", args.clone()).await);
-    close(agent, &open.feed, id).await;
-    if let (OutputFormat::StreamJson, Some(sessions)) = (open.format, sessions) {
+    let closed = close(agent, &open.feed, id).await;
+    // Read back only once closed (flushed): then what `inspect` answers is stored.
+    if let (true, OutputFormat::StreamJson, Some(sessions)) = (closed, open.format, sessions) {
         match sessions.call("inspect", args).await {
             Ok(log) => open.feed.replay(notices_of(id, &log)),
             Err(e) => tracing::warn!(session = id, "cannot read the session back: {e}"),

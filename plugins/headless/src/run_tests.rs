@@ -1,6 +1,7 @@
 //! The headless flow against an in-process fake `keel.agent` (SURF-01, SURF-02, §11 exit
 //! codes and output formats). The fake records every call and feeds `session/event` notices
-//! through the hub the way the session plugin's listener would.
+//! through the hub the way the session plugin's listener would; its `close` reports them
+//! durable (`session/durable`), as the real close's flush does.
 
 use std::sync::{Arc, Mutex};
 
@@ -143,7 +144,12 @@ fn fake_agent(
                     Ok(json!({}))
                 }
                 "close" if script.close_fails => Err(Error::new("SESSION_IO", "disk full")),
-                "close" => Ok(json!({})),
+                "close" => {
+                    for n in script.at_create.iter().chain(&script.at_send) {
+                        hub.durable(|| n.session_id.clone(), n.seq);
+                    }
+                    Ok(json!({}))
+                }
                 other => Err(Error::new("UNKNOWN_METHOD", other.to_owned())),
             }
         }

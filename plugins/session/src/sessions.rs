@@ -23,7 +23,7 @@ use crate::log::{SessionLog, now_ms};
 use crate::recovery::closers;
 use crate::store::{Loaded, Store, StoreAppend, Timer};
 use crate::validate::{EventTypes, NewEvent, check_header, check_id, check_readable};
-use crate::writer::{DEFAULT_DELAY_MS, Writer};
+use crate::writer::{DEFAULT_DELAY_MS, DurableHook, Writer};
 
 mod read;
 
@@ -120,6 +120,7 @@ pub struct SessionManager {
     types: Arc<EventTypes>,
     live: Mutex<HashMap<String, Arc<Live>>>,
     counter: AtomicU64,
+    durable_hook: std::sync::OnceLock<DurableHook>,
 }
 
 impl std::fmt::Debug for SessionManager {
@@ -144,7 +145,30 @@ impl SessionManager {
             types: Arc::new(EventTypes::with_extra(config.event_types.iter().cloned())),
             live: Mutex::new(HashMap::new()),
             counter: AtomicU64::new(0),
+            durable_hook: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets the hook told `(session_id, last durable seq)` after every durable write of this
+    /// manager: write-behind batches and flushes of live sessions, and committed recovery
+    /// closers (once; later calls are ignored).
+    pub fn set_durable_hook(&self, hook: DurableHook) {
+        let _ = self.durable_hook.set(hook);
+    }
+
+    /// Tells the hook that `id` is durable up to `seq`.
+    fn durable(&self, id: &str, seq: u64) {
+        if let Some(hook) = self.durable_hook.get() {
+            hook(id, seq);
+        }
+    }
+
+    /// A writer wired to the durable hook.
+    fn hooked(&self, writer: Writer) -> Writer {
+        if let Some(hook) = self.durable_hook.get() {
+            writer.set_durable_hook(Arc::clone(hook));
+        }
+        writer
     }
 
     fn live(&self, id: &str) -> Option<Arc<Live>> {
@@ -244,14 +268,15 @@ impl SessionManager {
         let ephemeral = args.ephemeral;
         let made = SessionLog::new(header.clone(), self.types.clone()).and_then(|log| {
             let writer = if ephemeral {
-                Writer::new(
+                // Nothing is stored: "durable" is as far as it goes, the in-memory store.
+                self.hooked(Writer::new(
                     &id,
                     Some(header.clone()),
                     0,
                     Arc::new(crate::store::MemStore::default()),
                     self.timer.clone(),
                     self.delay,
-                )
+                ))
             } else {
                 self.writer(&id, Some(header.clone()), 0)
             };
@@ -267,14 +292,14 @@ impl SessionManager {
     }
 
     fn writer(&self, id: &str, header: Option<SessionHeader>, durable_next: u64) -> Writer {
-        Writer::new(
+        self.hooked(Writer::new(
             id,
             header,
             durable_next,
             self.store.clone(),
             self.timer.clone(),
             self.delay,
-        )
+        ))
     }
 
     async fn load_checked(&self, id: &str, repair: bool) -> Result<Loaded> {
@@ -314,15 +339,16 @@ impl SessionManager {
         let closing = closers(&loaded.events);
         let mut log = SessionLog::replay(loaded.header, loaded.events, self.types.clone())?;
         let recovered = log.commit_records(closing)?.to_vec();
-        if !recovered.is_empty() {
+        if let (Some(first), Some(last)) = (recovered.first(), recovered.last()) {
             self.store
                 .append(StoreAppend {
                     session_id: id.to_owned(),
                     header: None,
                     events: recovered.clone(),
-                    expected_next_seq: recovered[0].seq,
+                    expected_next_seq: first.seq,
                 })
                 .await?;
+            self.durable(id, last.seq);
         }
         let header = log.header().clone();
         let next_seq = log.len();

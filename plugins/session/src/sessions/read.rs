@@ -59,7 +59,7 @@ impl SessionManager {
     async fn load_claimed(&self, id: &str) -> Result<Snapshot> {
         let loaded = self.load_checked(id, true).await?;
         let recovered = closers(&loaded.events);
-        if !recovered.is_empty() {
+        if let Some(last) = recovered.last() {
             self.store
                 .append(StoreAppend {
                     session_id: id.to_owned(),
@@ -68,6 +68,7 @@ impl SessionManager {
                     expected_next_seq: loaded.events.len() as u64,
                 })
                 .await?;
+            self.durable(id, last.seq);
         }
         let mut events = loaded.events;
         events.extend(recovered.iter().cloned());
