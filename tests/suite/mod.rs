@@ -36,6 +36,8 @@ mod sessions;
 mod sessions_bad_input;
 /// SIGKILL a writing `keel run` many times and reload its session (issue 3 acceptance).
 mod sessions_crash;
+/// Session refusals and repairs say what they are: foreign SQLite on run (issue 10 item 11).
+mod sessions_reports;
 /// Helpers shared by the session suites (writer profile, log checks, B7 closers, projection).
 mod sessions_support;
 /// stream-json prints an event only once it is durable (issue 10 item 6, SES-04).

@@ -194,7 +194,10 @@ impl SessionManager {
         format!("{}-{:x}-{n}", now_ms(), std::process::id())
     }
 
-    /// Whether `id` exists in this process or in the store (an unreadable one exists too).
+    /// Whether `id` exists in this process or in the store. When the store cannot tell — the
+    /// session's record or the store itself is unreadable (`SESSION_UNSUPPORTED`, e.g. a
+    /// foreign `sessions.sqlite3`; `SESSION_CORRUPT`; `SESSION_IO`) — that error is the
+    /// answer: it names the file, where a guessed `SESSION_EXISTS` would mislead.
     async fn exists(&self, id: &str) -> Result<bool> {
         if self.live(id).is_some() {
             return Ok(true);
@@ -202,7 +205,6 @@ impl SessionManager {
         match self.store.load(id, false).await {
             Ok(_) => Ok(true),
             Err(e) if e.is(StoreError::NotFound) => Ok(false),
-            Err(e) if e.is(StoreError::Unsupported) || e.is(StoreError::Corrupt) => Ok(true),
             Err(e) => Err(e),
         }
     }
