@@ -193,7 +193,8 @@ pub enum StoreError {
     Unsupported,
     /// `SESSION_CORRUPT`: a defect at or before the last committed `turn/end`.
     Corrupt,
-    /// `SESSION_LOCKED`: another live writer holds the session.
+    /// `SESSION_LOCKED`: another live writer holds the session — a second `open`, or a `load`
+    /// of a live session with a turn open (never repaired while live).
     Locked,
     /// `SESSION_SEQ`: a batch does not continue the stored log.
     Seq,
@@ -201,8 +202,7 @@ pub enum StoreError {
     Io,
     /// `SESSION_INVALID`: an event failed validation or the runtime invariants (B15).
     Invalid,
-    /// `SESSION_OPEN_TURN`: fork boundary inside an open turn, or a live session with an open
-    /// turn asked to load (a live session is never repaired).
+    /// `SESSION_OPEN_TURN`: a fork boundary inside an open turn.
     OpenTurn,
 }
 
@@ -243,7 +243,8 @@ pub enum SessionMethod {
     /// `"close"`: `{session_id}` → `{}`. Drains, releases the writer lock.
     Close,
     /// `"load"`: `{session_id}` → `{header, events, recovered: [EventRecord]}`. Loads a session
-    /// that is not live, committing recovery closers (SES-06).
+    /// that is not live, committing recovery closers (SES-06). A live session with a turn open
+    /// is `SESSION_LOCKED`.
     Load,
     /// `"inspect"`: like `load` but commits nothing (closers shown, marked).
     Inspect,

@@ -4,8 +4,8 @@
 //! 1. options and the prompt (`-` reads stdin) — a missing or empty prompt is a usage error
 //!    (exit 2); `resume` never invents one;
 //! 2. `create {cwd, ephemeral, max_turns?}` or `resume {session_id, max_turns?}` — a failure
-//!    (`CREDENTIAL_MISSING`, `SESSION_NOT_FOUND`, `SESSION_LOCKED`, …) exits 2 before any model
-//!    request;
+//!    (`CREDENTIAL_MISSING`, `SESSION_NOT_FOUND`, `SESSION_UNSUPPORTED`, …) exits 2 before any
+//!    model request; `SESSION_LOCKED` (another keel holds the session) exits 1;
 //! 3. `set_mode` on `keel.approval` when `--approval` is given and an approval row exists;
 //! 4. `send {target: "followup"}`, then `wait_idle` — SIGINT meanwhile calls `abort`;
 //! 5. `close` (stops the loop, flushes, closes), then the output and the exit code.
@@ -270,7 +270,7 @@ impl Run<'_> {
             Ok(opened) => opened,
             Err(e) => {
                 self.feed.err(format::error_line(&e.code, &e.message));
-                return exit::USAGE;
+                return format::open_failure_exit(&e.code);
             }
         };
         self.active.set_open(Some(Open {

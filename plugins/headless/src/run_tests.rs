@@ -414,15 +414,21 @@ fn surf02_resume_opens_the_given_session_and_never_invents_a_prompt() {
     );
 }
 
+// Issue 10 item 13: a session another keel holds is a lock conflict (exit 1), not a usage
+// error; the other refusals before any request stay exit 2.
 #[test]
-fn surf02_resume_failures_exit_2() {
-    for code in ["SESSION_NOT_FOUND", "SESSION_LOCKED"] {
+fn surf02_resume_failures_exit_2_and_a_lock_conflict_1() {
+    for (code, exit) in [
+        ("SESSION_NOT_FOUND", 2),
+        ("SESSION_UNSUPPORTED", 2),
+        ("SESSION_LOCKED", 1),
+    ] {
         let script = Script {
             create: Err((code.into(), "nope".into())),
             ..Script::default()
         };
         let h = drive(&inv("resume", Some("go on"), text()), script);
-        assert_eq!(h.code, 2);
+        assert_eq!(h.code, exit, "{code}");
         assert_eq!(h.out.stderr(), [format!("keel: error[{code}]: nope")]);
         assert_eq!(h.methods(), ["resume"]);
     }

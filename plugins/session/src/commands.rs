@@ -3,8 +3,8 @@
 //! [`SessionManager`], writing to the given stdout/stderr, returning the exit code.
 //!
 //! `show` loads the session, so a crashed one is recovered (closers committed) and stderr says
-//! `recovered crashed session: appended N closers`; a session live in another process is shown
-//! without repair. Errors print one line `keel: error[CODE]: …` on stderr; the exit code is 2
+//! `recovered crashed session: appended N closers`; a session live (here or in another process)
+//! with a turn open is shown without repair. Errors print one line `keel: error[CODE]: …` on stderr; the exit code is 2
 //! for bad input (unknown id, invalid id or boundary, boundary inside an open turn, existing
 //! child) and 1 for everything else (unsupported format, corruption, I/O, locks).
 
@@ -147,7 +147,7 @@ async fn show(
 ) -> Result<(), SessionError> {
     let snap = match mgr.load(id).await {
         Ok(s) => s,
-        Err(e) if e.is(StoreError::OpenTurn) => {
+        Err(e) if e.is(StoreError::Locked) => {
             let _ = writeln!(
                 io.err,
                 "keel: session '{id}' is live with an open turn; showing it without repair"
@@ -234,5 +234,7 @@ mod tests {
         assert_eq!(exit_code(&SessionError::open_turn("x")), 2);
         assert_eq!(exit_code(&SessionError::corrupt("x")), 1);
         assert_eq!(exit_code(&SessionError::unsupported("x")), 1);
+        let locked = SessionError::new(StoreError::Locked, "x");
+        assert_eq!(exit_code(&locked), 1, "a lock conflict is not bad input");
     }
 }

@@ -4,8 +4,9 @@
 //! [`SessionLog`] + one [`Writer`] each, the store's writer lock held) and the operations on
 //! stored ones: `load` (commits recovery closers, SES-06), `inspect` (shows them, commits
 //! nothing), `fork` (SES-07), `list`. A live session is never repaired: `load` of a live id
-//! answers its committed events when it is balanced and refuses (`SESSION_OPEN_TURN`) while a
-//! turn is open — in this process or, detected through the store's lock, in another one.
+//! answers its committed events when it is balanced and refuses (`SESSION_LOCKED`: a live
+//! writer holds it) while a turn is open — in this process or, detected through the store's
+//! lock, in another one.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -452,7 +453,8 @@ impl SessionManager {
     ///
     /// # Errors
     /// `SESSION_EXISTS` (child id, checked before the boundary), `SESSION_INVALID`,
-    /// `SESSION_OPEN_TURN`, load and store errors.
+    /// `SESSION_OPEN_TURN` (boundary inside an open turn), `SESSION_LOCKED` (a stored source
+    /// live in another process with a turn open), load and store errors.
     pub async fn fork(
         &self,
         id: &str,

@@ -270,9 +270,10 @@ async fn ses06_ses11_open_recovers_commits_closers_and_resumes() {
     assert_eq!(store.stored("c").len(), 9, "closers are durable");
     // The session is live and continues the log.
     mgr.append("c", vec![ce::turn_start(1)], |_| {}).unwrap();
-    // A live session is never repaired: load refuses while its turn is open.
+    // A live session is never repaired: load refuses while its turn is open (a live writer
+    // holds it: SESSION_LOCKED, issue 10 item 13).
     let e = mgr.load("c").await.unwrap_err();
-    assert!(e.is(StoreError::OpenTurn), "{e}");
+    assert!(e.is(StoreError::Locked), "{e}");
     assert!(mgr.inspect("c").await.unwrap().recovered.len() == 1);
     mgr.append("c", vec![ce::turn_end(1, "completed")], |_| {})
         .unwrap();
@@ -311,7 +312,8 @@ async fn ses06_session_live_in_another_process_is_never_repaired() {
     put_crashed(&store, "c");
     store.claim("c").await.unwrap(); // another writer holds it
     let (mgr, _hooks) = setup(&store);
-    assert!(mgr.load("c").await.unwrap_err().is(StoreError::OpenTurn));
+    // Issue 10 item 13: both ways a second resume can lose are one lock conflict.
+    assert!(mgr.load("c").await.unwrap_err().is(StoreError::Locked));
     assert!(mgr.open("c").await.unwrap_err().is(StoreError::Locked));
     assert_eq!(store.stored("c").len(), 5);
 }

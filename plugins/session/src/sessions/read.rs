@@ -15,8 +15,9 @@ use crate::store::StoreAppend;
 use crate::validate::check_id;
 
 impl SessionManager {
-    /// Loads a session that is not live, committing recovery closers (SES-06). For a live id:
-    /// its events when balanced, `SESSION_OPEN_TURN` otherwise (never repaired).
+    /// Loads a session that is not live, committing recovery closers (SES-06). For a live id
+    /// (here or in another process): its events when balanced, `SESSION_LOCKED` while a turn
+    /// is open — a live writer holds it, and it is never repaired.
     ///
     /// # Errors
     /// As described, plus `SESSION_NOT_FOUND`, `SESSION_UNSUPPORTED`, `SESSION_CORRUPT`.
@@ -47,9 +48,12 @@ impl SessionManager {
                 if snap.recovered.is_empty() {
                     Ok(snap)
                 } else {
-                    Err(SessionError::open_turn(format!(
-                        "session '{id}' is live in another process and has an open turn; it is never repaired while live (use inspect)"
-                    )))
+                    Err(SessionError::new(
+                        StoreError::Locked,
+                        format!(
+                            "session '{id}' is held by a live writer in another process, with a turn open; it is never repaired while live (try again when that run ends)"
+                        ),
+                    ))
                 }
             }
             Err(e) => Err(e),
@@ -159,7 +163,10 @@ impl SessionManager {
 }
 
 fn live_open_turn(id: &str, turn: u64) -> SessionError {
-    SessionError::open_turn(format!(
-        "session '{id}' is live with turn {turn} open; a live session is never repaired (use inspect)"
-    ))
+    SessionError::new(
+        StoreError::Locked,
+        format!(
+            "session '{id}' is live in this process with turn {turn} open; a live session is never repaired (use inspect)"
+        ),
+    )
 }
