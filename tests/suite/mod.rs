@@ -36,8 +36,8 @@ mod sessions;
 mod sessions_bad_input;
 /// SIGKILL a writing `keel run` many times and reload its session (issue 3 acceptance).
 mod sessions_crash;
-/// Session refusals say what they are: foreign SQLite on run, a lost resume race (issue 10
-/// items 11, 13).
+/// Session refusals and repairs say what they are: foreign SQLite on run, torn tails cut,
+/// unreadable files, a lost resume race (issue 10 items 11–13).
 mod sessions_reports;
 /// Helpers shared by the session suites (writer profile, log checks, B7 closers, projection).
 mod sessions_support;

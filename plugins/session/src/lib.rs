@@ -61,7 +61,7 @@ use serde_json::{Value, json};
 
 use crate::error::SessionError;
 use crate::sessions::{Config, SessionManager};
-use crate::store::{BoxFut, Loaded, Store, StoreAppend, Timer};
+use crate::store::{BoxFut, Listing, Loaded, Store, StoreAppend, Timer};
 use crate::validate::NewEvent;
 
 fn to_sdk(e: SessionError) -> Error {
@@ -118,13 +118,18 @@ impl Store for CallStore {
         Box::pin(async move { wire::load_answer(call.await?) })
     }
 
-    fn list(&self) -> BoxFut<error::Result<Vec<Value>>> {
+    fn list(&self) -> BoxFut<error::Result<Listing>> {
         let call = self.call("list", json!({}));
         Box::pin(async move {
-            match call.await?["sessions"].take() {
-                Value::Array(rows) => Ok(rows),
-                _ => Ok(Vec::new()),
-            }
+            let mut answer = call.await?;
+            let mut rows = |key: &str| match answer[key].take() {
+                Value::Array(rows) => rows,
+                _ => Vec::new(),
+            };
+            Ok(Listing {
+                sessions: rows("sessions"),
+                unreadable: rows("unreadable"),
+            })
         })
     }
 

@@ -308,6 +308,9 @@ impl SessionManager {
     async fn load_checked(&self, id: &str, repair: bool) -> Result<Loaded> {
         check_id(id)?;
         let loaded = self.store.load(id, repair).await?;
+        if let (true, Some(torn)) = (repair, &loaded.truncated) {
+            tracing::warn!(session = id, "cut the torn tail of the session log: {torn}");
+        }
         check_header(&loaded.header)?;
         check_readable(&loaded.events, &self.types)?;
         Ok(loaded)

@@ -121,7 +121,7 @@ async fn ses04_created_session_writes_nothing_until_flush() {
         .unwrap();
     assert_eq!(v["session_id"], "s1");
     assert!(
-        store.list().await.unwrap().is_empty(),
+        store.list().await.unwrap().sessions.is_empty(),
         "no file before the first flush"
     );
     let v = api::call(&mgr, &hooks, "flush", json!({"session_id": "s1"}))
@@ -177,7 +177,7 @@ async fn ephemeral_session_checkpoints_but_stores_nothing() {
         .await
         .unwrap();
     assert_eq!(store.append_calls(), 0, "nothing reached the store");
-    assert!(store.list().await.unwrap().is_empty());
+    assert!(store.list().await.unwrap().sessions.is_empty());
     assert!(store.stored("e1").is_empty());
 }
 
@@ -447,6 +447,7 @@ async fn create_refuses_existing_invalid_and_relative() {
     let listed = mgr.list().await.unwrap();
     assert!(
         listed
+            .sessions
             .iter()
             .any(|r| r["id"] == auto.id.as_str() && r["live"] == true)
     );

@@ -360,7 +360,7 @@ mod tests {
         fn load(&self, id: &str, repair: bool) -> BoxFut<Result<crate::store::Loaded>> {
             self.inner.load(id, repair)
         }
-        fn list(&self) -> BoxFut<Result<Vec<serde_json::Value>>> {
+        fn list(&self) -> BoxFut<Result<crate::store::Listing>> {
             self.inner.list()
         }
         fn claim(&self, id: &str) -> BoxFut<Result<()>> {

@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use keel_plugin_api::services::session::StoreError;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{Live, SessionManager, Snapshot, arcs, lock};
 use crate::error::{Result, SessionError};
 use crate::projection::derive_messages;
 use crate::recovery::closers;
-use crate::store::StoreAppend;
+use crate::store::{Listing, StoreAppend};
 use crate::validate::check_id;
 
 impl SessionManager {
@@ -113,12 +113,17 @@ impl SessionManager {
     }
 
     /// Every stored session (the store's rows), live ones marked `"live": true`; live sessions
-    /// not yet stored are listed too.
+    /// not yet stored are listed too. What the store could not read is in `unreadable`, each
+    /// `{path, reason, code, session_id}` (`session_id` `null` when the file names none).
     ///
     /// # Errors
     /// Store errors.
-    pub async fn list(&self) -> Result<Vec<Value>> {
-        let mut rows = self.store.list().await?;
+    pub async fn list(&self) -> Result<Listing> {
+        let Listing {
+            sessions: mut rows,
+            unreadable,
+        } = self.store.list().await?;
+        let unreadable = unreadable.into_iter().map(unreadable_entry).collect();
         let live: HashMap<String, Arc<Live>> = lock(&self.live).clone();
         for row in &mut rows {
             let id = row.get("id").and_then(Value::as_str).unwrap_or_default();
@@ -143,7 +148,10 @@ impl SessionManager {
                 rows.push(row);
             }
         }
-        Ok(rows)
+        Ok(Listing {
+            sessions: rows,
+            unreadable,
+        })
     }
 
     /// The projected model history: incremental for a live session; for a stored one, derived
@@ -160,6 +168,17 @@ impl SessionManager {
         events.extend(snap.recovered);
         derive_messages(&events).map_err(|e| SessionError::corrupt(e.message))
     }
+}
+
+/// A backend's `{session_id, path, code, message}` as `{path, reason, code, session_id}`.
+fn unreadable_entry(v: Value) -> Value {
+    let field = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+    json!({
+        "path": field("path"),
+        "reason": field("message"),
+        "code": field("code"),
+        "session_id": field("session_id"),
+    })
 }
 
 fn live_open_turn(id: &str, turn: u64) -> SessionError {
