@@ -45,10 +45,15 @@ mod sessions;
 mod sessions_bad_input;
 /// SIGKILL a writing `keel run` many times and reload its session (issue 3 acceptance).
 mod sessions_crash;
+/// Session refusals and repairs say what they are: foreign SQLite on run, torn tails cut,
+/// unreadable files, a lost resume race (issue 10 items 11–13).
+mod sessions_reports;
 /// Helpers shared by the session suites (writer profile, log checks, B7 closers, projection).
 mod sessions_support;
 /// SIGINT, SIGTERM, SIGHUP during a running tool: its tree stops, the session closes (§11).
 mod signals;
+/// stream-json prints an event only once it is durable (issue 10 item 6, SES-04).
+mod stream_durable;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;
 /// Long tools do not hold the loop; confined ones run a layer apart (SBX-10, SBX-11).

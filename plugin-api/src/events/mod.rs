@@ -27,6 +27,7 @@ pub const CATALOG: &[EventInfo] = &[
     kernel::ConfigUpdateFailed::INFO,
     session::Persist::INFO,
     session::SessionEvent::INFO,
+    session::SessionDurable::INFO,
     session::SessionFlush::INFO,
     session::SessionCreated::INFO,
     session::SessionDisposed::INFO,

@@ -1,4 +1,5 @@
-//! `session/*` events: the post-commit feed of the log and the durability barrier.
+//! `session/*` events: the post-commit feed of the log, the durability barrier and the
+//! durability feed.
 
 use abi_stable::StableAbi;
 use abi_stable::std_types::RString;
@@ -18,6 +19,16 @@ pub struct SessionEventNotice {
     pub kind: RString,
     /// The whole envelope as JSON (`EventRecord`).
     pub record: RString,
+}
+
+/// How far a session is durable: every event with `seq <= seq` is in storage.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct SessionDurability {
+    /// Session id.
+    pub session_id: RString,
+    /// The last durable seq (the session's events `0..=seq` are stored).
+    pub seq: u64,
 }
 
 /// A request to make a session durable up to everything appended so far.
@@ -55,9 +66,18 @@ declare_event! {
     pub struct Persist: waterfall("session/persist") -> PersistBatch;
 }
 declare_event! {
-    /// Post-commit feed of every appended session event, in seq order. Observers cannot revert
-    /// an append: a failing observer is contained (SES-01).
+    /// Post-commit feed of every appended session event, in seq order, at append time (not yet
+    /// durable: see `session/durable`). Observers cannot revert an append: a failing observer
+    /// is contained (SES-01).
     pub struct SessionEvent: emit("session/event") -> SessionEventNotice;
+}
+declare_event! {
+    /// Storage caught up: emitted after every successful durable write of a session (a
+    /// write-behind batch, a flush, committed recovery closers), with the last durable seq.
+    /// `session/event` comes at append time, before the event is durable; a consumer that
+    /// must never report an event a crash could still lose (stream-json) holds each notice
+    /// until this feed covers its seq (SES-04).
+    pub struct SessionDurable: emit("session/durable") -> SessionDurability;
 }
 declare_event! {
     /// The durability barrier: every listener runs and is awaited; the session store drains its

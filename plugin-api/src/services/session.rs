@@ -170,9 +170,12 @@ pub enum StoreMethod {
     /// checked in this load, never a torn tail); any other backend answers `events_jsonl`, so
     /// the caller accepts either. The caller trusts the backend's check for both forms. Reads
     /// every complete event. A torn tail after the last `turn/end` is cut (physically when
-    /// `repair`, only in the answer otherwise); any defect at or before it is `SESSION_CORRUPT`.
+    /// `repair`, only in the answer otherwise) and reported in `truncated`: `{seq, reason,
+    /// path}` plus `line` and `bytes` (JSONL) or `rows` (SQLite); any defect at or before it
+    /// is `SESSION_CORRUPT`.
     Load,
-    /// `"list"`: `{}` → `{sessions: [SessionHeader + {events: count, updated_at}]}`.
+    /// `"list"`: `{}` → `{sessions: [SessionHeader + {events: count, updated_at}], unreadable:
+    /// [{session_id, path, code, message}]}` — what could not be read is named, never skipped.
     List,
     /// `"claim"`: `{session_id}` → `{}`. Takes the one-live-writer lock of the session for this
     /// process (held until `release` or process exit); another holder → `SESSION_LOCKED`.
@@ -193,7 +196,8 @@ pub enum StoreError {
     Unsupported,
     /// `SESSION_CORRUPT`: a defect at or before the last committed `turn/end`.
     Corrupt,
-    /// `SESSION_LOCKED`: another live writer holds the session.
+    /// `SESSION_LOCKED`: another live writer holds the session — a second `open`, or a `load`
+    /// of a live session with a turn open (never repaired while live).
     Locked,
     /// `SESSION_SEQ`: a batch does not continue the stored log.
     Seq,
@@ -201,8 +205,7 @@ pub enum StoreError {
     Io,
     /// `SESSION_INVALID`: an event failed validation or the runtime invariants (B15).
     Invalid,
-    /// `SESSION_OPEN_TURN`: fork boundary inside an open turn, or a live session with an open
-    /// turn asked to load (a live session is never repaired).
+    /// `SESSION_OPEN_TURN`: a fork boundary inside an open turn.
     OpenTurn,
 }
 
@@ -242,14 +245,16 @@ pub enum SessionMethod {
     Flush,
     /// `"close"`: `{session_id}` → `{}`. Drains, releases the writer lock.
     Close,
-    /// `"load"`: `{session_id}` → `{header, events, recovered: [EventRecord]}`. Loads a session
-    /// that is not live, committing recovery closers (SES-06).
+    /// `"load"`: `{session_id}` → `{header, events, recovered: [EventRecord], truncated}`.
+    /// Loads a session that is not live, committing recovery closers (SES-06); `truncated` is
+    /// the torn tail it cut (the store's report) or `null`. A live session with a turn open is
+    /// `SESSION_LOCKED`.
     Load,
     /// `"inspect"`: like `load` but commits nothing (closers shown, marked).
     Inspect,
     /// `"fork"`: `{session_id, at?, child_id?}` → `{session_id}` (SES-07).
     Fork,
-    /// `"list"`: `{}` → `{sessions: [...]}`.
+    /// `"list"`: `{}` → `{sessions: [...], unreadable: [{path, reason, code, session_id}]}`.
     List,
     /// `"messages"`: `{session_id}` → `{messages: [...]}`: the projected model history.
     Messages,

@@ -6,8 +6,16 @@
 //! attaches the hub before it creates its session, because the session id is only known
 //! once `create` answers. Until [`Feed::start_session`] names it, notices are buffered; then
 //! only that session's events pass, re-ordered by seq ([`Order`]) and never duplicated.
+//!
+//! `session/event` comes at append time, before the event is stored (write-behind, SES-04).
+//! Printing it then would let a crash lose an event a consumer already saw, and after
+//! recovery its seq would hold another event. So each event waits in a [`Gate`] until the
+//! `session/durable` feed (also through the hub) says storage covers its seq: only durable
+//! events are printed, and at the end of the run — after the session was closed, which
+//! flushes — everything durable is printed before the result line; what never became
+//! durable is never printed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -61,6 +69,11 @@ pub struct Notice {
 
 enum Msg {
     Notice(Notice),
+    /// The session is durable up to this seq.
+    Durable {
+        session_id: String,
+        seq: u64,
+    },
     Start {
         session_id: String,
         first_seq: Option<u64>,
@@ -84,6 +97,18 @@ impl Hub {
             && let Some(tx) = slot.as_ref()
         {
             let _ = tx.send(Msg::Notice(notice()));
+        }
+    }
+
+    /// Storage covers `session_id` up to `seq` (a no-op when no run listens).
+    pub fn durable(&self, session_id: impl FnOnce() -> String, seq: u64) {
+        if let Ok(slot) = self.tx.lock()
+            && let Some(tx) = slot.as_ref()
+        {
+            let _ = tx.send(Msg::Durable {
+                session_id: session_id(),
+                seq,
+            });
         }
     }
 
@@ -167,6 +192,55 @@ impl Order {
     }
 }
 
+/// One session's notices in seq order ([`Order`]), each held until storage covers its seq.
+#[derive(Debug, Default)]
+pub struct Gate {
+    order: Order,
+    durable: Option<u64>,
+    ready: VecDeque<Notice>,
+}
+
+impl Gate {
+    /// Starts expecting `first` (see [`Order::new`]).
+    pub fn new(first: Option<u64>) -> Gate {
+        Gate {
+            order: Order::new(first),
+            ..Gate::default()
+        }
+    }
+
+    /// Takes a notice; returns the ones now printable (in order and durable).
+    pub fn push(&mut self, n: Notice) -> Vec<Notice> {
+        self.ready.extend(self.order.push(n));
+        self.release()
+    }
+
+    /// Storage covers every seq up to `seq`; returns the notices this releases.
+    pub fn durable(&mut self, seq: u64) -> Vec<Notice> {
+        self.durable = Some(self.durable.map_or(seq, |d| d.max(seq)));
+        self.release()
+    }
+
+    /// At the end of the run: the durable notices still held back (a gap is skipped over).
+    /// What is not durable stays unprinted.
+    pub fn finish(&mut self) -> Vec<Notice> {
+        let rest = self.order.drain();
+        self.ready.extend(rest);
+        self.release()
+    }
+
+    fn release(&mut self) -> Vec<Notice> {
+        let mut out = Vec::new();
+        while let Some(n) = self.ready.front() {
+            if self.durable.is_none_or(|d| n.seq > d) {
+                break;
+            }
+            out.extend(self.ready.pop_front());
+        }
+        out
+    }
+}
+
 /// The output thread of one run.
 pub struct Feed {
     tx: mpsc::Sender<Msg>,
@@ -205,11 +279,16 @@ impl Feed {
         });
     }
 
-    /// Feeds notices read back from the log (a run finished from outside, when the listener
-    /// no longer runs); seqs already printed are dropped as usual.
+    /// Feeds notices read back from storage (a run finished from outside, when the listeners
+    /// no longer run): they count as durable. Seqs already printed are dropped as usual.
     pub fn replay(&self, notices: impl IntoIterator<Item = Notice>) {
+        let mut last: Option<(String, u64)> = None;
         for n in notices {
+            last = Some((n.session_id.clone(), n.seq));
             let _ = self.tx.send(Msg::Notice(n));
+        }
+        if let Some((session_id, seq)) = last {
+            let _ = self.tx.send(Msg::Durable { session_id, seq });
         }
     }
 
@@ -223,8 +302,8 @@ impl Feed {
         let _ = self.tx.send(Msg::Err(line));
     }
 
-    /// Detaches from the hub, prints what is still held back, and waits until every queued
-    /// line is written. Later calls return at once.
+    /// Detaches from the hub, prints what is still held back and durable, and waits until
+    /// every queued line is written. Later calls return at once.
     pub async fn finish(&self) {
         if let Some(hub) = &self.hub {
             hub.detach();
@@ -267,18 +346,31 @@ fn pump(rx: mpsc::Receiver<Msg>, sink: Box<dyn Sink>, options: FeedOptions) {
         options,
         stdout_ok: true,
     };
-    let mut session: Option<(String, Order)> = None;
+    let mut session: Option<(String, Gate)> = None;
     let mut early: Vec<Notice> = Vec::new();
+    let mut early_durable: HashMap<String, u64> = HashMap::new();
     while let Ok(msg) = rx.recv() {
         match msg {
             Msg::Notice(n) => match &mut session {
-                Some((id, order)) if *id == n.session_id => {
-                    for n in order.push(n) {
+                Some((id, gate)) if *id == n.session_id => {
+                    for n in gate.push(n) {
                         p.event(&n);
                     }
                 }
                 Some(_) => {}
                 None => early.push(n),
+            },
+            Msg::Durable { session_id, seq } => match &mut session {
+                Some((id, gate)) if *id == session_id => {
+                    for n in gate.durable(seq) {
+                        p.event(&n);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    let d = early_durable.entry(session_id).or_insert(seq);
+                    *d = (*d).max(seq);
+                }
             },
             Msg::Start {
                 session_id,
@@ -288,21 +380,27 @@ fn pump(rx: mpsc::Receiver<Msg>, sink: Box<dyn Sink>, options: FeedOptions) {
                 if let Some(init) = init {
                     p.out(&init);
                 }
-                let mut order = Order::new(first_seq);
+                let mut gate = Gate::new(first_seq);
+                let mut ready = Vec::new();
                 for n in std::mem::take(&mut early) {
                     if n.session_id == session_id {
-                        for n in order.push(n) {
-                            p.event(&n);
-                        }
+                        ready.extend(gate.push(n));
                     }
                 }
-                session = Some((session_id, order));
+                if let Some(seq) = early_durable.remove(&session_id) {
+                    ready.extend(gate.durable(seq));
+                }
+                early_durable.clear();
+                for n in &ready {
+                    p.event(n);
+                }
+                session = Some((session_id, gate));
             }
             Msg::Out(line) => p.out(&line),
             Msg::Err(line) => p.sink.err(&line),
             Msg::Finish(done) => {
-                if let Some((_, order)) = &mut session {
-                    for n in order.drain() {
+                if let Some((_, gate)) = &mut session {
+                    for n in gate.finish() {
                         p.event(&n);
                     }
                 }
@@ -314,145 +412,5 @@ fn pump(rx: mpsc::Receiver<Msg>, sink: Box<dyn Sink>, options: FeedOptions) {
 }
 
 #[cfg(test)]
-mod tests {
-    use pretty_assertions::assert_eq;
-
-    use super::*;
-    use crate::testing::Captured;
-
-    fn notice(session: &str, seq: u64) -> Notice {
-        Notice {
-            session_id: session.to_owned(),
-            seq,
-            kind: "turn/start".to_owned(),
-            record: format!(r#"{{"seq":{seq},"time":0,"type":"turn/start","data":{{}}}}"#),
-        }
-    }
-
-    fn seqs(v: &[Notice]) -> Vec<u64> {
-        v.iter().map(|n| n.seq).collect()
-    }
-
-    #[test]
-    fn order_releases_contiguous_runs_and_drops_duplicates() {
-        let mut o = Order::new(Some(0));
-        assert_eq!(seqs(&o.push(notice("s", 1))), Vec::<u64>::new());
-        assert_eq!(seqs(&o.push(notice("s", 0))), vec![0, 1]);
-        assert_eq!(
-            seqs(&o.push(notice("s", 1))),
-            Vec::<u64>::new(),
-            "duplicate"
-        );
-        assert_eq!(seqs(&o.push(notice("s", 3))), Vec::<u64>::new());
-        assert_eq!(
-            seqs(&o.push(notice("s", 3))),
-            Vec::<u64>::new(),
-            "duplicate"
-        );
-        assert_eq!(seqs(&o.drain()), vec![3], "a gap is released at the end");
-        assert_eq!(seqs(&o.push(notice("s", 2))), Vec::<u64>::new(), "late");
-        assert_eq!(seqs(&o.push(notice("s", 4))), vec![4]);
-    }
-
-    #[test]
-    fn order_without_a_known_start_begins_at_the_lowest_seen() {
-        let mut o = Order::new(None);
-        assert_eq!(seqs(&o.push(notice("s", 7))), vec![7]);
-        assert_eq!(seqs(&o.push(notice("s", 9))), Vec::<u64>::new());
-        assert_eq!(seqs(&o.push(notice("s", 8))), vec![8, 9]);
-    }
-
-    #[test]
-    fn surf01_feed_prints_init_then_the_sessions_events_in_order_then_the_end() {
-        let hub = Arc::new(Hub::default());
-        let sink = Captured::default();
-        let lines = Arc::clone(&sink.0);
-        let feed = Feed::start(
-            Box::new(sink),
-            FeedOptions {
-                stream_json: true,
-                progress: false,
-            },
-            &hub,
-        )
-        .unwrap();
-        hub.notice(|| notice("s", 1));
-        hub.notice(|| notice("other", 0));
-        hub.notice(|| notice("s", 0));
-        feed.start_session("s", Some(0), Some("INIT".to_owned()));
-        hub.notice(|| notice("s", 3));
-        hub.notice(|| notice("s", 2));
-        hub.notice(|| notice("s", 2));
-        feed.out("RESULT".to_owned());
-        feed.err("ERR".to_owned());
-        futures::executor::block_on(feed.finish());
-        hub.notice(|| notice("s", 4)); // detached: ignored
-        let got: Vec<String> = lines
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(s, l)| {
-                let l = serde_json::from_str::<serde_json::Value>(l)
-                    .map(|v| format!("event {}", v["event"]["seq"]))
-                    .unwrap_or_else(|_| l.clone());
-                format!("{s} {l}")
-            })
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                "o INIT",
-                "o event 0",
-                "o event 1",
-                "o event 2",
-                "o event 3",
-                "o RESULT",
-                "e ERR"
-            ]
-        );
-    }
-
-    #[test]
-    fn text_feed_does_not_listen() {
-        let hub = Arc::new(Hub::default());
-        let sink = Captured::default();
-        let lines = Arc::clone(&sink.0);
-        let feed = Feed::start(
-            Box::new(sink),
-            FeedOptions {
-                stream_json: false,
-                progress: false,
-            },
-            &hub,
-        )
-        .unwrap();
-        hub.notice(|| panic!("no notice is built when nobody listens"));
-        feed.start_session("s", Some(0), None);
-        feed.out("text".to_owned());
-        futures::executor::block_on(feed.finish());
-        assert_eq!(*lines.lock().unwrap(), vec![('o', "text".to_owned())]);
-    }
-
-    #[test]
-    fn progress_goes_to_stderr_only() {
-        let hub = Arc::new(Hub::default());
-        let sink = Captured::default();
-        let lines = Arc::clone(&sink.0);
-        let feed = Feed::start(
-            Box::new(sink),
-            FeedOptions {
-                stream_json: false,
-                progress: true,
-            },
-            &hub,
-        )
-        .unwrap();
-        feed.start_session("s", Some(0), None);
-        hub.notice(|| notice("s", 0));
-        futures::executor::block_on(feed.finish());
-        assert_eq!(
-            *lines.lock().unwrap(),
-            vec![('e', "› turn started".to_owned())]
-        );
-    }
-}
+#[path = "feed_tests.rs"]
+mod tests;

@@ -55,11 +55,23 @@ impl fmt::Display for OutputFormat {
 pub mod exit {
     /// The turn ended `completed`.
     pub const COMPLETED: i32 = 0;
-    /// The turn ended otherwise, or the run failed after the session existed.
+    /// The turn ended otherwise, the run failed after the session existed, or the session is
+    /// locked by another keel (`SESSION_LOCKED`).
     pub const TURN_FAILED: i32 = 1;
     /// Usage, config or credential errors, before any model request.
     pub const USAGE: i32 = 2;
     // Stopped by a signal: the kernel's `interrupt` names the code (128 + the signal's number).
+}
+
+/// The exit code when `create` / `resume` fails with `code`, before any model request:
+/// [`exit::TURN_FAILED`] for `SESSION_LOCKED` — another keel holds the session, a conflict
+/// that passes when it finishes, not a mistake in the command — else [`exit::USAGE`].
+pub fn open_failure_exit(code: &str) -> i32 {
+    if code == "SESSION_LOCKED" {
+        exit::TURN_FAILED
+    } else {
+        exit::USAGE
+    }
 }
 
 /// `keel: error[CODE]: message`.

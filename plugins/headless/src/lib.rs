@@ -7,7 +7,8 @@
 //!
 //! - [`run`]: the flow (prompt, create/resume, send, wait, close, exit code);
 //! - [`format`]: every line printed, per `--output-format` (the public contract);
-//! - [`feed`]: the output thread and the ordered `session/event` feed for stream-json;
+//! - [`feed`]: the output thread and the ordered `session/event` feed for stream-json, each
+//!   event held until `session/durable` says it is stored;
 //! - [`interrupt`]: the kernel's `interrupt` (SIGINT, SIGTERM, SIGHUP) → `abort`.
 //!
 //! The kernel owns the signals (`kernel/src/cli/run.rs`): it calls `interrupt`, then gives the
@@ -25,7 +26,9 @@ pub mod run;
 use std::io::{IsTerminal as _, Read as _};
 use std::sync::Arc;
 
-use keel_plugin_api::events::session::{SessionEvent, SessionEventNotice};
+use keel_plugin_api::events::session::{
+    SessionDurability, SessionDurable, SessionEvent, SessionEventNotice,
+};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::Agent;
 use keel_plugin_api::services::approval::Approval;
@@ -127,6 +130,11 @@ impl Plugin for Headless {
                 kind: n.kind.to_string(),
                 record: n.record.to_string(),
             });
+            Ok(())
+        })?;
+        let listening = Arc::clone(&hub);
+        ctx.on::<SessionDurable>(ListenerOptions::default(), move |d: &SessionDurability| {
+            listening.durable(|| d.session_id.to_string(), d.seq);
             Ok(())
         })?;
         let state = Arc::new(DriverState {

@@ -4,8 +4,8 @@
 //! 1. options and the prompt (`-` reads stdin) — a missing or empty prompt is a usage error
 //!    (exit 2); `resume` never invents one;
 //! 2. `create {cwd, ephemeral, max_turns?}` or `resume {session_id, max_turns?}` — a failure
-//!    (`CREDENTIAL_MISSING`, `SESSION_NOT_FOUND`, `SESSION_LOCKED`, …) exits 2 before any model
-//!    request;
+//!    (`CREDENTIAL_MISSING`, `SESSION_NOT_FOUND`, `SESSION_UNSUPPORTED`, …) exits 2 before any
+//!    model request; `SESSION_LOCKED` (another keel holds the session) exits 1;
 //! 3. `set_mode` on `keel.approval` when `--approval` is given and an approval row exists;
 //! 4. `send {target: "followup"}`, then `wait_idle` — a stop request meanwhile (the kernel's
 //!    `interrupt`, on SIGINT, SIGTERM or SIGHUP) calls `abort`;
@@ -272,7 +272,7 @@ impl Run<'_> {
             Ok(opened) => opened,
             Err(e) => {
                 self.feed.err(format::error_line(&e.code, &e.message));
-                return exit::USAGE;
+                return format::open_failure_exit(&e.code);
             }
         };
         self.active.set_open(Some(Open {
@@ -486,9 +486,10 @@ fn print_result(feed: &Feed, output: OutputFormat, report: &RunReport, started: 
 /// have, and drains the output. The kernel prints `keel: interrupted (SIG…)` and exits
 /// 128 + the signal's number itself.
 ///
-/// The kernel no longer delivers `session/event` to a row it is unloading, so for stream-json
-/// the events committed meanwhile (the turn's closers) are read back from `keel.session`
-/// `inspect` (which commits nothing) when `sessions` is given.
+/// The kernel no longer delivers `session/event` (nor `session/durable`) to a row it is
+/// unloading, so for stream-json the events committed meanwhile (the turn's closers) are read
+/// back from `keel.session` `inspect` (which commits nothing) when `sessions` is given — only
+/// after a successful close, so what is read back is stored.
 pub async fn finish_stopped(agent: &CallHandle, sessions: Option<&CallHandle>, open: Open) {
     let id = open.session_id.as_str();
     let args = json!({"session_id": id});
@@ -496,8 +497,9 @@ pub async fn finish_stopped(agent: &CallHandle, sessions: Option<&CallHandle>, o
         tracing::warn!(session = id, "abort at teardown failed: {e}");
     }
     let report = to_report(id, agent.call("wait_idle", args.clone()).await);
-    close(agent, &open.feed, id).await;
-    if let (OutputFormat::StreamJson, Some(sessions)) = (open.format, sessions) {
+    let closed = close(agent, &open.feed, id).await;
+    // Read back only once closed (flushed): then what `inspect` answers is stored.
+    if let (true, OutputFormat::StreamJson, Some(sessions)) = (closed, open.format, sessions) {
         match sessions.call("inspect", args).await {
             Ok(log) => open.feed.replay(notices_of(id, &log)),
             Err(e) => tracing::warn!(session = id, "cannot read the session back: {e}"),

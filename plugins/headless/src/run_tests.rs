@@ -1,6 +1,7 @@
 //! The headless flow against an in-process fake `keel.agent` (SURF-01, SURF-02, §11 exit
 //! codes and output formats). The fake records every call and feeds `session/event` notices
-//! through the hub the way the session plugin's listener would.
+//! through the hub the way the session plugin's listener would; its `close` reports them
+//! durable (`session/durable`), as the real close's flush does.
 
 use std::sync::{Arc, Mutex};
 
@@ -144,7 +145,12 @@ fn fake_agent(
                     Ok(json!({}))
                 }
                 "close" if script.close_fails => Err(Error::new("SESSION_IO", "disk full")),
-                "close" => Ok(json!({})),
+                "close" => {
+                    for n in script.at_create.iter().chain(&script.at_send) {
+                        hub.durable(|| n.session_id.clone(), n.seq);
+                    }
+                    Ok(json!({}))
+                }
                 other => Err(Error::new("UNKNOWN_METHOD", other.to_owned())),
             }
         }
@@ -409,15 +415,21 @@ fn surf02_resume_opens_the_given_session_and_never_invents_a_prompt() {
     );
 }
 
+// Issue 10 item 13: a session another keel holds is a lock conflict (exit 1), not a usage
+// error; the other refusals before any request stay exit 2.
 #[test]
-fn surf02_resume_failures_exit_2() {
-    for code in ["SESSION_NOT_FOUND", "SESSION_LOCKED"] {
+fn surf02_resume_failures_exit_2_and_a_lock_conflict_1() {
+    for (code, exit) in [
+        ("SESSION_NOT_FOUND", 2),
+        ("SESSION_UNSUPPORTED", 2),
+        ("SESSION_LOCKED", 1),
+    ] {
         let script = Script {
             create: Err((code.into(), "nope".into())),
             ..Script::default()
         };
         let h = drive(&inv("resume", Some("go on"), text()), script);
-        assert_eq!(h.code, 2);
+        assert_eq!(h.code, exit, "{code}");
         assert_eq!(h.out.stderr(), [format!("keel: error[{code}]: nope")]);
         assert_eq!(h.methods(), ["resume"]);
     }

@@ -14,13 +14,16 @@ use crate::error::JsonlError;
 use crate::scan;
 use crate::store::JsonlStore;
 
-/// Answers one `load` call: `{header, events | events_jsonl | events_file, truncated}`.
+/// Answers one `load` call: `{header, events | events_jsonl | events_file, truncated}`, where
+/// `truncated` is `null` or the torn tail `{seq, reason, path, line, bytes}` — what a repair
+/// cuts (or cut, with `repair`): the file, the line number and its bytes.
 ///
 /// # Errors
 /// The request's and the load's errors ([`JsonlStore::load`]).
 pub fn load(store: &JsonlStore, args: Value) -> Result<Value, JsonlError> {
     let a = args::load(args)?;
     let (path, mut bytes, scan) = store.check(&a.session_id, a.repair)?;
+    let torn_bytes = (bytes.len() as u64).saturating_sub(scan.committed_len);
     let to_json = |e: serde_json::Error| JsonlError::Invalid(format!("encode: {e}"));
     // Built by hand: `json!` would deep-copy the events through `to_value`.
     let mut answer = Map::new();
@@ -57,7 +60,13 @@ pub fn load(store: &JsonlStore, args: Value) -> Result<Value, JsonlError> {
         }
     }
     let truncated = match &scan.torn {
-        Some(t) => json!({ "seq": t.seq, "reason": t.reason }),
+        Some(t) => json!({
+            "seq": t.seq,
+            "reason": t.reason,
+            "path": path.to_string_lossy(),
+            "line": t.line,
+            "bytes": torn_bytes,
+        }),
         None => Value::Null,
     };
     answer.insert("truncated".into(), truncated);
@@ -135,6 +144,9 @@ mod tests {
                 (&file["header"], &file["truncated"]["seq"]),
                 (&plain["header"], &json!(3))
             );
+            let torn = &file["truncated"];
+            assert_eq!((&torn["line"], &torn["bytes"]), (&json!(5), &json!(21)));
+            assert_eq!(torn["path"], json!(path.to_string_lossy()));
         }
         let e = json!({"session_id": "e", "format": "jsonl-file"});
         assert!(range(&store.call("load", e).unwrap()).is_empty());

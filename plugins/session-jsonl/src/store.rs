@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::UNIX_EPOCH;
 
-use keel_plugin_api::services::session::{EventRecord, SessionHeader};
+use keel_plugin_api::services::session::{EventRecord, SessionHeader, StoreError};
 use serde_json::{Value, json};
 
 use crate::args::{self, AppendArgs};
@@ -379,8 +379,10 @@ impl JsonlStore {
         Ok((path, bytes, scan))
     }
 
-    /// `{sessions: [header + {events, updated_at}], unreadable: [{session_id, code, message}]}`,
-    /// sorted by id. Reads headers and counts lines; it does not validate every record.
+    /// `{sessions: [header + {events, updated_at}], unreadable: [{session_id, path, code,
+    /// message}]}`, sorted by id. Reads headers and counts lines; it does not validate every
+    /// record. A `.jsonl` file whose name is not a session id is unreadable too
+    /// (`session_id: null`), never skipped silently.
     ///
     /// # Errors
     /// `SESSION_IO` when the root cannot be read.
@@ -392,24 +394,40 @@ impl JsonlStore {
             }
             Err(e) => return Err(JsonlError::io("read directory", &self.root, e)),
         };
-        let mut ids: Vec<String> = entries
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()
-                    .and_then(|n| n.strip_suffix(".jsonl"))
-                    .map(str::to_owned)
-            })
-            .filter(|id| args::check_id(id).is_ok())
-            .collect();
+        let mut ids = Vec::new();
+        let mut unreadable = Vec::new();
+        for entry in entries.filter_map(|e| e.ok()) {
+            let name = entry.file_name();
+            let Some(stem) = name.as_encoded_bytes().strip_suffix(b".jsonl") else {
+                continue;
+            };
+            match std::str::from_utf8(stem) {
+                Ok(id) if args::check_id(id).is_ok() => ids.push(id.to_owned()),
+                _ => {
+                    let path = entry.path();
+                    unreadable.push(json!({
+                        "session_id": null,
+                        "path": path.to_string_lossy(),
+                        "code": StoreError::Invalid.code(),
+                        "message": format!(
+                            "{}: the file name is not a session id ([A-Za-z0-9_-]{{1,128}}.jsonl)",
+                            path.display()
+                        ),
+                    }));
+                }
+            }
+        }
         ids.sort();
         let mut sessions = Vec::new();
-        let mut unreadable = Vec::new();
         for id in ids {
             match self.summary(&id) {
                 Ok(entry) => sessions.push(entry),
-                Err(e) => unreadable
-                    .push(json!({ "session_id": id, "code": e.code(), "message": e.to_string() })),
+                Err(e) => unreadable.push(json!({
+                    "session_id": id,
+                    "path": self.session_path(&id).to_string_lossy(),
+                    "code": e.code(),
+                    "message": e.to_string(),
+                })),
             }
         }
         Ok(json!({ "sessions": sessions, "unreadable": unreadable }))

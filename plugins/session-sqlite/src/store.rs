@@ -32,8 +32,19 @@ pub struct Loaded {
     pub header: SessionHeader,
     /// Every committed event (checked envelopes), in the requested form.
     pub events: rows::Events,
-    /// `(seq, reason)` of the torn tail that was cut (or would be, without `repair`).
-    pub truncated: Option<(u64, String)>,
+    /// The torn tail that was cut (or would be, without `repair`).
+    pub truncated: Option<Torn>,
+}
+
+/// A torn tail: the rows from `seq` on, which a repair deletes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Torn {
+    /// The first cut seq.
+    pub seq: u64,
+    /// Why its row is not a committed record.
+    pub reason: String,
+    /// How many rows are cut (from `seq` on).
+    pub rows: u64,
 }
 
 /// The SQLite session store rooted at one directory.
@@ -115,7 +126,12 @@ impl SqliteStore {
                 let a = args::load(args)?;
                 let loaded = self.load(&a.session_id, a.repair, a.format)?;
                 let truncated = match &loaded.truncated {
-                    Some((seq, reason)) => json!({ "seq": seq, "reason": reason }),
+                    Some(t) => json!({
+                        "seq": t.seq,
+                        "reason": t.reason,
+                        "path": self.path.to_string_lossy(),
+                        "rows": t.rows,
+                    }),
                     None => Value::Null,
                 };
                 let to_json = |e: serde_json::Error| SqliteError::Invalid(format!("encode: {e}"));
@@ -275,18 +291,36 @@ impl SqliteStore {
                 path: path.clone(),
             })?;
             let scan = rows::scan(&tx, path, id, format.lines())?;
-            if let (Some((seq, _)), true) = (&scan.torn, repair) {
-                let cut = i64::try_from(*seq).unwrap_or(i64::MAX);
-                tx.execute(
-                    "DELETE FROM events WHERE session_id = ?1 AND seq >= ?2",
-                    rusqlite::params![id, cut],
-                )
-                .map_err(|e| SqliteError::io("cut the torn tail in", path, e))?;
-            }
+            let torn = match scan.torn {
+                Some((seq, reason)) => {
+                    let cut = i64::try_from(seq).unwrap_or(i64::MAX);
+                    let rows = if repair {
+                        tx.execute(
+                            "DELETE FROM events WHERE session_id = ?1 AND seq >= ?2",
+                            rusqlite::params![id, cut],
+                        )
+                        .map_err(|e| SqliteError::io("cut the torn tail in", path, e))?
+                    } else {
+                        tx.query_row(
+                            "SELECT count(*) FROM events WHERE session_id = ?1 AND seq >= ?2",
+                            rusqlite::params![id, cut],
+                            |r| r.get::<_, i64>(0),
+                        )
+                        .map(|n| usize::try_from(n).unwrap_or(0))
+                        .map_err(|e| SqliteError::io("read", path, e))?
+                    };
+                    Some(Torn {
+                        seq,
+                        reason,
+                        rows: rows as u64,
+                    })
+                }
+                None => None,
+            };
             tx.commit()
                 .map_err(|e| SqliteError::io("commit to", path, e))?;
             let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
-            if scan.torn.is_none() || repair {
+            if torn.is_none() || repair {
                 checked.insert(id.to_owned());
             } else {
                 checked.remove(id);
@@ -294,7 +328,7 @@ impl SqliteStore {
             Ok(Loaded {
                 header,
                 events: scan.events,
-                truncated: scan.torn,
+                truncated: torn,
             })
         })?;
         loaded.ok_or_else(|| SqliteError::NotFound {
@@ -303,8 +337,8 @@ impl SqliteStore {
         })
     }
 
-    /// `{sessions: [header + {events, updated_at}], unreadable: [{session_id, code, message}]}`,
-    /// sorted by id.
+    /// `{sessions: [header + {events, updated_at}], unreadable: [{session_id, path, code,
+    /// message}]}`, sorted by id (`path` is the database).
     ///
     /// # Errors
     /// `SESSION_UNSUPPORTED` for a foreign database, `SESSION_IO`.
@@ -328,7 +362,12 @@ impl SqliteStore {
                 let (header, updated_at, count) = read(row).map_err(|e| SqliteError::io("read", path, e))?;
                 if header.version != FORMAT_VERSION {
                     let e = self.unsupported(&header.id, i64::from(header.version));
-                    unreadable.push(json!({ "session_id": header.id, "code": e.code(), "message": e.to_string() }));
+                    unreadable.push(json!({
+                        "session_id": header.id,
+                        "path": path.to_string_lossy(),
+                        "code": e.code(),
+                        "message": e.to_string(),
+                    }));
                     continue;
                 }
                 let mut entry = serde_json::to_value(&header).map_err(|e| SqliteError::Invalid(e.to_string()))?;

@@ -11,12 +11,12 @@
 //! - `flush {session_id}` → `{durable_seq}` (`null`: nothing stored yet); dispatches
 //!   `session/flush` so every durability listener runs
 //! - `close {session_id}` → `{}`
-//! - `load {session_id}` → `{header, events, recovered}` (closers committed, included in
-//!   `events`)
+//! - `load {session_id}` → `{header, events, recovered, truncated}` (closers committed,
+//!   included in `events`; `truncated`: the torn tail this load cut, or `null`)
 //! - `inspect {session_id}` → `{header, events, recovered, committed: false, truncated}`
-//!   (closers not in `events`)
+//!   (closers not in `events`; `truncated`: the torn tail a repair would cut)
 //! - `fork {session_id, at?: seq | "last-turn-end", child_id?}` → `{session_id, seed_length}`
-//! - `list {}` → `{sessions: [...]}`
+//! - `list {}` → `{sessions: [...], unreadable: [{path, reason, code, session_id}]}`
 //! - `messages {session_id}` → `{messages: [...]}`
 
 use std::sync::Arc;
@@ -200,9 +200,9 @@ pub async fn call(
                 "events": to_json(&s.events),
                 "recovered": to_json(&s.recovered),
             });
+            out["truncated"] = s.truncated.unwrap_or(Value::Null);
             if method == "inspect" {
                 out["committed"] = Value::Bool(false);
-                out["truncated"] = s.truncated.unwrap_or(Value::Null);
             }
             Ok(out)
         }
@@ -217,7 +217,10 @@ pub async fn call(
                 .await?;
             Ok(json!({ "session_id": child.id, "seed_length": child.seed_length }))
         }
-        "list" => Ok(json!({ "sessions": mgr.list().await? })),
+        "list" => {
+            let listed = mgr.list().await?;
+            Ok(json!({ "sessions": listed.sessions, "unreadable": listed.unreadable }))
+        }
         "messages" => {
             let IdArgs { session_id } = args(method, a)?;
             Ok(json!({ "messages": mgr.messages(&session_id).await? }))

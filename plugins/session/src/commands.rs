@@ -3,10 +3,14 @@
 //! [`SessionManager`], writing to the given stdout/stderr, returning the exit code.
 //!
 //! `show` loads the session, so a crashed one is recovered (closers committed) and stderr says
-//! `recovered crashed session: appended N closers`; a session live in another process is shown
-//! without repair. Errors print one line `keel: error[CODE]: …` on stderr; the exit code is 2
-//! for bad input (unknown id, invalid id or boundary, boundary inside an open turn, existing
-//! child) and 1 for everything else (unsupported format, corruption, I/O, locks).
+//! `recovered crashed session: appended N closers`; a torn tail the load cut is said too
+//! (`keel: cut the torn tail of FILE: line N, B bytes: REASON`, and `truncated` with `--json`):
+//! nothing on disk changes unsaid. A session live (here or in another process) with a turn
+//! open is shown without repair. `list` names every file it could not read (stderr, or
+//! `unreadable` with `--json`). Errors print one line `keel: error[CODE]: …` on stderr; the
+//! exit code is 2 for bad input (unknown id, invalid id or boundary, boundary inside an open
+//! turn, existing child) and 1 for everything else (unsupported format, corruption, I/O,
+//! locks).
 
 use std::io::Write;
 
@@ -102,12 +106,24 @@ pub async fn sessions(mgr: &SessionManager, args: &Value, io: &mut Io<'_>) -> i3
 }
 
 async fn list(mgr: &SessionManager, as_json: bool, io: &mut Io<'_>) -> Result<(), SessionError> {
-    let mut rows = mgr.list().await?;
+    let listed = mgr.list().await?;
+    let mut rows = listed.sessions;
     let updated = |r: &Value| r.get("updated_at").and_then(Value::as_u64).unwrap_or(0);
     rows.sort_by_key(|r| std::cmp::Reverse(updated(r)));
     if as_json {
-        let _ = writeln!(io.out, "{}", json!({ "sessions": rows }));
+        let out = json!({ "sessions": rows, "unreadable": listed.unreadable });
+        let _ = writeln!(io.out, "{out}");
         return Ok(());
+    }
+    for u in &listed.unreadable {
+        let text = |k: &str| u.get(k).and_then(Value::as_str).unwrap_or("?");
+        let _ = writeln!(
+            io.err,
+            "keel: warning[{}]: not listed, cannot read {}: {}",
+            text("code"),
+            text("path"),
+            text("reason")
+        );
     }
     let _ = writeln!(
         io.out,
@@ -131,6 +147,27 @@ async fn list(mgr: &SessionManager, as_json: bool, io: &mut Io<'_>) -> Result<()
     Ok(())
 }
 
+/// `cut the torn tail of FILE: line N, B bytes (the record seq S would have had): REASON`
+/// (JSONL) or `…: R row(s) from seq S: REASON` (SQLite), from the store's `truncated` report.
+pub fn cut_line(torn: &Value) -> String {
+    let num = |k: &str| torn.get(k).and_then(Value::as_u64);
+    let text = |k: &str| torn.get(k).and_then(Value::as_str).unwrap_or("?");
+    let seq = num("seq").map_or_else(|| "?".to_owned(), |s| s.to_string());
+    let what = match (num("line"), num("bytes"), num("rows")) {
+        (Some(line), Some(bytes), _) => {
+            format!("line {line}, {bytes} bytes (the record seq {seq} would have had)")
+        }
+        (_, _, Some(1)) => format!("1 row from seq {seq}"),
+        (_, _, Some(rows)) => format!("{rows} rows from seq {seq}"),
+        _ => format!("the records from seq {seq}"),
+    };
+    format!(
+        "cut the torn tail of {}: {what}: {}",
+        text("path"),
+        text("reason")
+    )
+}
+
 fn summary(e: &EventRecord) -> String {
     let mut text = e.data.to_string();
     if text.chars().count() > 120 {
@@ -147,7 +184,7 @@ async fn show(
 ) -> Result<(), SessionError> {
     let snap = match mgr.load(id).await {
         Ok(s) => s,
-        Err(e) if e.is(StoreError::OpenTurn) => {
+        Err(e) if e.is(StoreError::Locked) => {
             let _ = writeln!(
                 io.err,
                 "keel: session '{id}' is live with an open turn; showing it without repair"
@@ -156,6 +193,11 @@ async fn show(
         }
         Err(e) => return Err(e),
     };
+    // What this load cut: only a committing load repairs (`inspect` cuts nothing).
+    let cut = snap.truncated.as_ref().filter(|_| snap.committed);
+    if let Some(torn) = cut {
+        let _ = writeln!(io.err, "keel: {}", cut_line(torn));
+    }
     if snap.committed && !snap.recovered.is_empty() {
         let _ = writeln!(
             io.err,
@@ -164,11 +206,13 @@ async fn show(
         );
     }
     if as_json {
-        let _ = writeln!(
-            io.out,
-            "{}",
-            json!({ "header": snap.header, "events": snap.events, "recovered": snap.recovered })
-        );
+        let out = json!({
+            "header": snap.header,
+            "events": snap.events,
+            "recovered": snap.recovered,
+            "truncated": cut,
+        });
+        let _ = writeln!(io.out, "{out}");
         return Ok(());
     }
     let h = &snap.header;
@@ -229,10 +273,28 @@ mod tests {
     }
 
     #[test]
+    fn cut_line_says_what_was_cut() {
+        let jsonl = json!({"seq": 24, "reason": "no newline", "path": "/h/s.jsonl",
+            "line": 26, "bytes": 31});
+        assert_eq!(
+            cut_line(&jsonl),
+            "cut the torn tail of /h/s.jsonl: line 26, 31 bytes (the record seq 24 would have \
+             had): no newline"
+        );
+        let sqlite = json!({"seq": 9, "reason": "bad data", "path": "/h/s.sqlite3", "rows": 2});
+        assert_eq!(
+            cut_line(&sqlite),
+            "cut the torn tail of /h/s.sqlite3: 2 rows from seq 9: bad data"
+        );
+    }
+
+    #[test]
     fn exit_codes_split_bad_input_from_failures() {
         assert_eq!(exit_code(&SessionError::not_found("x")), 2);
         assert_eq!(exit_code(&SessionError::open_turn("x")), 2);
         assert_eq!(exit_code(&SessionError::corrupt("x")), 1);
         assert_eq!(exit_code(&SessionError::unsupported("x")), 1);
+        let locked = SessionError::new(StoreError::Locked, "x");
+        assert_eq!(exit_code(&locked), 1, "a lock conflict is not bad input");
     }
 }

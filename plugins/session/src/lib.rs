@@ -3,8 +3,9 @@
 //! This file is only the SDK adapter: it provides `keel.session` (the JSON methods of
 //! [`api`]), `keel.command.sessions` and `keel.command.fork` (the [`commands`]), talks to the
 //! profile's `keel.session-store` backend through [`store::Store`], runs the write-behind
-//! timers on the kernel's runtime, feeds `session/event` after every commit, announces
-//! `session/created` / `session/disposed`, and drains a session's writer on `session/flush`.
+//! timers on the kernel's runtime, feeds `session/event` after every commit and
+//! `session/durable` after every durable write, announces `session/created` /
+//! `session/disposed`, and drains a session's writer on `session/flush`.
 //! The job itself lives in SDK-free modules, testable as plain Rust:
 //!
 //! - [`validate`]: lossless data, envelope and read-side checks (SES-01/02/09);
@@ -45,8 +46,8 @@ use std::time::Duration;
 
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::session::{
-    FlushRequest, Persist, PersistBatch, SessionCreated, SessionDisposed, SessionEvent,
-    SessionEventNotice, SessionFlush, SessionLifecycle,
+    FlushRequest, Persist, PersistBatch, SessionCreated, SessionDisposed, SessionDurability,
+    SessionDurable, SessionEvent, SessionEventNotice, SessionFlush, SessionLifecycle,
 };
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
@@ -60,7 +61,7 @@ use serde_json::{Value, json};
 
 use crate::error::SessionError;
 use crate::sessions::{Config, SessionManager};
-use crate::store::{BoxFut, Loaded, Store, StoreAppend, Timer};
+use crate::store::{BoxFut, Listing, Loaded, Store, StoreAppend, Timer};
 use crate::validate::NewEvent;
 
 fn to_sdk(e: SessionError) -> Error {
@@ -117,13 +118,18 @@ impl Store for CallStore {
         Box::pin(async move { wire::load_answer(call.await?) })
     }
 
-    fn list(&self) -> BoxFut<error::Result<Vec<Value>>> {
+    fn list(&self) -> BoxFut<error::Result<Listing>> {
         let call = self.call("list", json!({}));
         Box::pin(async move {
-            match call.await?["sessions"].take() {
-                Value::Array(rows) => Ok(rows),
-                _ => Ok(Vec::new()),
-            }
+            let mut answer = call.await?;
+            let mut rows = |key: &str| match answer[key].take() {
+                Value::Array(rows) => rows,
+                _ => Vec::new(),
+            };
+            Ok(Listing {
+                sessions: rows("sessions"),
+                unreadable: rows("unreadable"),
+            })
         })
     }
 
@@ -284,6 +290,7 @@ impl Plugin for SessionPlugin {
             .provides::<ForkCommand>()
             .declares::<Persist>()
             .declares::<SessionEvent>()
+            .declares::<SessionDurable>()
             .declares::<SessionFlush>()
             .declares::<SessionCreated>()
             .declares::<SessionDisposed>()
@@ -311,6 +318,16 @@ impl Plugin for SessionPlugin {
             Arc::new(KernelTimer(ctx)),
             &config,
         ));
+        mgr.set_durable_hook(Arc::new(move |session_id: &str, seq: u64| {
+            let notice = SessionDurability {
+                session_id: session_id.into(),
+                seq,
+            };
+            // Listener failures are contained by the bus; only misuse comes back here.
+            if let Err(e) = ctx.emit::<SessionDurable>(&notice) {
+                tracing::error!(session = %session_id, seq, "session/durable emit failed: {e}");
+            }
+        }));
         let hooks = Arc::new(KernelHooks {
             ctx,
             mgr: mgr.clone(),

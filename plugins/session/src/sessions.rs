@@ -4,8 +4,9 @@
 //! [`SessionLog`] + one [`Writer`] each, the store's writer lock held) and the operations on
 //! stored ones: `load` (commits recovery closers, SES-06), `inspect` (shows them, commits
 //! nothing), `fork` (SES-07), `list`. A live session is never repaired: `load` of a live id
-//! answers its committed events when it is balanced and refuses (`SESSION_OPEN_TURN`) while a
-//! turn is open — in this process or, detected through the store's lock, in another one.
+//! answers its committed events when it is balanced and refuses (`SESSION_LOCKED`: a live
+//! writer holds it) while a turn is open — in this process or, detected through the store's
+//! lock, in another one.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +24,7 @@ use crate::log::{SessionLog, now_ms};
 use crate::recovery::closers;
 use crate::store::{Loaded, Store, StoreAppend, Timer};
 use crate::validate::{EventTypes, NewEvent, check_header, check_id, check_readable};
-use crate::writer::{DEFAULT_DELAY_MS, Writer};
+use crate::writer::{DEFAULT_DELAY_MS, DurableHook, Writer};
 
 mod read;
 
@@ -120,6 +121,7 @@ pub struct SessionManager {
     types: Arc<EventTypes>,
     live: Mutex<HashMap<String, Arc<Live>>>,
     counter: AtomicU64,
+    durable_hook: std::sync::OnceLock<DurableHook>,
 }
 
 impl std::fmt::Debug for SessionManager {
@@ -144,7 +146,30 @@ impl SessionManager {
             types: Arc::new(EventTypes::with_extra(config.event_types.iter().cloned())),
             live: Mutex::new(HashMap::new()),
             counter: AtomicU64::new(0),
+            durable_hook: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets the hook told `(session_id, last durable seq)` after every durable write of this
+    /// manager: write-behind batches and flushes of live sessions, and committed recovery
+    /// closers (once; later calls are ignored).
+    pub fn set_durable_hook(&self, hook: DurableHook) {
+        let _ = self.durable_hook.set(hook);
+    }
+
+    /// Tells the hook that `id` is durable up to `seq`.
+    fn durable(&self, id: &str, seq: u64) {
+        if let Some(hook) = self.durable_hook.get() {
+            hook(id, seq);
+        }
+    }
+
+    /// A writer wired to the durable hook.
+    fn hooked(&self, writer: Writer) -> Writer {
+        if let Some(hook) = self.durable_hook.get() {
+            writer.set_durable_hook(Arc::clone(hook));
+        }
+        writer
     }
 
     fn live(&self, id: &str) -> Option<Arc<Live>> {
@@ -170,7 +195,10 @@ impl SessionManager {
         format!("{}-{:x}-{n}", now_ms(), std::process::id())
     }
 
-    /// Whether `id` exists in this process or in the store (an unreadable one exists too).
+    /// Whether `id` exists in this process or in the store. When the store cannot tell — the
+    /// session's record or the store itself is unreadable (`SESSION_UNSUPPORTED`, e.g. a
+    /// foreign `sessions.sqlite3`; `SESSION_CORRUPT`; `SESSION_IO`) — that error is the
+    /// answer: it names the file, where a guessed `SESSION_EXISTS` would mislead.
     async fn exists(&self, id: &str) -> Result<bool> {
         if self.live(id).is_some() {
             return Ok(true);
@@ -178,7 +206,6 @@ impl SessionManager {
         match self.store.load(id, false).await {
             Ok(_) => Ok(true),
             Err(e) if e.is(StoreError::NotFound) => Ok(false),
-            Err(e) if e.is(StoreError::Unsupported) || e.is(StoreError::Corrupt) => Ok(true),
             Err(e) => Err(e),
         }
     }
@@ -244,14 +271,15 @@ impl SessionManager {
         let ephemeral = args.ephemeral;
         let made = SessionLog::new(header.clone(), self.types.clone()).and_then(|log| {
             let writer = if ephemeral {
-                Writer::new(
+                // Nothing is stored: "durable" is as far as it goes, the in-memory store.
+                self.hooked(Writer::new(
                     &id,
                     Some(header.clone()),
                     0,
                     Arc::new(crate::store::MemStore::default()),
                     self.timer.clone(),
                     self.delay,
-                )
+                ))
             } else {
                 self.writer(&id, Some(header.clone()), 0)
             };
@@ -267,19 +295,22 @@ impl SessionManager {
     }
 
     fn writer(&self, id: &str, header: Option<SessionHeader>, durable_next: u64) -> Writer {
-        Writer::new(
+        self.hooked(Writer::new(
             id,
             header,
             durable_next,
             self.store.clone(),
             self.timer.clone(),
             self.delay,
-        )
+        ))
     }
 
     async fn load_checked(&self, id: &str, repair: bool) -> Result<Loaded> {
         check_id(id)?;
         let loaded = self.store.load(id, repair).await?;
+        if let (true, Some(torn)) = (repair, &loaded.truncated) {
+            tracing::warn!(session = id, "cut the torn tail of the session log: {torn}");
+        }
         check_header(&loaded.header)?;
         check_readable(&loaded.events, &self.types)?;
         Ok(loaded)
@@ -314,15 +345,16 @@ impl SessionManager {
         let closing = closers(&loaded.events);
         let mut log = SessionLog::replay(loaded.header, loaded.events, self.types.clone())?;
         let recovered = log.commit_records(closing)?.to_vec();
-        if !recovered.is_empty() {
+        if let (Some(first), Some(last)) = (recovered.first(), recovered.last()) {
             self.store
                 .append(StoreAppend {
                     session_id: id.to_owned(),
                     header: None,
                     events: recovered.clone(),
-                    expected_next_seq: recovered[0].seq,
+                    expected_next_seq: first.seq,
                 })
                 .await?;
+            self.durable(id, last.seq);
         }
         let header = log.header().clone();
         let next_seq = log.len();
@@ -424,7 +456,8 @@ impl SessionManager {
     ///
     /// # Errors
     /// `SESSION_EXISTS` (child id, checked before the boundary), `SESSION_INVALID`,
-    /// `SESSION_OPEN_TURN`, load and store errors.
+    /// `SESSION_OPEN_TURN` (boundary inside an open turn), `SESSION_LOCKED` (a stored source
+    /// live in another process with a turn open), load and store errors.
     pub async fn fork(
         &self,
         id: &str,

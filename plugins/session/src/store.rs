@@ -39,8 +39,18 @@ pub struct Loaded {
     pub header: SessionHeader,
     /// Every complete event.
     pub events: Vec<EventRecord>,
-    /// `{seq, reason}` when a torn tail was cut, else `None`.
+    /// The store's torn-tail report (`{seq, reason, path, …}`: cut with `repair`, else only
+    /// left out), else `None`.
     pub truncated: Option<Value>,
+}
+
+/// What `list` returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listing {
+    /// Every readable session: header fields plus `events` and `updated_at`.
+    pub sessions: Vec<Value>,
+    /// What the store could not read, as it reports it: `{session_id, path, code, message}`.
+    pub unreadable: Vec<Value>,
 }
 
 /// The backend contract the core uses (mirrors `StoreMethod`).
@@ -49,8 +59,9 @@ pub trait Store: Send + Sync + 'static {
     fn append(&self, req: StoreAppend) -> BoxFut<Result<u64>>;
     /// Reads a session; `repair` cuts a torn tail physically.
     fn load(&self, session_id: &str, repair: bool) -> BoxFut<Result<Loaded>>;
-    /// Every stored session: header fields plus `events` and `updated_at`.
-    fn list(&self) -> BoxFut<Result<Vec<Value>>>;
+    /// Every stored session (header fields plus `events` and `updated_at`), and what could
+    /// not be read.
+    fn list(&self) -> BoxFut<Result<Listing>>;
     /// Takes the one-live-writer lock.
     fn claim(&self, session_id: &str) -> BoxFut<Result<()>>;
     /// Releases it.
@@ -193,8 +204,8 @@ impl Store for MemStore {
         Box::pin(async move { r })
     }
 
-    fn list(&self) -> BoxFut<Result<Vec<Value>>> {
-        let r: Vec<Value> = self
+    fn list(&self) -> BoxFut<Result<Listing>> {
+        let sessions: Vec<Value> = self
             .lock()
             .sessions
             .values()
@@ -205,7 +216,12 @@ impl Store for MemStore {
                 v
             })
             .collect();
-        Box::pin(async move { Ok(r) })
+        Box::pin(async move {
+            Ok(Listing {
+                sessions,
+                unreadable: Vec::new(),
+            })
+        })
     }
 
     fn claim(&self, session_id: &str) -> BoxFut<Result<()>> {

@@ -11,6 +11,9 @@
 //!   (`tracing::error`), kept as [`Writer::last_error`] and returned by `flush`. Automatic
 //!   retry pauses until the next `push` (which arms a fresh window) or an explicit `flush`.
 //! - Writes never overlap (one async lock), so the store always sees contiguous batches.
+//! - After every successful write the [`DurableHook`], if set, hears the last durable seq
+//!   (the plugin emits `session/durable` from it, so the stream-json feed prints an event only
+//!   once it is stored).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,6 +26,9 @@ use crate::store::{Store, StoreAppend, Timer};
 
 /// Default batching window.
 pub const DEFAULT_DELAY_MS: u64 = 200;
+
+/// Told `(session_id, last durable seq)` after every successful durable write.
+pub type DurableHook = Arc<dyn Fn(&str, u64) + Send + Sync>;
 
 #[derive(Debug, Default)]
 struct State {
@@ -48,6 +54,7 @@ struct Inner {
     delay: Duration,
     state: Mutex<State>,
     io: futures::lock::Mutex<()>,
+    on_durable: std::sync::OnceLock<DurableHook>,
 }
 
 /// One session's write-behind queue.
@@ -88,8 +95,15 @@ impl Writer {
                     ..State::default()
                 }),
                 io: futures::lock::Mutex::new(()),
+                on_durable: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Sets the hook told about every successful durable write (once; later calls are
+    /// ignored).
+    pub fn set_durable_hook(&self, hook: DurableHook) {
+        let _ = self.inner.on_durable.set(hook);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -165,6 +179,12 @@ impl Writer {
                 st.durable_next = next;
                 st.header = None;
                 st.last_error = None;
+                drop(st);
+                // Still under `io`: the hook hears durable seqs in order.
+                if let (Some(hook), Some(last)) = (self.inner.on_durable.get(), next.checked_sub(1))
+                {
+                    hook(&self.inner.session_id, last);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -340,7 +360,7 @@ mod tests {
         fn load(&self, id: &str, repair: bool) -> BoxFut<Result<crate::store::Loaded>> {
             self.inner.load(id, repair)
         }
-        fn list(&self) -> BoxFut<Result<Vec<serde_json::Value>>> {
+        fn list(&self) -> BoxFut<Result<crate::store::Listing>> {
             self.inner.list()
         }
         fn claim(&self, id: &str) -> BoxFut<Result<()>> {
@@ -387,6 +407,31 @@ mod tests {
             "flush covers the in-flight batch and what followed"
         );
         assert_eq!(mem.stored("w").len(), 12);
+    }
+
+    // Issue 10 item 6: the hook hears the last durable seq after each durable write — never
+    // at push time, never for a failed write.
+    #[tokio::test]
+    async fn ses04_the_durable_hook_hears_each_durable_write_only() {
+        let store = MemStore::new();
+        let w = writer(&store, 20);
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&heard);
+        w.set_durable_hook(Arc::new(move |id: &str, seq: u64| {
+            sink.lock().unwrap().push((id.to_owned(), seq));
+        }));
+        let heard = move || heard.lock().unwrap().clone();
+        w.push(&evs(0..3));
+        assert!(heard().is_empty(), "pushed is not durable");
+        assert!(wait_until(|| store.stored("w").len() == 3).await);
+        assert!(wait_until(|| heard().len() == 1).await);
+        assert_eq!(heard(), [("w".to_owned(), 2)]);
+        store.fail_appends(1);
+        w.push(&evs(3..5));
+        assert!(wait_until(|| w.paused()).await);
+        assert_eq!(heard().len(), 1, "a failed write is not durable");
+        assert_eq!(w.flush().await.unwrap(), Some(4));
+        assert_eq!(heard()[1], ("w".to_owned(), 4));
     }
 
     #[tokio::test]

@@ -31,6 +31,14 @@ pub fn torn_tail_after_last_turn_end_is_cut(backend: &dyn Backend) {
     assert_eq!(loaded["events"], json!(kept));
     assert_eq!(loaded["truncated"]["seq"], 10, "{loaded}");
     assert!(loaded["truncated"]["reason"].is_string(), "{loaded}");
+    // What a repair cuts is said: the data file, and how much (issue 10 item 12).
+    let torn = &loaded["truncated"];
+    assert!(
+        names_a_data_file(backend, &root, torn["path"].as_str().unwrap_or_default()),
+        "{torn}"
+    );
+    let amount = torn["bytes"].as_u64().or(torn["rows"].as_u64());
+    assert!(amount.is_some_and(|n| n > 0), "no bytes or rows: {torn}");
     assert_eq!(
         snapshot(backend, &root),
         damaged,
@@ -38,7 +46,10 @@ pub fn torn_tail_after_last_turn_end_is_cut(backend: &dyn Backend) {
     );
     let repaired = load_ok(&*store, "s1", true);
     assert_eq!(repaired["events"], json!(kept));
-    assert_eq!(repaired["truncated"]["seq"], 10);
+    assert_eq!(
+        repaired["truncated"], loaded["truncated"],
+        "the repair cut what was reported"
+    );
     assert_ne!(
         snapshot(backend, &root),
         damaged,
@@ -141,6 +152,8 @@ pub fn ses09_wrong_header_version_is_unsupported(backend: &dyn Backend) {
         listed["unreadable"][0]["code"], "SESSION_UNSUPPORTED",
         "{listed}"
     );
+    let path = listed["unreadable"][0]["path"].as_str().unwrap_or_default();
+    assert!(names_a_data_file(backend, &root, path), "{listed}");
 }
 
 /// A write that fails midway stores nothing of its batch (first append: no session at all),

@@ -5,18 +5,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use keel_plugin_api::services::session::StoreError;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{Live, SessionManager, Snapshot, arcs, lock};
 use crate::error::{Result, SessionError};
 use crate::projection::derive_messages;
 use crate::recovery::closers;
-use crate::store::StoreAppend;
+use crate::store::{Listing, StoreAppend};
 use crate::validate::check_id;
 
 impl SessionManager {
-    /// Loads a session that is not live, committing recovery closers (SES-06). For a live id:
-    /// its events when balanced, `SESSION_OPEN_TURN` otherwise (never repaired).
+    /// Loads a session that is not live, committing recovery closers (SES-06). For a live id
+    /// (here or in another process): its events when balanced, `SESSION_LOCKED` while a turn
+    /// is open — a live writer holds it, and it is never repaired.
     ///
     /// # Errors
     /// As described, plus `SESSION_NOT_FOUND`, `SESSION_UNSUPPORTED`, `SESSION_CORRUPT`.
@@ -47,9 +48,12 @@ impl SessionManager {
                 if snap.recovered.is_empty() {
                     Ok(snap)
                 } else {
-                    Err(SessionError::open_turn(format!(
-                        "session '{id}' is live in another process and has an open turn; it is never repaired while live (use inspect)"
-                    )))
+                    Err(SessionError::new(
+                        StoreError::Locked,
+                        format!(
+                            "session '{id}' is held by a live writer in another process, with a turn open; it is never repaired while live (try again when that run ends)"
+                        ),
+                    ))
                 }
             }
             Err(e) => Err(e),
@@ -59,7 +63,7 @@ impl SessionManager {
     async fn load_claimed(&self, id: &str) -> Result<Snapshot> {
         let loaded = self.load_checked(id, true).await?;
         let recovered = closers(&loaded.events);
-        if !recovered.is_empty() {
+        if let Some(last) = recovered.last() {
             self.store
                 .append(StoreAppend {
                     session_id: id.to_owned(),
@@ -68,6 +72,7 @@ impl SessionManager {
                     expected_next_seq: loaded.events.len() as u64,
                 })
                 .await?;
+            self.durable(id, last.seq);
         }
         let mut events = loaded.events;
         events.extend(recovered.iter().cloned());
@@ -108,12 +113,17 @@ impl SessionManager {
     }
 
     /// Every stored session (the store's rows), live ones marked `"live": true`; live sessions
-    /// not yet stored are listed too.
+    /// not yet stored are listed too. What the store could not read is in `unreadable`, each
+    /// `{path, reason, code, session_id}` (`session_id` `null` when the file names none).
     ///
     /// # Errors
     /// Store errors.
-    pub async fn list(&self) -> Result<Vec<Value>> {
-        let mut rows = self.store.list().await?;
+    pub async fn list(&self) -> Result<Listing> {
+        let Listing {
+            sessions: mut rows,
+            unreadable,
+        } = self.store.list().await?;
+        let unreadable = unreadable.into_iter().map(unreadable_entry).collect();
         let live: HashMap<String, Arc<Live>> = lock(&self.live).clone();
         for row in &mut rows {
             let id = row.get("id").and_then(Value::as_str).unwrap_or_default();
@@ -138,7 +148,10 @@ impl SessionManager {
                 rows.push(row);
             }
         }
-        Ok(rows)
+        Ok(Listing {
+            sessions: rows,
+            unreadable,
+        })
     }
 
     /// The projected model history: incremental for a live session; for a stored one, derived
@@ -157,8 +170,22 @@ impl SessionManager {
     }
 }
 
+/// A backend's `{session_id, path, code, message}` as `{path, reason, code, session_id}`.
+fn unreadable_entry(v: Value) -> Value {
+    let field = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+    json!({
+        "path": field("path"),
+        "reason": field("message"),
+        "code": field("code"),
+        "session_id": field("session_id"),
+    })
+}
+
 fn live_open_turn(id: &str, turn: u64) -> SessionError {
-    SessionError::open_turn(format!(
-        "session '{id}' is live with turn {turn} open; a live session is never repaired (use inspect)"
-    ))
+    SessionError::new(
+        StoreError::Locked,
+        format!(
+            "session '{id}' is live in this process with turn {turn} open; a live session is never repaired (use inspect)"
+        ),
+    )
 }

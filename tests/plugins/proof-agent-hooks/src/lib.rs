@@ -4,7 +4,9 @@
 //! Row config: `seam` (`tools/pre-execute`, `llm/stream`, `tools/execute`, `session/flush`,
 //! `agent/turn-stopping`),
 //! `action` (`panic` or `error` the first time, `steer` for turn-stopping, `log` to log `text`
-//! at warn level and print it with `println!`/`eprintln!` every time), and `marker`: a
+//! at warn level and print it with `println!`/`eprintln!` every time, `delay` to wait
+//! `delay_ms` every time and pass — a slow hook, like an approval waiting for a person), and
+//! `marker`: a
 //! file created on the first call; while it exists the listener passes through, so the next turn
 //! (for example after `keel resume`) runs normally.
 
@@ -32,6 +34,9 @@ struct Config {
     /// For `action = "log"`: the line to log at warn level, each time the seam fires.
     #[serde(default)]
     text: String,
+    /// For `action = "delay"`: how long to wait, each time the seam fires.
+    #[serde(default)]
+    delay_ms: u64,
 }
 
 fn panic_action() -> String {
@@ -48,7 +53,11 @@ impl Config {
         true
     }
 
-    fn misbehave(&self) -> Result<()> {
+    async fn misbehave(&self) -> Result<()> {
+        if self.action == "delay" {
+            keel_plugin_api::sdk::sleep(std::time::Duration::from_millis(self.delay_ms)).await;
+            return Ok(());
+        }
         if self.action == "log" {
             // A plugin that logs what it should not (SEC-03: the kernel redacts the line).
             tracing::warn!("proof-agent-hooks saw: {}", self.text);
@@ -88,7 +97,7 @@ impl Plugin for Hooks {
                 ctx.async_waterfall::<PreExecute, _, _>(opts, move |exec, next| {
                     let c = config.clone();
                     async move {
-                        c.misbehave()?;
+                        c.misbehave().await?;
                         next.run(exec).await
                     }
                 })?;
@@ -97,7 +106,7 @@ impl Plugin for Hooks {
                 ctx.async_waterfall::<Execute, _, _>(opts, move |exec, next| {
                     let c = config.clone();
                     async move {
-                        c.misbehave()?;
+                        c.misbehave().await?;
                         next.run(exec).await
                     }
                 })?;
@@ -106,7 +115,7 @@ impl Plugin for Hooks {
                 ctx.async_waterfall::<Stream, _, _>(opts, move |call, next| {
                     let c = config.clone();
                     async move {
-                        c.misbehave()?;
+                        c.misbehave().await?;
                         next.run(call).await
                     }
                 })?;
@@ -114,7 +123,7 @@ impl Plugin for Hooks {
             "session/flush" => {
                 ctx.on_parallel::<SessionFlush, _, _>(opts, move |_flush| {
                     let c = config.clone();
-                    async move { c.misbehave() }
+                    async move { c.misbehave().await }
                 })?;
             }
             "agent/turn-stopping" => {
