@@ -305,7 +305,8 @@ fn sec08_a_rotated_credential_applies_to_the_next_request() {
     // is pointed at the server once it runs.
     // The user rotates the key while a tool runs (the model cannot: $KEEL_HOME is out of every
     // tool's reach); the tool waits for it, so the rotation falls between the two requests.
-    let wait = "touch rotate.ready; for i in $(seq 600); do [ -f rotate.go ] && break; sleep 0.05; done";
+    let wait =
+        "touch rotate.ready; for i in $(seq 600); do [ -f rotate.go ] && break; sleep 0.05; done";
     let server = server(vec![
         Reply::tool_calls(vec![(
             "r1",
@@ -326,7 +327,10 @@ fn sec08_a_rotated_credential_applies_to_the_next_request() {
         .spawn()
         .unwrap();
     assert!(
-        wait_for_file(&work_file(&env, "rotate.ready"), std::time::Duration::from_secs(30)),
+        wait_for_file(
+            &work_file(&env, "rotate.ready"),
+            std::time::Duration::from_secs(30)
+        ),
         "the tool never started"
     );
     std::fs::write(&path, format!("{KEY_REF} = \"sk-rotated-2\"\n")).unwrap();

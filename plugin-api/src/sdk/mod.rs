@@ -6,6 +6,7 @@
 
 mod call;
 mod context;
+pub mod environ;
 mod error;
 pub mod event;
 #[doc(hidden)]
@@ -13,7 +14,6 @@ pub mod export;
 pub(crate) mod ffi;
 mod link;
 mod manifest;
-pub mod environ;
 mod output;
 mod plugin;
 mod registry;
