@@ -250,3 +250,43 @@ pub fn survivors_of_a_sigkilled_keel(env: &Env, argv: &[&str], pid_files: &[&str
     {}
     survivors
 }
+
+/// Pids of live processes whose command line has `token` as an argument. Pid namespaces
+/// (bwrap) rename pids but not command lines, so this finds a sandboxed process too.
+pub fn processes_with_arg(token: &str) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| c.split(|&b| b == 0).any(|arg| arg == token.as_bytes()))
+                .unwrap_or(false)
+                && alive(*pid)
+        })
+        .collect()
+}
+
+/// `keel secrets set NAME` with `value` on stdin (profile `t`); asserts it succeeded.
+pub fn set_secret(env: &Env, name: &str, value: &str) {
+    use std::io::Write as _;
+    let mut set = env
+        .command(&["secrets", "set", name, "--profile", "t"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{value}\n").as_bytes())
+        .unwrap();
+    let out = set.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

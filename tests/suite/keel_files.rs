@@ -213,19 +213,7 @@ fn stash(env: &Env) -> Stash {
         format!("OTHER_API_KEY = \"{credential}\"\n"),
     )
     .unwrap();
-    let mut set = env
-        .command(&["secrets", "set", "CANARY", "--profile", "t"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    set.stdin
-        .take()
-        .unwrap()
-        .write_all(b"canary-value-0042")
-        .unwrap();
-    assert!(set.wait().unwrap().success());
+    set_secret(env, "CANARY", "canary-value-0042");
     let secrets = env.home().join("secrets");
     let master = std::fs::read(secrets.join("master.key")).unwrap();
     Stash {
@@ -299,6 +287,19 @@ fn assert_nothing_leaked(server: &ModelServer, stash: &Stash) {
     );
 }
 
+/// Runs the raid in `env` (its replies name `env`'s home) and checks that nothing of the
+/// stash reached the model; returns the requests for the runner's own checks.
+fn raid_leaks_nothing(server: &ModelServer, env: &Env) -> Vec<keel_tests::model_server::Request> {
+    for reply in raid(&env.home()) {
+        server.push(reply);
+    }
+    let stash = stash(env);
+    let (run, _) = run_json(env, "read keel's home", &[]);
+    run.expect_code(0);
+    assert_nothing_leaked(server, &stash);
+    contract_holds(server)
+}
+
 /// Items 2 and 3 under bubblewrap: `$KEEL_HOME` is masked for `shell`, refused to the fs tools.
 #[test]
 fn item2_item3_keel_home_is_out_of_reach_under_bwrap() {
@@ -307,15 +308,7 @@ fn item2_item3_keel_home_is_out_of_reach_under_bwrap() {
         return;
     }
     let server = server(Vec::new());
-    let env = agent_env(&server, "");
-    for reply in raid(&env.home()) {
-        server.push(reply);
-    }
-    let stash = stash(&env);
-    let (run, _) = run_json(&env, "read keel's home", &[]);
-    run.expect_code(0);
-    assert_nothing_leaked(&server, &stash);
-    let reqs = contract_holds(&server);
+    let reqs = raid_leaks_nothing(&server, &agent_env(&server, ""));
     for id in ["r1", "r2"] {
         let m = tool_message(reqs[1].messages(), id)["content"].to_string();
         assert!(m.contains("keel's own files"), "{id}: {m}");
@@ -329,17 +322,9 @@ fn item2_item3_keel_home_is_out_of_reach_under_landlock() {
     if landlock_probe().is_none() {
         return;
     }
-    // The home is known only once the env exists; the replies name it.
     let server = server(Vec::new());
     let env = env_with_sandbox(&server, "{ runners = [\"landlock\"] }");
-    for reply in raid(&env.home()) {
-        server.push(reply);
-    }
-    let stash = stash(&env);
-    let (run, _) = run_json(&env, "read keel's home", &[]);
-    run.expect_code(0);
-    assert_nothing_leaked(&server, &stash);
-    let reqs = contract_holds(&server);
+    let reqs = raid_leaks_nothing(&server, &env);
     let shell = tool_message(reqs[1].messages(), "r3")["content"].to_string();
     assert!(shell.contains("Permission denied"), "{shell}");
 }

@@ -8,7 +8,6 @@
 //! every request body the model server received and the session files — for the value and
 //! for any base64 that decodes to it.
 
-use std::io::Write as _;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -77,29 +76,6 @@ fn assert_nowhere(channels: &[(String, String)], value: &str) {
             "the value leaked into {name}:\n{text}"
         );
     }
-}
-
-/// `keel secrets set NAME` with `value` on stdin.
-fn set_secret(env: &Env, name: &str, value: &str) {
-    let mut set = env
-        .command(&["secrets", "set", name, "--profile", "t"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    set.stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{value}\n").as_bytes())
-        .unwrap();
-    let out = set.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// `keel run` at trace level, stream-json.

@@ -3,7 +3,6 @@
 //! `keel secrets set` reaches the command that uses its alias and no output channel (SEC-01/02/03);
 //! the firewall's path fact is called by the real pipeline (SEC-06).
 
-use std::io::Write as _;
 use std::process::Stdio;
 
 use keel_tests::model_server::Reply;
@@ -321,29 +320,6 @@ fn canary(backend_rows: &str) {
     assert!(
         scrubbed["content"].as_str().unwrap().contains("sec_CANARY"),
         "{scrubbed}"
-    );
-}
-
-/// `keel secrets set NAME` with the value on stdin, in `env`.
-fn set_secret(env: &keel_tests::Env, name: &str, value: &str) {
-    let mut set = env
-        .command(&["secrets", "set", name, "--profile", "t"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    set.stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{value}\n").as_bytes())
-        .unwrap();
-    let out = set.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 

@@ -14,22 +14,6 @@ use serde_json::{Value, json};
 
 use crate::suite::agent_support::*;
 
-/// Pids of live processes whose command line has `token` as an argument. Pid namespaces
-/// (bwrap) rename pids but not command lines, so this finds a sandboxed process too.
-fn processes_with_arg(token: &str) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| c.split(|&b| b == 0).any(|arg| arg == token.as_bytes()))
-                .unwrap_or(false)
-                && alive(*pid)
-        })
-        .collect()
-}
-
 /// Waits for `child` up to `limit`; kills it when it is still running then.
 fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + limit;

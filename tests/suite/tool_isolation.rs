@@ -12,22 +12,6 @@ use serde_json::json;
 use crate::suite::agent_support::*;
 use crate::suite::landlock::{env_with_sandbox, landlock_probe};
 
-/// Pids of live processes whose command line has `token` as an argument. Pid namespaces
-/// (bwrap) rename pids but not command lines, so this finds a sandboxed process too.
-fn processes_with_arg(token: &str) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| c.split(|&b| b == 0).any(|arg| arg == token.as_bytes()))
-                .unwrap_or(false)
-                && alive(*pid)
-        })
-        .collect()
-}
-
 /// SBX-10: a command past its own `timeout_ms` ends as `SHELL_TIMEOUT`; one that asks for more
 /// than the pipeline allows ends at the pipeline's deadline (`tools.default_timeout_ms`) as
 /// `TOOL_TIMEOUT`. Either way the whole tree (the shell and a background grandchild) is gone,
