@@ -1,7 +1,7 @@
 //! `cargo xtask`: keel's project automation, in Rust instead of shell scripts.
 //!
 //! This file owns argument dispatch and the help text only; each command lives in its own module
-//! (`build`, `dist`, `test`, `bench`, `docs`, `tidy`, `ci`, `demo`) and shares process plumbing
+//! (`build`, `dist`, `test`, `bench`, `docs`, `tidy`, `ci`, `demo`, `compat`) and shares process plumbing
 //! from `shell`. Decision: no argument-parsing crate — eight commands with one or two flags each
 //! do not pay for a dependency, and xtask must build before anything else does. `cargo xtask` is
 //! an alias in `.cargo/config.toml`; `.ci/run` calls `cargo xtask ci`.
@@ -9,6 +9,7 @@
 mod bench;
 mod build;
 mod ci;
+mod compat;
 mod demo;
 mod dist;
 mod docs;
@@ -33,6 +34,7 @@ commands:
   tidy                   repository rules: `//!` headers, kernel/plugin separation, file budgets
   ci [--checks-only]     fmt --check, clippy -D warnings, tidy, docs --check, then `test`
   demo [TASK]            build, then run the offline `demo` profile (the kernel tour until it ships)
+  compat [--keep]        keel against a real llama.cpp server and a small model (not in CI; minutes)
   help                   this message
 ";
 
@@ -67,6 +69,7 @@ fn dispatch(args: &[String]) -> Result {
         "tidy" => tidy::run(rest),
         "ci" => ci::run(rest),
         "demo" => demo::run(rest),
+        "compat" => compat::run(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
