@@ -234,3 +234,52 @@ fn issue11_a_validation_500_is_retried_once() {
     assert_eq!(retries[0]["data"]["code"], "INVALID_REQUEST");
     assert_eq!(last_reason(&events)["error"]["code"], "INVALID_REQUEST");
 }
+
+/// Item 2: `stream = false` (here from the command line) sends no streamed request at all, so
+/// llama.cpp never sees the empty-stream case; a value that is not true, false or "auto" (or a
+/// tool_choice that is not one) is a one-line config error naming the row, before any request.
+#[test]
+fn issue11_the_stream_and_tool_choice_keys_from_the_command_line() {
+    let server = llama_cpp(vec![
+        Reply::tool_calls(vec![(
+            "w1",
+            "write_file",
+            args(json!({"path": "a.txt", "content": "a"})),
+        )]),
+        Reply::text("done"),
+    ]);
+    let env = agent_env(&server, "");
+    let (run, _) = run_json(&env, "write a", &["-c", "llm-openai.stream=false"]);
+    run.expect_code(0);
+    assert!(work_file(&env, "a.txt").exists());
+    assert_eq!(
+        streamed(&server.completions()),
+        [false, false].map(Value::from)
+    );
+    for (bad, says) in [
+        (
+            "llm-openai.stream=yes",
+            r#"/stream: "yes" is not one of true, false or "auto""#,
+        ),
+        (
+            "llm-openai.tool_choice=sometimes",
+            r#""sometimes" is not one of "auto", "none" or "required""#,
+        ),
+    ] {
+        let run = env.keel(&["run", "--profile", "t", "-c", bad, "hi"]);
+        run.expect_code(2);
+        assert!(
+            run.stderr.contains("row 'llm-openai'"),
+            "{bad}: {}",
+            run.stderr
+        );
+        assert!(run.stderr.contains(says), "{bad}: {}", run.stderr);
+        assert_eq!(
+            run.stderr.trim().lines().count(),
+            1,
+            "{bad}: {}",
+            run.stderr
+        );
+    }
+    assert_eq!(server.completions().len(), 2);
+}

@@ -218,24 +218,24 @@ pub fn schema() -> Value {
             "timeout_ms": { "type": "integer", "minimum": 1 },
             "connect_timeout_ms": { "type": "integer", "minimum": 1 },
             "first_byte_timeout_ms": { "type": "integer", "minimum": 1 },
+            // if/then/else rather than oneOf, so a bad value is told what it should be.
             "tool_choice": {
-                "oneOf": [
-                    { "enum": ["auto", "none", "required"] },
-                    {
-                        "type": "object",
-                        "properties": {
-                            "type": { "const": "function" },
-                            "function": {
-                                "type": "object",
-                                "properties": { "name": { "type": "string", "minLength": 1 } },
-                                "required": ["name"],
-                                "additionalProperties": false
-                            }
-                        },
-                        "required": ["type", "function"],
-                        "additionalProperties": false
-                    }
-                ]
+                "type": ["string", "object"],
+                "if": { "type": "string" },
+                "then": { "enum": ["auto", "none", "required"] },
+                "else": {
+                    "properties": {
+                        "type": { "const": "function" },
+                        "function": {
+                            "type": "object",
+                            "properties": { "name": { "type": "string", "minLength": 1 } },
+                            "required": ["name"],
+                            "additionalProperties": false
+                        }
+                    },
+                    "required": ["type", "function"],
+                    "additionalProperties": false
+                }
             },
             "stream": { "enum": [true, false, "auto"] }
         },
@@ -331,7 +331,7 @@ mod tests {
         let props = &schema()["properties"];
         assert_eq!(props["stream"], json!({"enum": [true, false, "auto"]}));
         assert_eq!(
-            props["tool_choice"]["oneOf"][0],
+            props["tool_choice"]["then"],
             json!({"enum": ["auto", "none", "required"]})
         );
     }
