@@ -2,6 +2,9 @@
 
 /// Model faults through the binary: named terminal states, retries, exit codes (B14, §11).
 mod agent_faults;
+/// The agent against llama.cpp's server quirks: tool_choice, the non-streamed fallback, the
+/// real overflow error, unknown usage (issue 11 items 1–5).
+mod agent_llama_cpp;
 /// The agent survives crashes and failing plugins (SES-06, LOOP-08/09/12).
 mod agent_recovery;
 /// The agent end to end against the loopback model server (issue 4 acceptance).

@@ -7,8 +7,10 @@
 //! test hands [`ModelServer::start`] a script of [`Reply`]s: each `POST …/chat/completions`
 //! consumes the next one, streamed as OpenAI SSE (`data: {chunk}` lines, a usage chunk, then
 //! `data: [DONE]`), or one of the faults real providers produce (HTTP errors, a context
-//! overflow, a cut stream, a garbled line, a stall). Past the end of the script the server
-//! answers 500 saying so. Every request, whatever its path, is recorded with its headers
+//! overflow, a cut stream, a garbled line, a stall); a request with `stream: false` gets the
+//! reply as one whole `chat.completion`. Past the end of the script the server answers 500
+//! saying so. [`ModelServer::start_as`] picks a [`Personality`] other than OpenAI's, e.g. the
+//! llama.cpp server's quirks (issue 11). Every request, whatever its path, is recorded with its headers
 //! (lowercase names) and its parsed JSON body, so tests assert what keel actually sent, and
 //! [`check_tool_call_contract`] checks a recorded `messages` array against TOOL-06.
 
@@ -215,6 +217,7 @@ struct State {
     script: Mutex<Script>,
     arrived: Condvar,
     stop: AtomicBool,
+    personality: Personality,
 }
 
 #[derive(Default)]
@@ -232,8 +235,13 @@ pub struct ModelServer {
 }
 
 impl ModelServer {
-    /// Binds `127.0.0.1:0` and serves `replies` in order.
+    /// Binds `127.0.0.1:0` and serves `replies` in order, as OpenAI would.
     pub fn start(replies: Vec<Reply>) -> ModelServer {
+        ModelServer::start_as(Personality::OpenAi, replies)
+    }
+
+    /// [`ModelServer::start`] playing `personality` (e.g. [`Personality::llama_cpp`]).
+    pub fn start_as(personality: Personality, replies: Vec<Reply>) -> ModelServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the model server");
         let addr = listener.local_addr().expect("model server address");
         let state = Arc::new(State {
@@ -241,6 +249,7 @@ impl ModelServer {
                 replies: replies.into(),
                 ..Script::default()
             }),
+            personality,
             ..State::default()
         });
         let shared = Arc::clone(&state);
@@ -364,23 +373,33 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
         .get("connection")
         .is_some_and(|v| v.eq_ignore_ascii_case("close"));
     let completion = is_completion(&request);
+    // The personality's verdict comes first: a refused request consumes no reply.
+    let screen = state.personality.screen(&request.body);
     let reply = {
         let mut script = state.script.lock().expect("model server lock");
         script.requests.push(request);
-        let reply = if completion {
-            let next = script.replies.pop_front();
-            if next.is_some() {
-                script.consumed += 1;
+        let reply = match &screen {
+            Screen::Serve(_) if completion => {
+                let next = script.replies.pop_front();
+                if next.is_some() {
+                    script.consumed += 1;
+                }
+                Some(next)
             }
-            Some(next)
-        } else {
-            None
+            _ => None,
         };
         state.arrived.notify_all();
         (reply, script.consumed)
     };
     let mut out = stream;
     match reply {
+        (None, _) if completion => {
+            let _ = match screen {
+                Screen::EmptyStream => wire::write_empty_stream(&mut out),
+                Screen::Status(code, body) => write_status(&mut out, code, &[], &body),
+                Screen::Serve(_) => Ok(()),
+            };
+        }
         (None, _) => {
             let body = error_body(
                 "no such route on the model server",
@@ -401,7 +420,11 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
             if let Some(d) = reply.delay {
                 std::thread::sleep(d);
             }
-            if let Ok(true) = respond(&mut out, &reply, client_closes) {
+            // Only a served request consumed a reply.
+            let Screen::Serve(shape) = screen else {
+                return None;
+            };
+            if let Ok(true) = respond(&mut out, &reply, shape, client_closes) {
                 return Some(out);
             }
         }
@@ -534,6 +557,11 @@ pub fn check_tool_call_contract(messages: &Value) -> Result<(), String> {
     Ok(())
 }
 
+#[path = "model_personality.rs"]
+mod personality;
+pub use personality::{LLAMA_CPP_N_CTX, Personality, estimated_tokens};
+use personality::{Screen, Shape};
+
 #[path = "model_wire.rs"]
 mod wire;
 pub use wire::split_pieces;
@@ -542,3 +570,7 @@ use wire::{respond, write_status};
 #[cfg(test)]
 #[path = "model_server_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "model_personality_tests.rs"]
+mod personality_tests;

@@ -10,15 +10,15 @@ use serde_json::{Value, json};
 use super::*;
 
 /// What the raw client got back.
-struct Raw {
-    status: u16,
-    headers: BTreeMap<String, String>,
-    body: String,
+pub(super) struct Raw {
+    pub(super) status: u16,
+    pub(super) headers: BTreeMap<String, String>,
+    pub(super) body: String,
 }
 
 impl Raw {
     /// The `data:` payloads of an SSE body.
-    fn data(&self) -> Vec<&str> {
+    pub(super) fn data(&self) -> Vec<&str> {
         self.body
             .lines()
             .filter_map(|l| l.strip_prefix("data: "))
@@ -26,7 +26,7 @@ impl Raw {
     }
 
     /// The JSON chunks (everything but `[DONE]`).
-    fn chunks(&self) -> Vec<Value> {
+    pub(super) fn chunks(&self) -> Vec<Value> {
         self.data()
             .into_iter()
             .filter(|d| *d != "[DONE]")
@@ -35,7 +35,7 @@ impl Raw {
     }
 
     /// The concatenated content deltas.
-    fn content(&self) -> String {
+    pub(super) fn content(&self) -> String {
         self.chunks()
             .iter()
             .filter_map(|c| {
@@ -47,7 +47,7 @@ impl Raw {
     }
 
     /// The finish reasons seen.
-    fn finishes(&self) -> Vec<String> {
+    pub(super) fn finishes(&self) -> Vec<String> {
         self.chunks()
             .iter()
             .filter_map(|c| c["choices"][0]["finish_reason"].as_str().map(str::to_owned))
@@ -55,7 +55,7 @@ impl Raw {
     }
 }
 
-fn send(server: &ModelServer, method: &str, path: &str, body: &str) -> Raw {
+pub(super) fn send(server: &ModelServer, method: &str, path: &str, body: &str) -> Raw {
     send_with(server, method, path, body, None)
 }
 
@@ -98,7 +98,7 @@ fn send_with(
     }
 }
 
-const CHAT: &str = "/v1/chat/completions";
+pub(super) const CHAT: &str = "/v1/chat/completions";
 
 fn body() -> String {
     json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]})

@@ -1,7 +1,8 @@
-//! The server's side of the wire: HTTP status answers and the OpenAI SSE rendering of a
-//! scripted [`Reply`](super::Reply) (text deltas, tool-call deltas split across chunks and
-//! interleaved by index, usage, `[DONE]`, and each fault). Split from `model_server.rs` so the
-//! server's bookkeeping and the byte format read separately.
+//! The server's side of the wire: HTTP status answers and the OpenAI rendering of a scripted
+//! [`Reply`](super::Reply), streamed (text deltas, tool-call deltas split across chunks and
+//! interleaved by index, usage, `[DONE]`, and each fault) or whole (one `chat.completion`), in
+//! the [`Shape`] the server's personality chose. Split from `model_server.rs` so the server's
+//! bookkeeping and the byte format read separately.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -9,7 +10,8 @@ use std::net::TcpStream;
 
 use serde_json::{Value, json};
 
-use super::{Kind, MODEL, Reply};
+use super::personality::calls_as_text;
+use super::{Kind, MODEL, Reply, Shape};
 
 fn reason_phrase(code: u16) -> &'static str {
     match code {
@@ -102,14 +104,31 @@ pub fn split_pieces(s: &str, parts: usize) -> Vec<String> {
     chars.chunks(size).map(|c| c.iter().collect()).collect()
 }
 
-/// Sends `reply`; `Ok(true)` when the connection may serve another request (a complete,
-/// well-formed stream, sent with a `Content-Length` and `Connection: keep-alive`, as a real
-/// provider keeps its connections). Faults and errors close the connection.
+/// `200`, an SSE head, and no body (llama.cpp's answer to a stream it cannot produce).
+pub(super) fn write_empty_stream(out: &mut impl Write) -> std::io::Result<()> {
+    write_sse_head(out, &[])
+}
+
+/// Sends `reply` in `shape`; `Ok(true)` when the connection may serve another request (a
+/// complete, well-formed answer, sent with a `Content-Length` and `Connection: keep-alive`, as
+/// a real provider keeps its connections). Faults and errors close the connection.
 pub(super) fn respond(
     out: &mut TcpStream,
     reply: &Reply,
+    shape: Shape,
     client_closes: bool,
 ) -> std::io::Result<bool> {
+    let (text, calls) = match &reply.kind {
+        Kind::Stream { text, calls } if shape.tools_off && !calls.is_empty() => (
+            Some(text.clone().unwrap_or_else(|| calls_as_text(calls))),
+            &[][..],
+        ),
+        Kind::Stream { text, calls } => (text.clone(), &calls[..]),
+        _ => (None, &[][..]),
+    };
+    if !shape.stream {
+        return respond_whole(out, reply, shape, text.as_deref(), calls, client_closes);
+    }
     let role = || chunk(json!({"role": "assistant", "content": ""}), None);
     match &reply.kind {
         Kind::Status { code, body } => {
@@ -139,11 +158,13 @@ pub(super) fn respond(
             write_sse_head(out, &reply.headers)?;
             event(out, &role())?;
             event(out, &chunk(json!({}), Some("stop")))?;
-            event(out, &usage_chunk(reply.usage.0, reply.usage.1))?;
+            if shape.usage {
+                event(out, &usage_chunk(reply.usage.0, reply.usage.1))?;
+            }
             event(out, "[DONE]")?;
             Ok(false)
         }
-        Kind::Stream { text, calls } => {
+        Kind::Stream { .. } => {
             // A well-formed answer is rendered whole and sent in one write: the server answers
             // at once, so benchmarks measure keel. The chunks are still split as a provider
             // splits them; the client's SSE parser sees the same events.
@@ -160,28 +181,127 @@ pub(super) fn respond(
             for c in call_chunks(calls) {
                 event(w, &chunk(json!({"tool_calls": [c]}), None))?;
             }
-            let finish = if calls.is_empty() {
-                "stop"
-            } else {
-                "tool_calls"
-            };
-            event(w, &chunk(json!({}), Some(finish)))?;
-            event(w, &usage_chunk(reply.usage.0, reply.usage.1))?;
-            event(w, "[DONE]")?;
-            let mut head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-                 Content-Length: {}\r\nConnection: {}\r\n",
-                buf.len(),
-                if client_closes { "close" } else { "keep-alive" }
-            );
-            for (k, v) in &reply.headers {
-                head.push_str(&format!("{k}: {v}\r\n"));
+            event(w, &chunk(json!({}), Some(finish_reason(calls))))?;
+            if shape.usage {
+                event(w, &usage_chunk(reply.usage.0, reply.usage.1))?;
             }
-            head.push_str("\r\n");
-            let mut all = head.into_bytes();
-            all.extend_from_slice(&buf);
-            out.write_all(&all)?;
-            out.flush()?;
+            event(w, "[DONE]")?;
+            write_whole(out, "text/event-stream", reply, &buf, client_closes)?;
+            Ok(!client_closes)
+        }
+    }
+}
+
+fn finish_reason(calls: &[(String, String, String)]) -> &'static str {
+    if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    }
+}
+
+/// A 200 with `body`, its length, and keep-alive unless the client closes.
+fn write_whole(
+    out: &mut impl Write,
+    content_type: &str,
+    reply: &Reply,
+    body: &[u8],
+    client_closes: bool,
+) -> std::io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nCache-Control: no-cache\r\n\
+         Content-Length: {}\r\nConnection: {}\r\n",
+        body.len(),
+        if client_closes { "close" } else { "keep-alive" }
+    );
+    for (k, v) in &reply.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut all = head.into_bytes();
+    all.extend_from_slice(body);
+    out.write_all(&all)?;
+    out.flush()
+}
+
+/// The non-streamed answer (`stream: false`): one `chat.completion`, usage when the shape
+/// says so; faults as a non-streaming server shows them (a body cut short, a body that is not
+/// JSON, silence after the head).
+fn respond_whole(
+    out: &mut TcpStream,
+    reply: &Reply,
+    shape: Shape,
+    text: Option<&str>,
+    calls: &[(String, String, String)],
+    client_closes: bool,
+) -> std::io::Result<bool> {
+    let head = |out: &mut TcpStream, length: usize| {
+        let mut h = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\
+             Connection: close\r\n"
+        );
+        for (k, v) in &reply.headers {
+            h.push_str(&format!("{k}: {v}\r\n"));
+        }
+        h.push_str("\r\n");
+        out.write_all(h.as_bytes())?;
+        out.flush()
+    };
+    match &reply.kind {
+        Kind::Status { code, body } => {
+            write_status(out, *code, &reply.headers, body).map(|()| false)
+        }
+        Kind::Stall(silence) => {
+            head(out, 1000)?;
+            std::thread::sleep(*silence);
+            Ok(false)
+        }
+        Kind::Disconnect => {
+            head(out, 1000)?;
+            out.write_all(br#"{"id":"chatcmpl-keel-mock","choices":[{"index":0,"message":{"#)?;
+            Ok(false)
+        }
+        Kind::Garbled => {
+            let body = br#"{"choices":[{"index":0,"message":{"content":"#;
+            head(out, body.len())?;
+            out.write_all(body)?;
+            Ok(false)
+        }
+        Kind::Empty | Kind::Stream { .. } => {
+            let mut message = json!({"role": "assistant", "content": text.unwrap_or("")});
+            if !calls.is_empty() {
+                if text.is_none() {
+                    message["content"] = Value::Null;
+                }
+                let list: Vec<Value> = calls
+                    .iter()
+                    .map(|(id, name, args)| {
+                        json!({"id": id, "type": "function",
+                               "function": {"name": name, "arguments": args}})
+                    })
+                    .collect();
+                message["tool_calls"] = Value::Array(list);
+            }
+            let mut body = json!({
+                "id": "chatcmpl-keel-mock",
+                "object": "chat.completion",
+                "created": 0,
+                "model": MODEL,
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": finish_reason(calls)}],
+            });
+            if shape.usage {
+                let (i, o) = reply.usage;
+                body["usage"] =
+                    json!({"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o});
+            }
+            write_whole(
+                out,
+                "application/json",
+                reply,
+                body.to_string().as_bytes(),
+                client_closes,
+            )?;
             Ok(!client_closes)
         }
     }

@@ -49,8 +49,13 @@ pub struct RunReport {
     pub turn_end_reason: serde_json::Value,
     /// The last assistant text of the interval.
     pub result: String,
-    /// Summed usage.
+    /// Summed usage of the model answers that reported it.
     pub usage: crate::services::llm::Usage,
+    /// Model answers of the interval that came without usage (a server that ignores
+    /// `stream_options.include_usage`): when non-zero, the interval's usage is unknown, and
+    /// [`RunReport::usage`] holds only what the other answers reported (issue 11 item 5).
+    #[serde(default)]
+    pub usage_unknown_calls: u64,
 }
 
 impl RunReport {

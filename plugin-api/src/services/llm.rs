@@ -153,6 +153,11 @@ pub enum FailureCode {
     Auth,
     /// Any other 4xx.
     BadRequest,
+    /// A 5xx whose body says the request itself failed the server's validation (a FastAPI /
+    /// pydantic `validation error`: llama-cpp-python answers a message shape it refuses with
+    /// HTTP 500). Retried at most once ([`FailureCode::retry_cap`]): the same request is
+    /// refused the same way, but a server error is not proof of that.
+    InvalidRequest,
     /// No adapter for the provider.
     NoAdapter,
     /// The credential reference has no value.
@@ -173,6 +178,7 @@ impl FailureCode {
             FailureCode::EmptyResponse => "EMPTY_RESPONSE",
             FailureCode::Auth => "AUTH",
             FailureCode::BadRequest => "BAD_REQUEST",
+            FailureCode::InvalidRequest => "INVALID_REQUEST",
             FailureCode::NoAdapter => "NO_ADAPTER",
             FailureCode::CredentialMissing => "CREDENTIAL_MISSING",
             FailureCode::Aborted => "ABORTED",
@@ -180,12 +186,24 @@ impl FailureCode {
     }
 
     /// Retryable under the default policy (B14): `EMPTY_RESPONSE`, `RATE_LIMIT`, `SERVER`,
-    /// `TIMEOUT`, `TRANSPORT`.
+    /// `TIMEOUT`, `TRANSPORT`, and `INVALID_REQUEST` (capped, see [`FailureCode::retry_cap`]).
     pub fn is_retryable(code: &str) -> bool {
         matches!(
             code,
-            "EMPTY_RESPONSE" | "RATE_LIMIT" | "SERVER" | "TIMEOUT" | "TRANSPORT"
+            "EMPTY_RESPONSE"
+                | "RATE_LIMIT"
+                | "SERVER"
+                | "TIMEOUT"
+                | "TRANSPORT"
+                | "INVALID_REQUEST"
         )
+    }
+
+    /// The most retries a failure with `code` gets, whatever a retry policy allows: `Some(1)`
+    /// for `INVALID_REQUEST` (issue 11 item 3: a request the server refused as malformed is
+    /// not worth three attempts), `None` (the policy decides) for every other code.
+    pub fn retry_cap(code: &str) -> Option<u32> {
+        (code == "INVALID_REQUEST").then_some(1)
     }
 }
 
@@ -287,5 +305,29 @@ impl StreamChunk {
         StreamChunk::Finish {
             reason: FinishReason::Error { failure },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 11 item 3: a request-validation 500 has its own code, retryable but capped at one
+    // retry; the other retryable codes are left to the policy.
+    #[test]
+    fn invalid_request_is_retried_at_most_once() {
+        let code = FailureCode::InvalidRequest.code();
+        assert_eq!(code, "INVALID_REQUEST");
+        assert!(FailureCode::is_retryable(code));
+        assert_eq!(FailureCode::retry_cap(code), Some(1));
+        for other in [
+            FailureCode::Server,
+            FailureCode::Transport,
+            FailureCode::RateLimit,
+        ] {
+            assert!(FailureCode::is_retryable(other.code()));
+            assert_eq!(FailureCode::retry_cap(other.code()), None);
+        }
+        assert!(!FailureCode::is_retryable(FailureCode::BadRequest.code()));
     }
 }

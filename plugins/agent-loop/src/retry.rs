@@ -25,7 +25,10 @@ pub fn decide(policy: &RetryPolicy, failure: &LlmFailure, attempt: u32, jitter: 
         "never" => false,
         _ => FailureCode::is_retryable(&failure.code),
     };
-    if !retryable || attempt >= policy.max_retries {
+    // The seam caps a code retrying is futile for (`INVALID_REQUEST`: once), whatever the mode.
+    let cap = FailureCode::retry_cap(&failure.code)
+        .map_or(policy.max_retries, |c| c.min(policy.max_retries));
+    if !retryable || attempt >= cap {
         return Decision::Fail;
     }
     if let Some(after) = failure.provider_retry_after_ms {
@@ -85,6 +88,27 @@ mod tests {
         ] {
             assert_eq!(decide(&p, &failure(code), 0, 0.5), Decision::Fail);
         }
+    }
+
+    // Issue 11 item 3: a request the server refused as malformed is retried once at most,
+    // even when the policy allows more; a smaller policy still wins.
+    #[test]
+    fn invalid_request_is_retried_once_at_most() {
+        let f = failure(FailureCode::InvalidRequest);
+        for mode in ["normal", "always"] {
+            let p = RetryPolicy {
+                mode: mode.into(),
+                max_retries: 5,
+                ..RetryPolicy::default()
+            };
+            assert!(matches!(decide(&p, &f, 0, 0.5), Decision::Retry { .. }));
+            assert_eq!(decide(&p, &f, 1, 0.5), Decision::Fail, "{mode}");
+        }
+        let none = RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        };
+        assert_eq!(decide(&none, &f, 0, 0.5), Decision::Fail);
     }
 
     #[test]

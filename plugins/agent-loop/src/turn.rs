@@ -485,6 +485,9 @@ impl Turn<'_> {
             let mut st = self.agent.state();
             st.report.usage.input_tokens += u.input_tokens;
             st.report.usage.output_tokens += u.output_tokens;
+        } else {
+            // Issue 11 item 5: no usage is unknown, not zero (the logged message has none).
+            self.agent.state().report.usage_unknown_calls += 1;
         }
         self.append("assistant/message", data).await?;
         if !reply.text.is_empty() {

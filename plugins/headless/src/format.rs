@@ -120,11 +120,26 @@ pub fn result_object(report: &RunReport, duration_ms: u64) -> Value {
         "num_turns": report.num_turns,
         "result": report.result,
         "turn_end_reason": report.reason_kind(),
-        "usage": {
+        "usage": usage_object(report),
+        "duration_ms": duration_ms,
+    })
+}
+
+/// The result's `usage` (ARCHITECTURE §11 keys): the summed counts when every model answer
+/// reported usage; when some did not (a server that ignores `stream_options.include_usage`),
+/// the counts are `null` and `unknown_calls` says how many answers came without, so `0`
+/// always means zero tokens, never "not reported" (issue 11 item 5).
+pub fn usage_object(report: &RunReport) -> Value {
+    if report.usage_unknown_calls == 0 {
+        return json!({
             "input_tokens": report.usage.input_tokens,
             "output_tokens": report.usage.output_tokens,
-        },
-        "duration_ms": duration_ms,
+        });
+    }
+    json!({
+        "input_tokens": null,
+        "output_tokens": null,
+        "unknown_calls": report.usage_unknown_calls,
     })
 }
 
@@ -237,6 +252,7 @@ mod tests {
                 input_tokens: 30,
                 output_tokens: 7,
             },
+            ..RunReport::default()
         }
     }
 
@@ -304,6 +320,24 @@ mod tests {
         assert_eq!(
             turn_failure_line(&r).as_deref(),
             Some("keel: turn ended error RATE_LIMIT: slow down")
+        );
+    }
+
+    // Issue 11 item 5: answers without usage make the counts null, never zero, and say how
+    // many answers that was; a report whose answers all reported usage keeps the §11 shape.
+    #[test]
+    fn unknown_usage_is_null_with_the_count_of_answers_without_it() {
+        let mut r = report(json!({"kind": "completed"}));
+        r.usage_unknown_calls = 2;
+        assert_eq!(
+            result_object(&r, 1)["usage"].to_string(),
+            r#"{"input_tokens":null,"output_tokens":null,"unknown_calls":2}"#
+        );
+        r.usage_unknown_calls = 0;
+        r.usage = Usage::default();
+        assert_eq!(
+            result_object(&r, 1)["usage"].to_string(),
+            r#"{"input_tokens":0,"output_tokens":0}"#
         );
     }
 

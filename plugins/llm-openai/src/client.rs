@@ -1,6 +1,8 @@
 //! One chat-completions attempt over HTTP: the request under its first-byte deadline, the SSE
-//! stream under its idle watchdog, and every failure turned into a terminal chunk (B14: one
-//! attempt, no library retries). Three deadlines, each with its own key: `connect_timeout_ms`
+//! stream (or, with `stream = false`, the whole answer) under its idle watchdog, and every
+//! failure turned into a terminal chunk (B14: one attempt, no library retries). A stream that
+//! closes empty is asked once more without streaming within the same attempt (issue 11 items
+//! 2 and 4), and under `stream = "auto"` may turn the row's streaming off for the run. Three deadlines, each with its own key: `connect_timeout_ms`
 //! (TCP/TLS), `first_byte_timeout_ms` (request sent → response head, connecting included: an
 //! endpoint that accepts and never answers fails here, issue 10 item 15) and `timeout_ms`
 //! (silence between stream events once the head has arrived).
@@ -8,17 +10,18 @@
 //! [`Adapter::generate`] needs a tokio reactor (reqwest): the plugin runs it on its own runtime
 //! through `spawn_bridged`; tests run it on `#[tokio::test]`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use eventsource_stream::Eventsource as _;
 use futures::StreamExt as _;
 use keel_plugin_api::sdk::Error;
 use keel_plugin_api::services::llm::{
-    FailureCode, LlmCallConfig, LlmFailure, LlmRequest, LlmResponse, StreamChunk,
+    FailureCode, FinishReason, LlmCallConfig, LlmFailure, LlmRequest, LlmResponse, StreamChunk,
 };
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use crate::config::Config;
+use crate::config::{Config, StreamMode};
 use crate::credential;
 use crate::decode::Decoder;
 use crate::failure::{self, ResponseInfo};
@@ -26,6 +29,14 @@ use crate::request;
 
 /// The most of an error body that is read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
+/// The most of a non-streamed answer that is read.
+const MAX_COMPLETION_BODY: usize = 32 * 1024 * 1024;
+
+/// What every HTTP request of one attempt carries: the key (for redaction) and its header.
+struct Call<'a> {
+    key: &'a str,
+    auth: HeaderValue,
+}
 
 /// One adapter row: its config and its HTTP client (connection pool).
 #[derive(Debug)]
@@ -34,7 +45,12 @@ pub struct Adapter {
     http: reqwest::Client,
     url: String,
     headers: HeaderMap,
+    /// Whether the row's `headers` set `Accept` (kept for non-streamed requests too).
+    accept_configured: bool,
     credentials: credential::Resolver,
+    /// Set once a stream came back empty for a request with tools and the same request was
+    /// answered without streaming (`stream = "auto"`): the row streams no more this run.
+    stream_off: AtomicBool,
 }
 
 fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), Error> {
@@ -84,12 +100,18 @@ impl Adapter {
             .build()
             .map_err(|e| Error::new("HTTP_CLIENT", format!("cannot build the HTTP client: {e}")))?;
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
+        let accept_configured = config
+            .headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("accept"));
         Ok(Adapter {
             config,
             http,
             url,
             headers,
+            accept_configured,
             credentials: credential::Resolver::env_only(),
+            stream_off: AtomicBool::new(false),
         })
     }
 
@@ -160,6 +182,7 @@ impl Adapter {
 
     async fn attempt(&self, request: &LlmRequest) -> Result<Vec<StreamChunk>, LlmFailure> {
         request::check_capabilities(&request.config)?;
+        request::check_tool_choice(request, &self.config)?;
         // Resolved now, for this request only (LLM-05). The request carries no working
         // directory, so the credentials service uses its default for the cwd `.env` layer.
         let reference = &self.config.api_key_ref;
@@ -191,34 +214,100 @@ impl Adapter {
             )
         })?;
         auth.set_sensitive(true);
-        let body = serde_json::to_vec(&request::body(request, &self.config)).map_err(|e| {
-            LlmFailure::new(
-                FailureCode::BadRequest,
-                format!("cannot encode the request: {e}"),
-            )
-        })?;
-        let idle = Duration::from_millis(self.config.timeout_ms);
-        let first_byte = Duration::from_millis(self.config.first_byte_timeout_ms);
-        tracing::debug!(provider = %self.config.provider, url = %self.url, "chat completions request");
+        let call = Call { key: &key, auth };
+        if !self.streams() {
+            return self.whole(request, &call).await;
+        }
+        match self.streamed(request, &call).await? {
+            Some(chunks) => Ok(chunks),
+            None => self.after_empty_stream(request, &call).await,
+        }
+    }
 
+    /// Whether this row's next request streams (`stream`, and the `"auto"` fallback once it
+    /// was taken).
+    pub fn streams(&self) -> bool {
+        match self.config.stream {
+            StreamMode::Always => true,
+            StreamMode::Never => false,
+            StreamMode::Auto => !self.stream_off.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A stream that closed with nothing in it is no answer and no error: llama-cpp-python
+    /// sends one when it cannot stream with `tool_choice: "auto"` (issue 11 item 2) and when
+    /// the prompt overflows the context (item 4). The same request is sent once more without
+    /// streaming, as part of this attempt, to get the answer or the real error. Under
+    /// `stream = "auto"`, an answer to a request that offered tools turns streaming off for
+    /// the rest of the run, so later requests do not pay for the empty stream again.
+    async fn after_empty_stream(
+        &self,
+        request: &LlmRequest,
+        call: &Call<'_>,
+    ) -> Result<Vec<StreamChunk>, LlmFailure> {
+        tracing::debug!(provider = %self.config.provider, "empty stream; asking again without streaming");
+        let chunks = self.whole(request, call).await.map_err(|mut f| {
+            f.message
+                .push_str(" (asked again without streaming after an empty stream)");
+            f
+        })?;
+        let answered = !matches!(
+            chunks.last(),
+            Some(StreamChunk::Finish {
+                reason: FinishReason::Error { .. }
+            })
+        );
+        if answered
+            && self.config.stream == StreamMode::Auto
+            && !request.tools.is_empty()
+            && !self.stream_off.swap(true, Ordering::Relaxed)
+        {
+            tracing::info!(
+                provider = %self.config.provider,
+                "{} sent an empty stream for a request with tools and answered it without \
+                 streaming; this row no longer streams for the rest of the run (stream = false \
+                 skips the empty stream)",
+                self.url
+            );
+        }
+        Ok(chunks)
+    }
+
+    /// Sends `body` and waits for the response head under the first-byte deadline. A
+    /// non-success status is the failure it maps to.
+    async fn send(
+        &self,
+        request: &LlmRequest,
+        stream: bool,
+        call: &Call<'_>,
+    ) -> Result<(reqwest::Response, Option<String>), LlmFailure> {
+        let body =
+            serde_json::to_vec(&request::body(request, &self.config, stream)).map_err(|e| {
+                LlmFailure::new(
+                    FailureCode::BadRequest,
+                    format!("cannot encode the request: {e}"),
+                )
+            })?;
+        let mut headers = self.headers.clone();
+        if !stream && !self.accept_configured {
+            headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        }
+        tracing::debug!(provider = %self.config.provider, url = %self.url, stream, "chat completions request");
         let send = self
             .http
             .post(&self.url)
-            .headers(self.headers.clone())
-            .header(header::AUTHORIZATION, auth)
+            .headers(headers)
+            .header(header::AUTHORIZATION, call.auth.clone())
             .header(header::CONTENT_TYPE, "application/json")
             .body(body)
             .send();
+        let first_byte = Duration::from_millis(self.config.first_byte_timeout_ms);
         let response = match tokio::time::timeout(first_byte, send).await {
             Err(_) => return Err(self.no_response_head()),
-            Ok(Err(e)) => return Err(self.transport(&e, None, &key)),
+            Ok(Err(e)) => return Err(self.transport(&e, None, call.key)),
             Ok(Ok(r)) => r,
         };
-        let request_id = response
-            .headers()
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let request_id = header_text(response.headers(), "x-request-id");
         let status = response.status();
         if !status.is_success() {
             let info = ResponseInfo {
@@ -227,41 +316,61 @@ impl Adapter {
                 retry_after_ms: header_text(response.headers(), "retry-after-ms"),
                 request_id,
             };
-            let body = read_error_body(response, idle).await;
+            let body = read_error_body(response, self.idle()).await;
             return Err(failure::from_status(
                 &self.config.provider,
                 &info,
                 &body,
-                &key,
+                call.key,
                 SystemTime::now(),
             ));
         }
+        Ok((response, request_id))
+    }
 
+    fn idle(&self) -> Duration {
+        Duration::from_millis(self.config.timeout_ms)
+    }
+
+    /// One streamed request: its chunks, or `None` when the stream closed (or broke) before
+    /// any event arrived.
+    async fn streamed(
+        &self,
+        request: &LlmRequest,
+        call: &Call<'_>,
+    ) -> Result<Option<Vec<StreamChunk>>, LlmFailure> {
+        let (response, request_id) = self.send(request, true, call).await?;
+        let idle = self.idle();
         let mut decoder = Decoder::new(request_id.clone());
         let mut events = response.bytes_stream().eventsource();
         loop {
             match tokio::time::timeout(idle, events.next()).await {
                 Err(_) if decoder.has_finish_reason() => break,
-                Err(_) => return Ok(decoder.fail(self.timeout(request_id))),
+                Err(_) => return Ok(Some(decoder.fail(self.timeout(request_id)))),
+                Ok(None) if decoder.is_empty() => return Ok(None),
                 Ok(None) => break,
                 Ok(Some(Err(e))) if decoder.has_finish_reason() => {
                     tracing::debug!(error = %e, "stream ended untidily after the finish reason");
                     break;
+                }
+                Ok(Some(Err(e))) if decoder.is_empty() => {
+                    tracing::debug!(error = %e, "stream broke before its first event");
+                    return Ok(None);
                 }
                 Ok(Some(Err(e))) => {
                     let f = failure::failure(
                         FailureCode::Transport,
                         credential::redact(
                             &format!("the response stream from {} broke: {e}", self.url),
-                            &key,
+                            call.key,
                         ),
                         request_id,
                     );
-                    return Ok(decoder.fail(f));
+                    return Ok(Some(decoder.fail(f)));
                 }
                 Ok(Some(Ok(event))) => {
                     if let Err(f) = decoder.feed(&event.data) {
-                        return Ok(decoder.fail(f));
+                        return Ok(Some(decoder.fail(f)));
                     }
                     if decoder.is_done() {
                         break;
@@ -269,7 +378,63 @@ impl Adapter {
                 }
             }
         }
-        Ok(decoder.complete())
+        Ok(Some(decoder.complete()))
+    }
+
+    /// One non-streamed request: the whole `chat.completion`, read under the idle watchdog
+    /// and decoded by the same [`Decoder`] as a stream.
+    async fn whole(
+        &self,
+        request: &LlmRequest,
+        call: &Call<'_>,
+    ) -> Result<Vec<StreamChunk>, LlmFailure> {
+        let (response, request_id) = self.send(request, false, call).await?;
+        let mut decoder = Decoder::new(request_id.clone());
+        let mut bytes = Vec::new();
+        let mut body = response.bytes_stream();
+        loop {
+            match tokio::time::timeout(self.idle(), body.next()).await {
+                Err(_) => return Ok(decoder.fail(self.timeout(request_id))),
+                Ok(None) => break,
+                Ok(Some(Ok(chunk))) => {
+                    if bytes.len() + chunk.len() > MAX_COMPLETION_BODY {
+                        let f = failure::failure(
+                            FailureCode::Transport,
+                            format!(
+                                "the answer from {} exceeds {MAX_COMPLETION_BODY} bytes",
+                                self.url
+                            ),
+                            request_id,
+                        );
+                        return Ok(decoder.fail(f));
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                Ok(Some(Err(e))) => {
+                    let f = failure::failure(
+                        FailureCode::Transport,
+                        credential::redact(
+                            &format!("the answer from {} broke off: {e}", self.url),
+                            call.key,
+                        ),
+                        request_id,
+                    );
+                    return Ok(decoder.fail(f));
+                }
+            }
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            let f = failure::failure(
+                FailureCode::Transport,
+                format!("{} answered with an empty body", self.url),
+                request_id,
+            );
+            return Ok(decoder.fail(f));
+        }
+        match decoder.feed_completion(&bytes) {
+            Ok(()) => Ok(decoder.complete()),
+            Err(f) => Ok(decoder.fail(f)),
+        }
     }
 
     fn no_response_head(&self) -> LlmFailure {

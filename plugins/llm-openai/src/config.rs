@@ -57,6 +57,127 @@ pub struct Config {
     /// to the response head.
     #[serde(default = "default_first_byte_timeout")]
     pub first_byte_timeout_ms: u64,
+    /// `tool_choice` sent with every request that offers tools (never without tools). Default
+    /// `"auto"`: some servers (llama-cpp-python) read a missing `tool_choice` as `"none"` and
+    /// the model then never calls a tool (issue 11 item 1).
+    #[serde(default = "ToolChoice::auto")]
+    pub tool_choice: ToolChoice,
+    /// Whether requests stream: `true`, `false` or `"auto"` (default; see [`StreamMode`]).
+    #[serde(default)]
+    pub stream: StreamMode,
+}
+
+/// The row's `tool_choice`: a mode, or one named function the model must call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum ToolChoice {
+    /// `"auto"`, `"none"` or `"required"`.
+    Mode(ToolChoiceMode),
+    /// `{"type": "function", "function": {"name": …}}`.
+    Function(NamedFunction),
+}
+
+/// The string forms of `tool_choice`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoiceMode {
+    /// The model decides.
+    Auto,
+    /// No tool call.
+    None,
+    /// At least one tool call.
+    Required,
+}
+
+impl ToolChoiceMode {
+    /// The wire string.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ToolChoiceMode::Auto => "auto",
+            ToolChoiceMode::None => "none",
+            ToolChoiceMode::Required => "required",
+        }
+    }
+}
+
+/// `{"type": "function", "function": {"name": …}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedFunction {
+    /// Always `"function"`.
+    #[serde(rename = "type")]
+    pub kind: FunctionKind,
+    /// The function.
+    pub function: FunctionName,
+}
+
+/// The only `type` a named tool choice has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FunctionKind {
+    /// `"function"`.
+    Function,
+}
+
+/// `{"name": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionName {
+    /// The tool's name (one of the offered tools).
+    pub name: String,
+}
+
+impl ToolChoice {
+    /// `"auto"`, the default.
+    pub fn auto() -> Self {
+        ToolChoice::Mode(ToolChoiceMode::Auto)
+    }
+
+    /// The wire value.
+    pub fn to_json(&self) -> Value {
+        match self {
+            ToolChoice::Mode(m) => json!(m.as_str()),
+            ToolChoice::Function(f) => {
+                json!({ "type": "function", "function": { "name": f.function.name } })
+            }
+        }
+    }
+
+    /// The function a named choice forces, if it is one.
+    pub fn function_name(&self) -> Option<&str> {
+        match self {
+            ToolChoice::Function(f) => Some(&f.function.name),
+            _ => None,
+        }
+    }
+}
+
+/// The row's `stream` key (issue 11 item 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamMode {
+    /// `true`: every request streams. An empty stream is still asked once more without
+    /// streaming, to learn its real error (or take its answer).
+    Always,
+    /// `false`: no request streams.
+    Never,
+    /// `"auto"` (default): requests stream; when a stream comes back empty while tools were
+    /// offered and the same request answers without streaming, the row stops streaming for
+    /// the rest of the run.
+    #[default]
+    Auto,
+}
+
+impl<'de> Deserialize<'de> for StreamMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Bool(true) => Ok(StreamMode::Always),
+            Value::Bool(false) => Ok(StreamMode::Never),
+            Value::String(s) if s == "auto" => Ok(StreamMode::Auto),
+            other => Err(serde::de::Error::custom(format!(
+                "stream: expected true, false or \"auto\", got {other}"
+            ))),
+        }
+    }
 }
 
 fn default_key_ref() -> String {
@@ -96,7 +217,27 @@ pub fn schema() -> Value {
             },
             "timeout_ms": { "type": "integer", "minimum": 1 },
             "connect_timeout_ms": { "type": "integer", "minimum": 1 },
-            "first_byte_timeout_ms": { "type": "integer", "minimum": 1 }
+            "first_byte_timeout_ms": { "type": "integer", "minimum": 1 },
+            // if/then/else rather than oneOf, so a bad value is told what it should be.
+            "tool_choice": {
+                "type": ["string", "object"],
+                "if": { "type": "string" },
+                "then": { "enum": ["auto", "none", "required"] },
+                "else": {
+                    "properties": {
+                        "type": { "const": "function" },
+                        "function": {
+                            "type": "object",
+                            "properties": { "name": { "type": "string", "minLength": 1 } },
+                            "required": ["name"],
+                            "additionalProperties": false
+                        }
+                    },
+                    "required": ["type", "function"],
+                    "additionalProperties": false
+                }
+            },
+            "stream": { "enum": [true, false, "auto"] }
         },
         "required": ["base_url", "model"],
         "additionalProperties": false
@@ -139,6 +280,59 @@ mod tests {
         assert_eq!(
             schema()["properties"]["first_byte_timeout_ms"],
             json!({ "type": "integer", "minimum": 1 })
+        );
+    }
+
+    // Issue 11 items 1 and 2: `tool_choice` defaults to "auto" and takes the three modes or
+    // one named function; `stream` defaults to "auto" and takes true/false/"auto". Anything
+    // else is refused by the type and by the schema the kernel checks first.
+    #[test]
+    fn tool_choice_and_stream_keys() {
+        let parse = |extra: Value| -> Result<Config, serde_json::Error> {
+            let mut v = json!({"base_url": "http://x/v1", "model": "m"});
+            for (k, val) in extra.as_object().unwrap() {
+                v[k] = val.clone();
+            }
+            serde_json::from_value(v)
+        };
+        let d = parse(json!({})).unwrap();
+        assert_eq!(d.tool_choice.to_json(), json!("auto"));
+        assert_eq!(d.stream, StreamMode::Auto);
+        for mode in ["auto", "none", "required"] {
+            let c = parse(json!({"tool_choice": mode})).unwrap();
+            assert_eq!(c.tool_choice.to_json(), json!(mode));
+            assert_eq!(c.tool_choice.function_name(), None);
+        }
+        let named = json!({"type": "function", "function": {"name": "write_file"}});
+        let c = parse(json!({"tool_choice": named})).unwrap();
+        assert_eq!(c.tool_choice.to_json(), named);
+        assert_eq!(c.tool_choice.function_name(), Some("write_file"));
+        assert_eq!(
+            parse(json!({"stream": true})).unwrap().stream,
+            StreamMode::Always
+        );
+        assert_eq!(
+            parse(json!({"stream": false})).unwrap().stream,
+            StreamMode::Never
+        );
+        assert_eq!(
+            parse(json!({"stream": "auto"})).unwrap().stream,
+            StreamMode::Auto
+        );
+        for bad in [
+            json!({"tool_choice": "sometimes"}),
+            json!({"tool_choice": {"type": "function", "function": {}}}),
+            json!({"tool_choice": {"type": "tool", "function": {"name": "x"}}}),
+            json!({"stream": "yes"}),
+            json!({"stream": 1}),
+        ] {
+            assert!(parse(bad.clone()).is_err(), "{bad} was accepted");
+        }
+        let props = &schema()["properties"];
+        assert_eq!(props["stream"], json!({"enum": [true, false, "auto"]}));
+        assert_eq!(
+            props["tool_choice"]["then"],
+            json!({"enum": ["auto", "none", "required"]})
         );
     }
 

@@ -1,9 +1,12 @@
-//! Chat-completions stream events → keel [`StreamChunk`]s (B14), as a pure state machine.
+//! Chat-completions answers → keel [`StreamChunk`]s (B14), as a pure state machine.
 //!
 //! The client feeds it the `data` of each SSE event; it yields text, reasoning and tool-call
 //! deltas as they come, remembers the finish reason and the usage (which OpenAI sends in a
 //! separate, choice-less event after the finish reason), and emits `usage` then `finish` only
-//! when the stream is complete, so nothing ever follows `finish`.
+//! when the stream is complete, so nothing ever follows `finish`. A non-streamed answer (one
+//! whole `chat.completion`) goes through the same machine ([`Decoder::feed_completion`]): its
+//! `message` is read as one delta, so both paths yield the same chunks (issue 11 item 2).
+//! Usage is reported only when the provider sent its counts; none is unknown, never zero.
 
 use keel_plugin_api::services::llm::{FailureCode, FinishReason, LlmFailure, StreamChunk, Usage};
 use serde_json::Value;
@@ -22,6 +25,8 @@ pub struct Decoder {
     finish_reason: Option<String>,
     usage: Option<Usage>,
     done: bool,
+    /// JSON events fed so far (`[DONE]` and blank data not counted).
+    events: usize,
     request_id: Option<String>,
 }
 
@@ -45,6 +50,12 @@ impl Decoder {
         self.finish_reason.is_some()
     }
 
+    /// Whether nothing but `[DONE]` (if that) has arrived: a stream that ends so is empty, not
+    /// an answer (issue 11 items 2 and 4: the client asks again without streaming).
+    pub fn is_empty(&self) -> bool {
+        self.events == 0
+    }
+
     /// Feeds one SSE event's data.
     ///
     /// # Errors
@@ -65,60 +76,93 @@ impl Decoder {
                 self.request_id.clone(),
             )
         })?;
+        self.event(&event, |choice| choice.get("delta"))
+    }
+
+    /// Feeds a whole non-streamed answer (`chat.completion`): its `choices[0].message` is read
+    /// as one delta, its `finish_reason` and `usage` as a stream's, and the answer is done.
+    ///
+    /// # Errors
+    /// `TRANSPORT` for a body that is not JSON; the provider's failure for an `error` body.
+    pub fn feed_completion(&mut self, body: &[u8]) -> Result<(), LlmFailure> {
+        let completion: Value = serde_json::from_slice(body).map_err(|e| {
+            failure::failure(
+                FailureCode::Transport,
+                format!("undecodable completion from the provider: {e}"),
+                self.request_id.clone(),
+            )
+        })?;
+        self.event(&completion, |choice| choice.get("message"))?;
+        self.done = true;
+        Ok(())
+    }
+
+    /// One event (or whole answer): `error`, choice 0 (its delta found by `delta`), usage.
+    fn event(
+        &mut self,
+        event: &Value,
+        delta: impl Fn(&Value) -> Option<&Value>,
+    ) -> Result<(), LlmFailure> {
+        self.events += 1;
         if let Some(error) = event.get("error").filter(|e| !e.is_null()) {
             return Err(self.stream_error(error));
         }
         if let Some(choices) = event.get("choices").and_then(Value::as_array) {
             for choice in choices {
                 if choice.get("index").and_then(Value::as_u64).unwrap_or(0) == 0 {
-                    self.choice(choice);
+                    if let Some(d) = delta(choice) {
+                        self.delta(d);
+                    }
+                    if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                        self.finish_reason = Some(reason.to_owned());
+                    }
                 }
             }
         }
-        if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
-            let count = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
-            self.usage = Some(Usage {
-                input_tokens: count("prompt_tokens"),
-                output_tokens: count("completion_tokens"),
-            });
+        // Counts the provider sent, or nothing: `usage: {}` is unknown, not zero.
+        if let Some(usage) = event.get("usage") {
+            let count = |k: &str| usage.get(k).and_then(Value::as_u64);
+            if let (Some(input_tokens), Some(output_tokens)) =
+                (count("prompt_tokens"), count("completion_tokens"))
+            {
+                self.usage = Some(Usage {
+                    input_tokens,
+                    output_tokens,
+                });
+            }
         }
         Ok(())
     }
 
-    fn choice(&mut self, choice: &Value) {
-        if let Some(delta) = choice.get("delta") {
-            let reasoning = delta
-                .get("reasoning_content")
-                .and_then(Value::as_str)
-                .or_else(|| delta.get("reasoning").and_then(Value::as_str))
-                .filter(|s| !s.is_empty());
-            if let Some(text) = reasoning {
-                let index = block(&mut self.reasoning_block, &mut self.next_block);
-                self.chunks.push(StreamChunk::ReasoningDelta {
-                    index,
-                    text: text.to_owned(),
-                });
-            }
-            if let Some(text) = delta
-                .get("content")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            {
-                let index = block(&mut self.text_block, &mut self.next_block);
-                self.saw_text = true;
-                self.chunks.push(StreamChunk::TextDelta {
-                    index,
-                    text: text.to_owned(),
-                });
-            }
-            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-                for (position, call) in calls.iter().enumerate() {
-                    self.tool_call(position, call);
-                }
-            }
+    fn delta(&mut self, delta: &Value) {
+        let reasoning = delta
+            .get("reasoning_content")
+            .and_then(Value::as_str)
+            .or_else(|| delta.get("reasoning").and_then(Value::as_str))
+            .filter(|s| !s.is_empty());
+        if let Some(text) = reasoning {
+            let index = block(&mut self.reasoning_block, &mut self.next_block);
+            self.chunks.push(StreamChunk::ReasoningDelta {
+                index,
+                text: text.to_owned(),
+            });
         }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            self.finish_reason = Some(reason.to_owned());
+        if let Some(text) = delta
+            .get("content")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            let index = block(&mut self.text_block, &mut self.next_block);
+            self.saw_text = true;
+            self.chunks.push(StreamChunk::TextDelta {
+                index,
+                text: text.to_owned(),
+            });
+        }
+        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            for (position, call) in calls.iter().enumerate() {
+                self.tool_call(position, call);
+            }
         }
     }
 
@@ -165,7 +209,7 @@ impl Decoder {
         };
         failure::failure(
             code,
-            format!("the provider reported an error mid-stream: {message}"),
+            format!("the provider reported an error in its answer: {message}"),
             self.request_id.clone(),
         )
     }

@@ -257,3 +257,147 @@ fn nothing_is_read_after_done() {
     d.feed("{garbage").unwrap();
     assert_eq!(d.complete().len(), 2);
 }
+
+// ---- issue 11: the non-streamed answer, empty streams, unknown usage ------------------------
+
+fn completion(message: Value, finish_reason: &str, usage: Option<(u64, u64)>) -> Vec<u8> {
+    let mut c = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+    });
+    if let Some((i, o)) = usage {
+        c["usage"] = json!({"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o});
+    }
+    c.to_string().into_bytes()
+}
+
+// Item 2: one model of the answer: a whole `chat.completion` yields the chunks its streamed
+// twin yields (text, tool calls by position, usage, finish), so the loop assembles the same turn.
+#[test]
+fn a_whole_completion_yields_the_chunks_of_its_stream() {
+    let mut whole = Decoder::new(None);
+    whole
+        .feed_completion(&completion(
+            json!({"role": "assistant", "content": "Writing it.", "tool_calls": [
+                {"id": "call_a", "type": "function",
+                 "function": {"name": "write_file", "arguments": "{\"path\":\"a\"}"}},
+                {"id": "call_b", "type": "function",
+                 "function": {"name": "shell", "arguments": "{\"command\":\"cat a\"}"}}
+            ]}),
+            "tool_calls",
+            Some((40, 9)),
+        ))
+        .unwrap();
+    assert!(whole.is_done() && !whole.is_empty());
+    let streamed = feed_all(&[
+        delta(json!({"role": "assistant", "content": "Writing it."})),
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+            "function": {"name": "write_file", "arguments": "{\"path\":\"a\"}"}}]}),
+        ),
+        delta(
+            json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
+            "function": {"name": "shell", "arguments": "{\"command\":\"cat a\"}"}}]}),
+        ),
+        finish("tool_calls"),
+        usage(40, 9),
+    ]);
+    let chunks = whole.complete();
+    assert_eq!(chunks, streamed.complete());
+    assert_eq!(
+        chunks[2],
+        StreamChunk::ToolCallDelta {
+            index: 1,
+            id: "call_b".into(),
+            name: Some("shell".into()),
+            arguments_delta: "{\"command\":\"cat a\"}".into()
+        }
+    );
+    assert_eq!(
+        chunks.last(),
+        Some(&StreamChunk::Finish {
+            reason: FinishReason::ToolCalls
+        })
+    );
+}
+
+#[test]
+fn a_whole_completion_with_text_null_content_or_an_error() {
+    let mut d = Decoder::new(None);
+    d.feed_completion(&completion(
+        json!({"role": "assistant", "content": "hi", "reasoning_content": "think"}),
+        "stop",
+        Some((3, 1)),
+    ))
+    .unwrap();
+    let chunks = d.complete();
+    assert!(matches!(&chunks[0], StreamChunk::ReasoningDelta { text, .. } if text == "think"));
+    assert!(matches!(&chunks[1], StreamChunk::TextDelta { text, .. } if text == "hi"));
+    let mut d = Decoder::new(None);
+    d.feed_completion(&completion(
+        json!({"role": "assistant", "content": null}),
+        "stop",
+        None,
+    ))
+    .unwrap();
+    assert_eq!(
+        failure_code(&d.complete()).as_deref(),
+        Some("EMPTY_RESPONSE")
+    );
+    let mut d = Decoder::new(Some("r".into()));
+    let f = d.feed_completion(b"<html>bad gateway</html>").unwrap_err();
+    assert_eq!(
+        (f.code.as_str(), f.request_id.as_deref()),
+        ("TRANSPORT", Some("r"))
+    );
+    let f = Decoder::new(None)
+        .feed_completion(
+            br#"{"error":{"message":"context window","code":"context_length_exceeded"}}"#,
+        )
+        .unwrap_err();
+    assert_eq!(f.code, "CONTEXT_WINDOW_EXCEEDED");
+}
+
+// Items 2 and 4: a stream that closes with nothing (or `[DONE]` alone) is empty; one event
+// is enough not to be.
+#[test]
+fn an_empty_stream_is_told_apart() {
+    let mut d = Decoder::new(None);
+    assert!(d.is_empty());
+    d.feed("").unwrap();
+    d.feed("[DONE]").unwrap();
+    assert!(d.is_empty());
+    let d = feed_all(&[delta(json!({"role": "assistant", "content": ""}))]);
+    assert!(!d.is_empty());
+}
+
+// Item 5: no usage event, or one without counts, reports no usage chunk (unknown), never
+// zeros; real zeros are kept.
+#[test]
+fn usage_without_counts_is_unknown_not_zero() {
+    let no_usage = feed_all(&[delta(json!({"content": "a"})), finish("stop")]).complete();
+    assert!(
+        !no_usage
+            .iter()
+            .any(|c| matches!(c, StreamChunk::Usage { .. }))
+    );
+    let empty_usage = feed_all(&[
+        delta(json!({"content": "a"})),
+        finish("stop"),
+        json!({"choices": [], "usage": {}}),
+        json!({"choices": [], "usage": null}),
+    ])
+    .complete();
+    assert!(
+        !empty_usage
+            .iter()
+            .any(|c| matches!(c, StreamChunk::Usage { .. }))
+    );
+    let zeros = feed_all(&[delta(json!({"content": "a"})), finish("stop"), usage(0, 0)]).complete();
+    assert_eq!(
+        zeros[1],
+        StreamChunk::Usage {
+            usage: Usage::default()
+        }
+    );
+}

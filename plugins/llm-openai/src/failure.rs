@@ -2,8 +2,9 @@
 //!
 //! Pure functions of the status, the headers that matter and the body, so every mapping is
 //! unit-tested without a server: 429 → `RATE_LIMIT` (with `retry-after`), 401/403 → `AUTH`,
-//! 5xx → `SERVER`, a 400/413 about the prompt's size → `CONTEXT_WINDOW_EXCEEDED`, other 4xx →
-//! `BAD_REQUEST`. Messages quote the provider's own reason, with the key redacted.
+//! 5xx → `SERVER` (but a 5xx whose body is a request-validation error → `INVALID_REQUEST`,
+//! retried once at most), a 400/413 about the prompt's size → `CONTEXT_WINDOW_EXCEEDED`, other
+//! 4xx → `BAD_REQUEST`. Messages quote the provider's own reason, with the key redacted.
 
 use std::time::SystemTime;
 
@@ -45,6 +46,23 @@ pub fn mentions_context_overflow(body: &str) -> bool {
     ]
     .iter()
     .any(|needle| lower.contains(needle))
+}
+
+/// Whether an error body says the request failed the server's validation: a FastAPI
+/// `{"detail": [{"loc": …, "msg": …}]}` body, or a message saying `validation error(s)` (what
+/// pydantic and FastAPI print: llama-cpp-python wraps it in an OpenAI error with HTTP 500 when
+/// an assistant message has `"content": null`, issue 11 item 3).
+pub fn mentions_request_validation(body: &str) -> bool {
+    let fastapi_detail = serde_json::from_str::<Value>(body).ok().is_some_and(|v| {
+        v.get("detail").and_then(Value::as_array).is_some_and(|d| {
+            d.iter()
+                .any(|e| e.get("loc").is_some() && e.get("msg").is_some())
+        })
+    });
+    fastapi_detail
+        || provider_message(body)
+            .to_ascii_lowercase()
+            .contains("validation error")
 }
 
 /// The provider's own reason: `error.message` of a JSON body, else the (trimmed) text.
@@ -95,6 +113,7 @@ pub fn from_status(
         429 => FailureCode::RateLimit,
         401 | 403 => FailureCode::Auth,
         400 | 413 if mentions_context_overflow(body) => FailureCode::ContextWindowExceeded,
+        500..=599 if mentions_request_validation(body) => FailureCode::InvalidRequest,
         500..=599 => FailureCode::Server,
         _ => FailureCode::BadRequest,
     };
@@ -154,6 +173,40 @@ mod tests {
         );
         // Only 400/413 are read for overflow.
         assert_eq!(code(500, overflow), "SERVER");
+    }
+
+    // Issue 11 item 3: a 500 whose body is a request-validation error (llama-cpp-python's
+    // wrapped pydantic/FastAPI error, or a bare FastAPI `detail` list) is INVALID_REQUEST, not
+    // SERVER; other 500s stay SERVER, and a 4xx validation error stays BAD_REQUEST.
+    #[test]
+    fn a_5xx_request_validation_error_is_invalid_request() {
+        let llama_cpp = r#"{"error":{"message":"1 validation error:
+  {'type': 'string_type', 'loc': ('body', 'messages', 2, 'typed-dict', 'content'), 'msg': 'Input should be a valid string', 'input': None}
+","type":"internal_server_error","param":null,"code":null}}"#;
+        assert_eq!(code(500, llama_cpp), "INVALID_REQUEST");
+        let pydantic_v1 = r#"{"error":{"message":"2 validation errors for Request
+body -> messages -> 2 -> content
+  none is not an allowed value","type":"internal_server_error"}}"#;
+        assert_eq!(code(500, pydantic_v1), "INVALID_REQUEST");
+        let fastapi = r#"{"detail":[{"type":"string_type","loc":["body","messages",2,"content"],"msg":"Input should be a valid string","input":null}]}"#;
+        assert_eq!(code(500, fastapi), "INVALID_REQUEST");
+        assert_eq!(
+            code(502, "Validation Error: upstream refused"),
+            "INVALID_REQUEST"
+        );
+        assert_eq!(
+            code(500, r#"{"error":{"message":"CUDA out of memory"}}"#),
+            "SERVER"
+        );
+        assert_eq!(code(500, r#"{"detail":"Internal Server Error"}"#), "SERVER");
+        assert_eq!(code(422, fastapi), "BAD_REQUEST");
+        let f = from_status("llama", &info(500), llama_cpp, "k", SystemTime::now());
+        assert_eq!(f.status, Some(500));
+        assert!(
+            f.message.contains("Input should be a valid string"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]

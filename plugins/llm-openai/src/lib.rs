@@ -1,4 +1,4 @@
-//! `llm-openai`: an LLM adapter for OpenAI-compatible chat completions with streaming SSE
+//! `llm-openai`: an LLM adapter for OpenAI-compatible chat completions, streamed (SSE) or not
 //! (ARCHITECTURE §8 and §11, requirements C8 and B14).
 //!
 //! The row provides the JSON service `keel.llm.adapter.llm-openai` (methods `generate` and
@@ -102,7 +102,7 @@ struct OpenAiPlugin;
 impl Plugin for OpenAiPlugin {
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
-            .description("LLM adapter: OpenAI-compatible chat completions (streaming)")
+            .description("LLM adapter: OpenAI-compatible chat completions (streamed or not)")
             .provides_named(&adapter_service_name(PLUGIN_ID), false)
             .requires::<Llm>()
             // Present: the key resolves through its layers; absent: the process environment.

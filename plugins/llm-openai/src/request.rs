@@ -5,7 +5,9 @@
 //! the raw JSON text the model produced, and the system prompt goes first. Capability checks that
 //! must happen before any I/O (LLM-03) live here too, since they depend on the request alone.
 
-use keel_plugin_api::services::llm::{LlmCallConfig, LlmFailure, LlmRequest, ModelTool};
+use keel_plugin_api::services::llm::{
+    FailureCode, LlmCallConfig, LlmFailure, LlmRequest, ModelTool,
+};
 use serde_json::{Map, Value, json};
 
 use crate::config::Config;
@@ -34,8 +36,34 @@ pub fn check_capabilities(config: &LlmCallConfig) -> Result<(), LlmFailure> {
     }
 }
 
-/// The request body (`stream: true`, usage included).
-pub fn body(request: &LlmRequest, row: &Config) -> Value {
+/// Refuses, before any I/O, a row `tool_choice` that forces a function the request does not
+/// offer (the server would refuse every request the same way).
+///
+/// # Errors
+/// `BAD_REQUEST` naming the function and the offered tools.
+pub fn check_tool_choice(request: &LlmRequest, row: &Config) -> Result<(), LlmFailure> {
+    match row.tool_choice.function_name() {
+        Some(name)
+            if !request.tools.is_empty() && !request.tools.iter().any(|t| t.name == name) =>
+        {
+            let offered: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+            Err(LlmFailure::new(
+                FailureCode::BadRequest,
+                format!(
+                    "llm-openai.tool_choice names function '{name}', which is not among the \
+                     offered tools ({})",
+                    offered.join(", ")
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The request body. `stream`: streamed with usage requested (`stream_options`), or one whole
+/// `chat.completion` (no `stream_options`: OpenAI refuses them without streaming). With tools,
+/// the row's `tool_choice` goes along (issue 11 item 1); without, none.
+pub fn body(request: &LlmRequest, row: &Config, stream: bool) -> Value {
     let config = &request.config;
     let model = if config.model.is_empty() {
         row.model.as_str()
@@ -51,13 +79,16 @@ pub fn body(request: &LlmRequest, row: &Config) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("messages".into(), Value::Array(messages));
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({ "include_usage": true }));
+    body.insert("stream".into(), json!(stream));
+    if stream {
+        body.insert("stream_options".into(), json!({ "include_usage": true }));
+    }
     if !request.tools.is_empty() {
         body.insert(
             "tools".into(),
             Value::Array(request.tools.iter().map(tool).collect()),
         );
+        body.insert("tool_choice".into(), row.tool_choice.to_json());
     }
     if let Some(max) = config.max_tokens.or(row.max_tokens) {
         body.insert("max_tokens".into(), json!(max));
@@ -126,15 +157,12 @@ fn message(m: &Value) -> Value {
                         .collect()
                 })
                 .unwrap_or_default();
+            // With tool calls and no text the content is "", never null: OpenAI takes either,
+            // llama-cpp-python refuses null (HTTP 500), every server takes "" (issue 11 item 3).
             let content = text(m.get("content"));
             if calls.is_empty() {
                 json!({ "role": "assistant", "content": content })
             } else {
-                let content = if content == json!("") {
-                    Value::Null
-                } else {
-                    content
-                };
                 json!({ "role": "assistant", "content": content, "tool_calls": calls })
             }
         }
@@ -196,7 +224,7 @@ mod tests {
             json!({"role": "tool", "tool_call_id": "c2", "content": "B"}),
             json!({"role": "assistant", "content": "done"}),
         ]);
-        let b = body(&req, &row());
+        let b = body(&req, &row(), true);
         assert_eq!(
             b,
             json!({
@@ -204,7 +232,7 @@ mod tests {
                 "messages": [
                     {"role": "system", "content": "be brief"},
                     {"role": "user", "content": "hi"},
-                    {"role": "assistant", "content": null, "tool_calls": [
+                    {"role": "assistant", "content": "", "tool_calls": [
                         {"id": "c1", "type": "function",
                          "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}},
                         {"id": "c2", "type": "function",
@@ -219,6 +247,7 @@ mod tests {
                 "tools": [{"type": "function", "function": {
                     "name": "read_file", "description": "reads", "parameters": {"type": "object"}
                 }}],
+                "tool_choice": "auto",
                 "max_tokens": 100,
                 "temperature": 0.5
             })
@@ -233,12 +262,79 @@ mod tests {
         req.config.temperature = Some(0.0);
         req.config.stop = Some(vec!["END".into()]);
         req.config.reasoning_effort = Some("low".into());
-        let b = body(&req, &row());
+        let b = body(&req, &row(), true);
         assert_eq!(b["model"], "call-model");
         assert_eq!(b["max_tokens"], 7);
         assert_eq!(b["temperature"], 0.0);
         assert_eq!(b["stop"], json!(["END"]));
         assert_eq!(b["reasoning_effort"], "low");
+    }
+
+    // Issue 11 item 1: tool_choice goes with tools (the row's value), never without them.
+    #[test]
+    fn tool_choice_is_sent_with_tools_only() {
+        let mut req = request(vec![json!({"role": "user", "content": "hi"})]);
+        assert_eq!(body(&req, &row(), true)["tool_choice"], "auto");
+        let mut r = row();
+        r.tool_choice = serde_json::from_value(json!("required")).unwrap();
+        assert_eq!(body(&req, &r, true)["tool_choice"], "required");
+        req.tools.clear();
+        let b = body(&req, &r, true);
+        assert!(
+            b.get("tool_choice").is_none() && b.get("tools").is_none(),
+            "{b}"
+        );
+    }
+
+    // Issue 11 item 2: the non-streamed body says so and asks for no stream options.
+    #[test]
+    fn a_non_streamed_body_has_no_stream_options() {
+        let req = request(vec![json!({"role": "user", "content": "hi"})]);
+        let b = body(&req, &row(), false);
+        assert_eq!(b["stream"], false);
+        assert!(b.get("stream_options").is_none(), "{b}");
+        assert_eq!(b["tool_choice"], "auto");
+    }
+
+    // Issue 11 item 3: an assistant turn with calls and no text carries "" (never null); one
+    // with text keeps it.
+    #[test]
+    fn assistant_tool_call_turns_never_carry_null_content() {
+        let calls = json!([{"id": "c1", "name": "read_file", "arguments": "{}"}]);
+        for content in [json!(null), json!(""), Value::Null] {
+            let mut m = json!({"role": "assistant", "tool_calls": calls});
+            if !content.is_null() {
+                m["content"] = content;
+            }
+            assert_eq!(message(&m)["content"], json!(""), "{m}");
+        }
+        let m = json!({"role": "assistant", "content": "let me look", "tool_calls": calls});
+        assert_eq!(message(&m)["content"], "let me look");
+    }
+
+    #[test]
+    fn a_named_tool_choice_must_name_an_offered_tool() {
+        let req = request(vec![json!({"role": "user", "content": "hi"})]);
+        let mut r = row();
+        assert!(check_tool_choice(&req, &r).is_ok());
+        r.tool_choice =
+            serde_json::from_value(json!({"type": "function", "function": {"name": "read_file"}}))
+                .unwrap();
+        assert!(check_tool_choice(&req, &r).is_ok());
+        assert_eq!(
+            body(&req, &r, true)["tool_choice"],
+            json!({"type": "function", "function": {"name": "read_file"}})
+        );
+        r.tool_choice =
+            serde_json::from_value(json!({"type": "function", "function": {"name": "nope"}}))
+                .unwrap();
+        let f = check_tool_choice(&req, &r).unwrap_err();
+        assert_eq!(f.code, "BAD_REQUEST");
+        assert!(
+            f.message.contains("'nope'") && f.message.contains("read_file"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]
