@@ -104,9 +104,17 @@ pub fn split_pieces(s: &str, parts: usize) -> Vec<String> {
     chars.chunks(size).map(|c| c.iter().collect()).collect()
 }
 
-/// `200`, an SSE head, and no body (llama.cpp's answer to a stream it cannot produce).
+/// `200`, an SSE head, and an empty body (llama.cpp's answer to a stream it cannot produce).
 pub(super) fn write_empty_stream(out: &mut impl Write) -> std::io::Result<()> {
-    write_sse_head(out, &[])
+    // As uvicorn ends a response whose handler raised after the head went out: a complete,
+    // empty chunked body that promises keep-alive, then (the caller) closing the socket. A
+    // client that pools the connection and reuses it at once fails before the server hears it.
+    out.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n\
+          Cache-Control: no-store\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\
+          \r\n0\r\n\r\n",
+    )?;
+    out.flush()
 }
 
 /// Sends `reply` in `shape`; `Ok(true)` when the connection may serve another request (a

@@ -8,12 +8,17 @@
 //!    assembled from its parts;
 //! 2. the real server on loopback (`python -m llama_cpp.server`, `chatml-function-calling`),
 //!    awaited until `/v1/models` answers;
-//! 3. a headless `keel run` with the shipped `base` and `agent` bundles pointed at it, asking for
-//!    a file to be written. The model is too small to choose tools reliably, so the row forces
-//!    a named `tool_choice`: the point is the protocol (tools offered, the streamed answer that
-//!    this server leaves empty for tool calls, the non-streamed fallback, `content` on tool-call
-//!    turns, usage it does not send), not the model's skill;
-//! 4. the verdict from the world: the file on disk and the tool calls in the stored session.
+//! 3. two headless `keel run`s with the shipped `base` and `agent` bundles pointed at it, each
+//!    asking for a file to be written:
+//!    - `auto`: the row's defaults (`tool_choice = "auto"`, `stream = "auto"`). When the model
+//!      picks a tool, this server answers the streamed request with an empty body; keel asks
+//!      again without streaming and keeps to that for the run;
+//!    - `forced`: a named `tool_choice` (this server streams those), for a model too small to
+//!      choose: the point is the protocol, not the model's skill;
+//! 4. the verdict of each from the world: for `forced`, a file in the workspace and `write_file`
+//!    calls in the stored session; for `auto`, tool calls the model chose reaching keel's tools
+//!    (whether a 270M model writes the right file is its skill, not the protocol). The run
+//!    itself may end `max-steps` (the model keeps calling tools).
 //!
 //! `--keep` leaves the server running for manual runs and prints how to reach it.
 
@@ -49,7 +54,13 @@ pub fn run(args: &[String]) -> Result {
     let model = assemble_model(&python, &dir)?;
     build::workspace(Profile::Debug)?;
     let mut server = Server::start(&python, &model, &dir)?;
-    let verdict = session(&dir);
+    let verdict = SCENARIOS
+        .iter()
+        .map(|s| session(&dir, s))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .collect::<Result<Vec<()>>>()
+        .map(|_| ());
     if keep {
         println!(
             "\nthe server keeps running (pid {}): base_url http://127.0.0.1:{PORT}/v1",
@@ -156,8 +167,34 @@ fn models_answer() -> bool {
     s.read_exact(&mut head).is_ok() && head.ends_with(b"200")
 }
 
-/// The profile: the shipped bundles, `llm-openai` at the server with a forced tool.
-fn profile() -> String {
+/// One run against the server.
+struct Scenario {
+    name: &'static str,
+    /// The verdict also needs a file on disk (a forced `write_file`); otherwise any tool call
+    /// the model chose, executed, proves the protocol (the model's aim is not ours to judge).
+    needs_file: bool,
+    /// Extra keys of the `llm-openai` row (TOML inline-table entries, leading comma).
+    row: &'static str,
+    prompt: &'static str,
+}
+
+const SCENARIOS: [Scenario; 2] = [
+    Scenario {
+        name: "auto",
+        needs_file: false,
+        row: "",
+        prompt: "Use the write_file function to write hello into hello.txt",
+    },
+    Scenario {
+        name: "forced",
+        needs_file: true,
+        row: r#", tool_choice = { type = "function", function = { name = "write_file" } }"#,
+        prompt: "Use write_file to write the word hello into the file hello.txt.",
+    },
+];
+
+/// The profile: the shipped bundles, `llm-openai` at the server with the scenario's keys.
+fn profile(scenario: &Scenario) -> String {
     format!(
         r#"bundles = ["base", "agent"]
 
@@ -167,23 +204,25 @@ config = {{ mode = "never" }}
 
 [[replace]]
 id = "agent-loop"
-config = {{ max_steps = 2 }}
+config = {{ max_steps = 2, temperature = 0 }}
 
 [[insert]]
 id = "llm-openai"
 plugin = "llm-openai"
-config = {{ base_url = "http://127.0.0.1:{PORT}/v1", model = "gemma-3-270m", api_key_ref = "KEEL_COMPAT_KEY", tool_choice = {{ type = "function", function = {{ name = "write_file" }} }} }}
+config = {{ base_url = "http://127.0.0.1:{PORT}/v1", model = "gemma-3-270m", api_key_ref = "KEEL_COMPAT_KEY"{row} }}
 
 [[insert]]
 id = "driver"
 plugin = "headless"
-"#
+"#,
+        row = scenario.row
     )
 }
 
-/// Runs the task and judges it by the world.
-fn session(dir: &Path) -> Result {
-    let scratch = dir.join("run");
+/// Runs the scenario's task and judges it by the world.
+fn session(dir: &Path, scenario: &Scenario) -> Result {
+    println!("\n== scenario {}", scenario.name);
+    let scratch = dir.join(format!("run-{}", scenario.name));
     if scratch.exists() {
         fs::remove_dir_all(&scratch)
             .map_err(|e| Failure::new(format!("{}: {e}", scratch.display())))?;
@@ -196,14 +235,14 @@ fn session(dir: &Path) -> Result {
     for d in [&work, &home, &config.join("profiles")] {
         fs::create_dir_all(d).map_err(|e| Failure::new(format!("{}: {e}", d.display())))?;
     }
-    fs::write(config.join("profiles/compat.toml"), profile())
+    fs::write(config.join("profiles/compat.toml"), profile(scenario))
         .map_err(|e| Failure::new(format!("profile: {e}")))?;
     let keel = shell::target_dir()
         .join(Profile::Debug.dir())
         .join(format!("keel{}", std::env::consts::EXE_SUFFIX));
     let out = Command::new(&keel)
         .args(["run", "--profile", "compat", "--output-format", "json"])
-        .arg("Use write_file to write the word hello into the file hello.txt.")
+        .arg(scenario.prompt)
         .current_dir(&work)
         .env("KEEL_HOME", &home)
         .env("KEEL_CONFIG_PATH", &config)
@@ -217,24 +256,46 @@ fn session(dir: &Path) -> Result {
         "keel exited {:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
         out.status.code()
     );
-    let written = work.join("hello.txt");
+    let written = files_under(&work);
     let calls = tool_calls(&home);
     println!(
-        "\nverdict: hello.txt {}; tool calls in the session: {calls:?}",
-        if written.is_file() {
-            "written"
-        } else {
-            "missing"
-        }
+        "\nverdict ({}): files written {written:?}; tool calls in the session: {calls:?}",
+        scenario.name
     );
-    if written.is_file() && calls.iter().any(|c| c == "write_file") {
-        println!("compat: a tool call went through the real server end to end");
+    let passed = if scenario.needs_file {
+        !written.is_empty() && calls.iter().any(|c| c == "write_file")
+    } else {
+        !calls.is_empty()
+    };
+    if passed {
+        println!(
+            "compat ({}): a tool call went through the real server end to end",
+            scenario.name
+        );
         Ok(())
     } else {
-        Err(Failure::new(
-            "compat: no tool call reached the workspace; see the output above and target/compat/server.log",
-        ))
+        Err(Failure::new(format!(
+            "compat ({}): no tool call reached the workspace; see the output above and target/compat/server.log",
+            scenario.name
+        )))
     }
+}
+
+/// Regular files under `dir`, relative (the model picks odd paths).
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(dir) {
+                out.push(rel.display().to_string());
+            }
+        }
+    }
+    out
 }
 
 /// The names of the `tool/call` events in every session under `home`.

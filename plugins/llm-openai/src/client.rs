@@ -38,11 +38,23 @@ struct Call<'a> {
     auth: HeaderValue,
 }
 
-/// One adapter row: its config and its HTTP client (connection pool).
+/// Which connections a request may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Channel {
+    /// The row's pool (keep-alive): every ordinary request.
+    Pooled,
+    /// A connection of its own: the request after an empty stream. A server that broke off
+    /// the stream (llama-cpp-python raises after sending the head) may leave the pooled
+    /// connection half-closed, and a request reusing it fails before the server sees it.
+    Fresh,
+}
+
+/// One adapter row: its config and its HTTP clients (the pool, and one that keeps nothing).
 #[derive(Debug)]
 pub struct Adapter {
     config: Config,
     http: reqwest::Client,
+    fresh: reqwest::Client,
     url: String,
     headers: HeaderMap,
     /// Whether the row's `headers` set `Accept` (kept for non-streamed requests too).
@@ -94,11 +106,18 @@ impl Adapter {
             }
             headers.insert(n, v);
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .retry(reqwest::retry::never())
-            .build()
-            .map_err(|e| Error::new("HTTP_CLIENT", format!("cannot build the HTTP client: {e}")))?;
+        let client = |idle: usize| {
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+                .retry(reqwest::retry::never())
+                .pool_max_idle_per_host(idle)
+                .build()
+                .map_err(|e| {
+                    Error::new("HTTP_CLIENT", format!("cannot build the HTTP client: {e}"))
+                })
+        };
+        let http = client(usize::MAX)?;
+        let fresh = client(0)?;
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
         let accept_configured = config
             .headers
@@ -107,6 +126,7 @@ impl Adapter {
         Ok(Adapter {
             config,
             http,
+            fresh,
             url,
             headers,
             accept_configured,
@@ -216,7 +236,7 @@ impl Adapter {
         auth.set_sensitive(true);
         let call = Call { key: &key, auth };
         if !self.streams() {
-            return self.whole(request, &call).await;
+            return self.whole(request, &call, Channel::Pooled).await;
         }
         match self.streamed(request, &call).await? {
             Some(chunks) => Ok(chunks),
@@ -246,11 +266,14 @@ impl Adapter {
         call: &Call<'_>,
     ) -> Result<Vec<StreamChunk>, LlmFailure> {
         tracing::debug!(provider = %self.config.provider, "empty stream; asking again without streaming");
-        let chunks = self.whole(request, call).await.map_err(|mut f| {
-            f.message
-                .push_str(" (asked again without streaming after an empty stream)");
-            f
-        })?;
+        let chunks = self
+            .whole(request, call, Channel::Fresh)
+            .await
+            .map_err(|mut f| {
+                f.message
+                    .push_str(" (asked again without streaming after an empty stream)");
+                f
+            })?;
         let answered = !matches!(
             chunks.last(),
             Some(StreamChunk::Finish {
@@ -280,6 +303,7 @@ impl Adapter {
         request: &LlmRequest,
         stream: bool,
         call: &Call<'_>,
+        channel: Channel,
     ) -> Result<(reqwest::Response, Option<String>), LlmFailure> {
         let body =
             serde_json::to_vec(&request::body(request, &self.config, stream)).map_err(|e| {
@@ -293,8 +317,11 @@ impl Adapter {
             headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         }
         tracing::debug!(provider = %self.config.provider, url = %self.url, stream, "chat completions request");
-        let send = self
-            .http
+        let client = match channel {
+            Channel::Pooled => &self.http,
+            Channel::Fresh => &self.fresh,
+        };
+        let send = client
             .post(&self.url)
             .headers(headers)
             .header(header::AUTHORIZATION, call.auth.clone())
@@ -339,7 +366,7 @@ impl Adapter {
         request: &LlmRequest,
         call: &Call<'_>,
     ) -> Result<Option<Vec<StreamChunk>>, LlmFailure> {
-        let (response, request_id) = self.send(request, true, call).await?;
+        let (response, request_id) = self.send(request, true, call, Channel::Pooled).await?;
         let idle = self.idle();
         let mut decoder = Decoder::new(request_id.clone());
         let mut events = response.bytes_stream().eventsource();
@@ -387,8 +414,9 @@ impl Adapter {
         &self,
         request: &LlmRequest,
         call: &Call<'_>,
+        channel: Channel,
     ) -> Result<Vec<StreamChunk>, LlmFailure> {
-        let (response, request_id) = self.send(request, false, call).await?;
+        let (response, request_id) = self.send(request, false, call, channel).await?;
         let mut decoder = Decoder::new(request_id.clone());
         let mut bytes = Vec::new();
         let mut body = response.bytes_stream();
