@@ -6,6 +6,11 @@
 //! The kernel stays feature-blind: it replaces byte strings it was given and knows nothing of
 //! secrets. Redactions are kept per row for the life of the process — a row that unloads
 //! during shutdown must not let the last lines through — and a row's new set replaces its old.
+//!
+//! Lines are one line (§11, issue 11 item 9): the CLI's `keel: …` lines pass
+//! [`one_line`] after the redactions, and a tracing event's embedded line breaks are escaped.
+//! Drivers escape their lines themselves ([`one_line`] too) before the kernel sees them, so a
+//! needle that holds control characters is also registered in its escaped form.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -13,6 +18,7 @@ use std::io::Write;
 use std::sync::{PoisonError, RwLock};
 
 use aho_corasick::{AhoCorasick, MatchKind};
+use keel_plugin_api::sdk::line::{escape_controls, one_line};
 
 /// Needles shorter than this are ignored: replacing a 2-byte string everywhere would wreck
 /// every line and protect nothing.
@@ -34,10 +40,19 @@ pub fn set(row: &str, pairs: Vec<(String, String)>) -> Result<(), String> {
     let mut guard = REDACTIONS.write().unwrap_or_else(PoisonError::into_inner);
     let all = guard.get_or_insert_with(Redactions::default);
     let mut by_row = all.by_row.clone();
-    let pairs: Vec<(String, String)> = pairs
+    let mut pairs: Vec<(String, String)> = pairs
         .into_iter()
         .filter(|(needle, _)| needle.len() >= MIN_NEEDLE)
         .collect();
+    // A secret with a newline, as a driver's escaped line carries it.
+    let escaped: Vec<(String, String)> = pairs
+        .iter()
+        .filter_map(|(needle, with)| match escape_controls(needle) {
+            Cow::Owned(e) => Some((e, with.clone())),
+            Cow::Borrowed(_) => None,
+        })
+        .collect();
+    pairs.extend(escaped);
     by_row.insert(row.to_owned(), pairs);
     let (needles, replacements): (Vec<String>, Vec<String>) =
         by_row.values().flatten().cloned().unzip();
@@ -85,13 +100,32 @@ pub fn write(stream: u8, text: &str) -> std::io::Result<()> {
     keel_plugin_api::sdk::write_stream(stream, &apply(text))
 }
 
-/// `eprintln!` through the redactions (the CLI's own messages quote plugin errors).
+/// `eprintln!` through the redactions, as one line (the CLI's own messages quote plugin errors,
+/// whose text may hold newlines): redacted first, so a needle spanning a newline still matches.
 pub fn eprintln(line: impl std::fmt::Display) {
-    let _ = write(2, &format!("{line}\n"));
+    let text = line.to_string();
+    let line = one_line(&apply(&text)).into_owned();
+    let _ = keel_plugin_api::sdk::write_stream(2, &format!("{line}\n"));
 }
 
-/// The tracing writer: each formatted line goes to stderr redacted. The fmt layer formats a
-/// whole event before writing it, so a needle never straddles two writes.
+/// One tracing event as one line: its line breaks escaped, the final newline kept. Other
+/// control characters are left alone (the fmt layer's own colours use ESC, and it escapes
+/// those in field values itself).
+fn flatten_event(text: &str) -> Cow<'_, str> {
+    let (body, end) = text
+        .strip_suffix('\n')
+        .map_or((text, ""), |body| (body, "\n"));
+    if !body.contains(['\n', '\r']) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(format!(
+        "{}{end}",
+        body.replace('\n', "\\n").replace('\r', "\\r")
+    ))
+}
+
+/// The tracing writer: each formatted event goes to stderr redacted, as one line. The fmt layer
+/// formats a whole event before writing it, so a needle never straddles two writes.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RedactingStderr;
 
@@ -100,7 +134,7 @@ impl Write for RedactingStderr {
         let text = String::from_utf8_lossy(buf);
         std::io::stderr()
             .lock()
-            .write_all(apply(&text).as_bytes())?;
+            .write_all(flatten_event(&apply(&text)).as_bytes())?;
         Ok(buf.len())
     }
 
@@ -142,9 +176,34 @@ mod tests {
             apply_bytes(b"\xff s3cr3t-value\n").as_ref(),
             b"\xff sec_api\n"
         );
+        // Issue 11 item 9: a needle with a newline is also caught as a driver's escaped line
+        // quotes it.
+        set(
+            "pem",
+            vec![("-----BEGIN KEY-----\nMIIEv\n".into(), "[key]".into())],
+        )
+        .unwrap();
+        let quoted = one_line("error: -----BEGIN KEY-----\nMIIEv\n!").into_owned();
+        assert_eq!(apply(&quoted), "error: [key]!");
+        assert_eq!(apply("raw -----BEGIN KEY-----\nMIIEv\n"), "raw [key]");
+        set("pem", vec![]).unwrap();
         // A row's new set replaces its old one; other rows' sets stay.
         set("other", vec![("another-one".into(), "[x]".into())]).unwrap();
         set("firewall", vec![]).unwrap();
         assert_eq!(apply("s3cr3t-value another-one"), "s3cr3t-value [x]");
+    }
+
+    #[test]
+    fn issue11_item9_a_tracing_event_with_line_breaks_is_written_as_one_line() {
+        assert!(matches!(flatten_event("WARN x: plain\n"), Cow::Borrowed(_)));
+        assert_eq!(
+            flatten_event("WARN x: agent stopped: one\ntwo\r\n"),
+            "WARN x: agent stopped: one\\ntwo\\r\n"
+        );
+        assert_eq!(flatten_event("no end\nnewline"), "no end\\nnewline");
+        assert_eq!(
+            flatten_event("\u{1b}[33mWARN\u{1b}[0m\n"),
+            "\u{1b}[33mWARN\u{1b}[0m\n"
+        );
     }
 }

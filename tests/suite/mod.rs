@@ -55,6 +55,8 @@ mod sessions_reports;
 mod sessions_support;
 /// SIGINT, SIGTERM, SIGHUP during a running tool: its tree stops, the session closes (§11).
 mod signals;
+/// One stderr line per failure, whatever the quoted text holds (issue 11 item 9, §11).
+mod stderr_lines;
 /// stream-json prints an event only once it is durable (issue 10 item 6, SES-04).
 mod stream_durable;
 /// Workspace structure rules (the kernel depends on no plugin).

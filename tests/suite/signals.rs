@@ -4,6 +4,8 @@
 //! `tool/result` (B9: cancellation drains what started), the turn closes `aborted{user}`
 //! (LOOP-*: every turn closes with a recorded reason), the session is flushed and closed, and
 //! keel exits 128 + the signal's number well before the tool's own sleep would have ended.
+//! `keel: interrupted (SIG…)` is printed exactly once: for a terminal's Ctrl-C (the whole
+//! process group) and when a second signal comes while keel is stopping (issue 11 item 8).
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -54,16 +56,34 @@ struct Case {
     confined: bool,
     /// The whole tree ignores SIGTERM, so only the SIGKILL after `grace_ms` ends it.
     ignores_term: bool,
+    /// The shell row's `grace_ms` (SIGTERM → SIGKILL).
+    grace_ms: u32,
+    /// Sent to keel's process group, as a terminal's Ctrl-C is, rather than to keel alone.
+    to_group: bool,
+    /// The same signal again this long after the first, while keel is stopping.
+    again_after: Option<Duration>,
+}
+
+impl Case {
+    fn new(signal: Signal, name: &'static str, code: i32) -> Case {
+        Case {
+            signal,
+            name,
+            code,
+            confined: false,
+            ignores_term: false,
+            grace_ms: 500,
+            to_group: false,
+            again_after: None,
+        }
+    }
 }
 
 /// [`stop_one_run`] confined by the sandbox row (when bubblewrap is usable) and unconfined.
 fn stop_a_running_tool_with(signal: Signal, name: &'static str, code: i32) {
     let case = Case {
-        signal,
-        name,
-        code,
         confined: sandbox_usable(),
-        ignores_term: false,
+        ..Case::new(signal, name, code)
     };
     if case.confined {
         stop_one_run(case, 1);
@@ -87,6 +107,9 @@ fn stop_one_run(case: Case, variant: u32) -> Duration {
         code,
         confined,
         ignores_term,
+        grace_ms,
+        to_group,
+        again_after,
     } = case;
     // Unique per signal, variant and test process: the sleeps are found by their argument.
     let nap = format!("{}{variant}.{}", 290 + code, std::process::id());
@@ -119,17 +142,21 @@ fn stop_one_run(case: Case, variant: u32) -> Duration {
     let env = agent_env(&server, extra);
     // Orphans of a failing run become this process's, never PID 1's.
     rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
-    let mut child = env
-        .command(&[
-            "run",
-            "--profile",
-            "t",
-            "--output-format",
-            "stream-json",
-            "-c",
-            "tool-shell.grace_ms=500",
-            "run it",
-        ])
+    let grace = format!("tool-shell.grace_ms={grace_ms}");
+    let mut command = env.command(&[
+        "run",
+        "--profile",
+        "t",
+        "--output-format",
+        "stream-json",
+        "-c",
+        &grace,
+        "run it",
+    ]);
+    if to_group {
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    }
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -156,8 +183,23 @@ fn stop_one_run(case: Case, variant: u32) -> Duration {
         "{name}: expected the shell's sleep and the background sleep, found {running:?}"
     );
     let keel = Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    let send = || {
+        if to_group {
+            rustix::process::kill_process_group(keel, signal).unwrap();
+        } else {
+            kill_process(keel, signal).unwrap();
+        }
+    };
     let sent = Instant::now();
-    kill_process(keel, signal).unwrap();
+    send();
+    if let Some(after) = again_after {
+        std::thread::sleep(after);
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{name}: keel exited before the second signal"
+        );
+        send();
+    }
     let status = wait_or_kill(&mut child, Duration::from_secs(90));
     let took = sent.elapsed();
     let out = child.wait_with_output().unwrap();
@@ -188,6 +230,16 @@ fn stop_one_run(case: Case, variant: u32) -> Duration {
     assert!(
         stderr.contains(&format!("keel: interrupted ({signal_name})")),
         "{name}: stderr names the signal:\n{stderr}"
+    );
+    // A second signal says so once when it cuts the wait for the driver; when the driver had
+    // already returned, it comes during teardown, which it does not cut short, and is absorbed.
+    let again = stderr
+        .lines()
+        .filter(|l| l.starts_with(&format!("keel: {signal_name} while stopping")))
+        .count();
+    assert!(
+        again <= usize::from(again_after.is_some()),
+        "{name}: stderr:\n{stderr}"
     );
     assert!(!stderr.contains("did not stop"), "{name}: {stderr}");
 
@@ -232,11 +284,8 @@ fn stop_one_run(case: Case, variant: u32) -> Duration {
 fn issue10_item7_a_tool_tree_that_ignores_sigterm_is_killed_after_its_grace() {
     let took = stop_one_run(
         Case {
-            signal: Signal::INT,
-            name: "SIGINT",
-            code: 130,
-            confined: false,
             ignores_term: true,
+            ..Case::new(Signal::INT, "SIGINT", 130)
         },
         3,
     );
@@ -263,4 +312,86 @@ fn issue10_item8_sigterm_during_a_tool_is_handled_like_sigint_and_exits_143() {
 #[test]
 fn issue10_item8_sighup_during_a_tool_is_handled_like_sigint_and_exits_129() {
     stop_a_running_tool_with(Signal::HUP, "SIGHUP", 129);
+}
+
+/// Issue 11 item 8: one Ctrl-C prints `keel: interrupted (SIGINT)` exactly once. A terminal
+/// sends it to the whole foreground process group, keel's children included, not to keel
+/// alone; the run still stops as one (§11, exit 130).
+#[test]
+fn issue11_item8_one_sigint_to_the_process_group_prints_interrupted_once() {
+    stop_one_run(
+        Case {
+            to_group: true,
+            ..Case::new(Signal::INT, "SIGINT", 130)
+        },
+        4,
+    );
+}
+
+/// Issue 11 item 8: a second SIGINT while the first one's stop is under way (the tool's tree
+/// ignores SIGTERM and has a 5 s grace; the turn is already closed and keel is tearing down)
+/// does not repeat `keel: interrupted`; the exit code stays 130 and nothing of the tree
+/// outlives keel.
+#[test]
+fn issue11_item8_a_second_sigint_while_stopping_does_not_repeat_interrupted() {
+    stop_one_run(
+        Case {
+            ignores_term: true,
+            grace_ms: 5000,
+            again_after: Some(Duration::from_millis(1000)),
+            ..Case::new(Signal::INT, "SIGINT", 130)
+        },
+        5,
+    );
+}
+
+/// Issue 11 item 8, the kernel's wait (§11 step 2): a driver that takes no interrupt
+/// (`proof-driver` sleeping) keeps running after the first SIGINT; the second one cuts the
+/// wait short with its own line, well before the 10 s grace, and `keel: interrupted` is still
+/// printed once. Exit 130, the first signal's code.
+#[test]
+fn issue11_item8_a_second_sigint_cuts_the_wait_for_a_driver_and_interrupted_stays_once() {
+    use std::io::BufRead as _;
+
+    let env = keel_tests::Env::new();
+    crate::suite::proof::profile(&env, "", &[]);
+    let mut child = env
+        .command(&["run", "--profile", "p", "status,sleep:60000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first step's line: the driver runs, so the kernel's handlers are installed.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.contains("\"status\""), "{first:?}");
+    let keel = Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    let sent = Instant::now();
+    kill_process(keel, Signal::INT).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "keel did not wait for the driver"
+    );
+    kill_process(keel, Signal::INT).unwrap();
+    let status = wait_or_kill(&mut child, Duration::from_secs(30));
+    let took = sent.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let status = status.unwrap_or_else(|| panic!("keel did not exit in 30 s:\n{stderr}"));
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(
+        took < Duration::from_secs(8),
+        "{took:?}: the grace ran out\n{stderr}"
+    );
+    let count = |prefix: &str| stderr.lines().filter(|l| l.starts_with(prefix)).count();
+    assert_eq!(count("keel: interrupted (SIGINT)"), 1, "{stderr}");
+    assert_eq!(count("keel: interrupted"), 1, "{stderr}");
+    assert_eq!(
+        count("keel: SIGINT while stopping: not waiting for the driver any longer"),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("did not stop"), "{stderr}");
 }

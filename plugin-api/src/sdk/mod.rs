@@ -12,6 +12,7 @@ pub mod event;
 #[doc(hidden)]
 pub mod export;
 pub(crate) mod ffi;
+pub mod line;
 mod link;
 mod manifest;
 mod output;
@@ -28,6 +29,7 @@ pub(crate) use context::test_disposer;
 pub use context::{Context, Registration, sleep};
 pub use error::{Error, Result};
 pub use ffi::{AsyncNext, Next};
+pub use line::one_line;
 pub use manifest::{EventDecl, Guarded, Manifest, Provision, Requirement};
 pub use output::write_stream;
 pub use plugin::Plugin;

@@ -2,6 +2,8 @@
 //! little jitter, and the provider's `retry-after` honoured. Pure, so it is unit-tested here;
 //! `agent/request-error` listeners can override it per call (LOOP-11).
 
+use std::hash::BuildHasher as _;
+
 use keel_plugin_api::services::llm::{FailureCode, LlmFailure};
 
 use crate::config::RetryPolicy;
@@ -53,12 +55,14 @@ pub fn decide(policy: &RetryPolicy, failure: &LlmFailure, attempt: u32, jitter: 
     Decision::Retry { delay_ms }
 }
 
-/// A jitter sample in `[0, 1)` without a RNG dependency: the clock's sub-second nanos.
+/// A jitter sample in `[0, 1)`, fresh on every call, without a RNG dependency: std's
+/// `RandomState` is seeded from the OS per thread and takes new keys on each construction, so
+/// hashing nothing with a new one gives unpredictable bits. (The clock's sub-second nanos
+/// modulo 1000 were used before: on a clock coarser than a microsecond they are always 0, and
+/// every retry would wait the same −10 %.)
 pub fn jitter_sample() -> f64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    f64::from(nanos % 1000) / 1000.0
+    let bits = std::hash::RandomState::new().hash_one(());
+    f64::from(u32::try_from(bits >> 32).unwrap_or(0)) / 4_294_967_296.0
 }
 
 #[cfg(test)]
@@ -139,5 +143,191 @@ mod tests {
             ..RetryPolicy::default()
         };
         assert_eq!(decide(&never, &f, 0, 0.5), Decision::Fail);
+    }
+
+    /// Every code, for the mode tests.
+    const ALL: [FailureCode; 11] = [
+        FailureCode::RateLimit,
+        FailureCode::Server,
+        FailureCode::Transport,
+        FailureCode::Timeout,
+        FailureCode::ContextWindowExceeded,
+        FailureCode::EmptyResponse,
+        FailureCode::Auth,
+        FailureCode::BadRequest,
+        FailureCode::NoAdapter,
+        FailureCode::CredentialMissing,
+        FailureCode::Aborted,
+    ];
+
+    fn mode(mode: &str) -> RetryPolicy {
+        RetryPolicy {
+            mode: mode.into(),
+            ..RetryPolicy::default()
+        }
+    }
+
+    /// Issue 11 item 11 (B14): `always` retries every code, the non-retryable ones too, with
+    /// the same backoff, and still stops at `max_retries`.
+    #[test]
+    fn issue11_item11_always_retries_every_code_with_backoff_up_to_the_cap() {
+        let p = mode("always");
+        for code in ALL {
+            let f = failure(code);
+            assert_eq!(
+                decide(&p, &f, 0, 0.5),
+                Decision::Retry { delay_ms: 500 },
+                "{code:?}"
+            );
+            assert_eq!(
+                decide(&p, &f, 1, 0.5),
+                Decision::Retry { delay_ms: 1000 },
+                "{code:?}"
+            );
+            assert_eq!(decide(&p, &f, 2, 0.5), Decision::Fail, "{code:?}");
+        }
+        let once = RetryPolicy {
+            max_retries: 0,
+            ..mode("always")
+        };
+        assert_eq!(
+            decide(&once, &failure(FailureCode::Server), 0, 0.5),
+            Decision::Fail
+        );
+    }
+
+    /// `never` fails every code at once, a provider's `retry-after` notwithstanding; `normal`
+    /// retries exactly the retryable ones.
+    #[test]
+    fn issue11_item11_never_fails_every_code_and_normal_follows_the_retryable_list() {
+        let never = mode("never");
+        let normal = mode("normal");
+        for code in ALL {
+            let mut f = failure(code);
+            assert_eq!(decide(&never, &f, 0, 0.5), Decision::Fail, "{code:?}");
+            let expected = if FailureCode::is_retryable(code.code()) {
+                Decision::Retry { delay_ms: 500 }
+            } else {
+                Decision::Fail
+            };
+            assert_eq!(decide(&normal, &f, 0, 0.5), expected, "{code:?}");
+            f.provider_retry_after_ms = Some(10);
+            assert_eq!(decide(&never, &f, 0, 0.5), Decision::Fail, "{code:?}");
+        }
+    }
+
+    /// `retry-after` replaces the backoff exactly (no jitter, no `max_backoff_ms` cap), is
+    /// honoured up to and including `max_retry_after_ms`, and never lifts the attempt cap.
+    #[test]
+    fn issue11_item11_retry_after_is_exact_up_to_its_cap_inclusive() {
+        let p = RetryPolicy::default();
+        let mut f = failure(FailureCode::RateLimit);
+        for (after, jitter) in [(0, 0.0), (20_000, 1.0), (60_000, 0.0)] {
+            f.provider_retry_after_ms = Some(after);
+            assert_eq!(
+                decide(&p, &f, 1, jitter),
+                Decision::Retry { delay_ms: after },
+                "retry-after {after}"
+            );
+        }
+        f.provider_retry_after_ms = Some(60_001);
+        assert_eq!(decide(&p, &f, 0, 0.5), Decision::Fail);
+        f.provider_retry_after_ms = Some(10);
+        assert_eq!(decide(&p, &f, 2, 0.5), Decision::Fail, "attempt cap");
+    }
+
+    /// The jitter maps `[0, 1]` linearly onto ±10 % of the backoff, and values outside are
+    /// clamped to the ends.
+    #[test]
+    fn issue11_item11_jitter_spans_exactly_ten_percent_either_side() {
+        let p = RetryPolicy::default();
+        let f = failure(FailureCode::Server);
+        for (jitter, delay_ms) in [
+            (0.0, 900),
+            (0.25, 950),
+            (0.5, 1000),
+            (0.75, 1050),
+            (1.0, 1100),
+            (-3.0, 900),
+            (7.0, 1100),
+        ] {
+            assert_eq!(
+                decide(&p, &f, 1, jitter),
+                Decision::Retry { delay_ms },
+                "jitter {jitter}"
+            );
+        }
+    }
+
+    /// The backoff doubles per attempt up to `max_backoff_ms` (jitter applies on top of the
+    /// cap), and huge attempts or backoffs saturate instead of overflowing.
+    #[test]
+    fn issue11_item11_backoff_doubles_then_caps_and_saturates() {
+        let p = RetryPolicy {
+            max_retries: u32::MAX,
+            ..RetryPolicy::default()
+        };
+        let f = failure(FailureCode::Timeout);
+        let delays: Vec<Decision> = (0..7).map(|a| decide(&p, &f, a, 0.5)).collect();
+        let expected: Vec<Decision> = [500, 1000, 2000, 4000, 8000, 10_000, 10_000]
+            .into_iter()
+            .map(|delay_ms| Decision::Retry { delay_ms })
+            .collect();
+        assert_eq!(delays, expected);
+        assert_eq!(decide(&p, &f, 30, 0.0), Decision::Retry { delay_ms: 9000 });
+        assert_eq!(
+            decide(&p, &f, u32::MAX - 1, 1.0),
+            Decision::Retry { delay_ms: 11_000 }
+        );
+        let huge = RetryPolicy {
+            initial_backoff_ms: u64::MAX / 2,
+            max_backoff_ms: u64::MAX,
+            ..p
+        };
+        assert_eq!(
+            decide(&huge, &f, 3, 1.0),
+            Decision::Retry { delay_ms: u64::MAX }
+        );
+    }
+
+    /// Issue 11 item 11: the sample the loop feeds [`decide`] lies in `[0, 1)` and varies from
+    /// call to call, over the whole range. Bounds chosen so that a uniform source fails them
+    /// with probability below 1e-40; a constant, a clock-bound or an out-of-range source fails
+    /// them always.
+    #[test]
+    fn issue11_item11_jitter_samples_are_uniform_in_the_unit_interval() {
+        let samples: Vec<f64> = (0..1000).map(|_| jitter_sample()).collect();
+        assert!(
+            samples.iter().all(|s| (0.0..1.0).contains(s)),
+            "{samples:?}"
+        );
+        let mut distinct: Vec<u64> = samples.iter().map(|s| s.to_bits()).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > 900, "{} distinct", distinct.len());
+        let below = samples.iter().filter(|s| **s < 0.1).count();
+        let above = samples.iter().filter(|s| **s >= 0.9).count();
+        assert!(
+            below > 10 && above > 10,
+            "{below} below 0.1, {above} above 0.9"
+        );
+        let mean = samples.iter().sum::<f64>() / 1000.0;
+        assert!((0.4..0.6).contains(&mean), "mean {mean}");
+        // And through the decision: a fleet failing at once spreads its retries.
+        let p = RetryPolicy::default();
+        let f = failure(FailureCode::Server);
+        let mut delays: Vec<u64> = (0..100)
+            .map(|_| match decide(&p, &f, 1, jitter_sample()) {
+                Decision::Retry { delay_ms } => delay_ms,
+                Decision::Fail => panic!("expected a retry"),
+            })
+            .collect();
+        assert!(
+            delays.iter().all(|d| (900..=1100).contains(d)),
+            "{delays:?}"
+        );
+        delays.sort_unstable();
+        delays.dedup();
+        assert!(delays.len() > 50, "{delays:?}");
     }
 }

@@ -114,7 +114,8 @@ pub fn secrets(vault: &SharedVault, args: &Value, io: &mut Io<'_>) -> i32 {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            let _ = writeln!(io.err, "keel: error[{}]: {}", e.code, e.message);
+            let line = format!("keel: error[{}]: {}", e.code, e.message);
+            let _ = writeln!(io.err, "{}", keel_plugin_api::sdk::one_line(&line));
             2
         }
     }

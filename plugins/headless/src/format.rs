@@ -1,9 +1,13 @@
 //! What a headless run prints (ARCHITECTURE §11, a public contract): the three
 //! `--output-format`s, the stderr lines and the exit code. Pure functions over a
-//! [`RunReport`], pinned by golden-string tests, so the contract lives in one place.
+//! [`RunReport`], pinned by golden-string tests, so the contract lives in one place. Every
+//! stderr line is one line whatever the text it quotes holds (a provider's error body, a
+//! plugin's message, a tool name from the model): [`one_line`] escapes it here, and the
+//! session log keeps the text as it came (issue 11 item 9).
 
 use std::fmt;
 
+use keel_plugin_api::sdk::one_line;
 use keel_plugin_api::services::agent::RunReport;
 use serde_json::{Value, json};
 
@@ -74,9 +78,9 @@ pub fn open_failure_exit(code: &str) -> i32 {
     }
 }
 
-/// `keel: error[CODE]: message`.
+/// `keel: error[CODE]: message`, on one line.
 pub fn error_line(code: &str, message: &str) -> String {
-    format!("keel: error[{code}]: {message}")
+    one_line(&format!("keel: error[{code}]: {message}")).into_owned()
 }
 
 /// A usage error line (`keel: error[USAGE]: …`).
@@ -178,8 +182,8 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 }
 
 /// `keel: turn ended <kind>[ CODE]: <message>` for a turn that did not complete (`None` when
-/// it did). Code and message come from the reason's `error` (or the reason itself) when
-/// present; otherwise the message describes the kind.
+/// it did), on one line. Code and message come from the reason's `error` (or the reason
+/// itself) when present; otherwise the message describes the kind.
 pub fn turn_failure_line(report: &RunReport) -> Option<String> {
     if completed(report) {
         return None;
@@ -190,10 +194,11 @@ pub fn turn_failure_line(report: &RunReport) -> Option<String> {
     let message = str_at(reason, &["error", "message"])
         .or_else(|| str_at(reason, &["message"]))
         .unwrap_or_else(|| default_message(kind));
-    Some(match code {
+    let line = match code {
         Some(code) => format!("keel: turn ended {kind} {code}: {message}"),
         None => format!("keel: turn ended {kind}: {message}"),
-    })
+    };
+    Some(one_line(&line).into_owned())
 }
 
 /// A report for a run whose `wait_idle` failed: the turn counts as ended by that error.
@@ -222,14 +227,14 @@ pub fn progress_line(kind: &str, record: &str) -> Option<String> {
                 .or_else(|| str_at(&d, &["tool_name"]))
                 .or_else(|| str_at(&d, &["function", "name"]))
                 .unwrap_or("?");
-            Some(format!("› tool {name}"))
+            Some(one_line(&format!("› tool {name}")).into_owned())
         }
         "turn/end" => {
             let d = data();
             let reason = str_at(&d, &["reason", "kind"])
                 .or_else(|| str_at(&d, &["reason"]))
                 .unwrap_or("?");
-            Some(format!("› turn ended {reason}"))
+            Some(one_line(&format!("› turn ended {reason}")).into_owned())
         }
         _ => None,
     }
@@ -384,6 +389,28 @@ mod tests {
             "keel: error[CREDENTIAL_MISSING]: set llm.key"
         );
         assert_eq!(usage_line("no prompt"), "keel: error[USAGE]: no prompt");
+    }
+
+    /// Issue 11 item 9: quoted text never breaks a stderr line.
+    #[test]
+    fn issue11_item9_failure_lines_are_one_line_whatever_the_quoted_text_holds() {
+        let body = "openai returned HTTP 500: line one\nline two\r\n\u{1b}[2Jcleared\n";
+        let r = report(json!({"kind": "error", "error": {"code": "SERVER", "message": body}}));
+        assert_eq!(
+            turn_failure_line(&r).as_deref(),
+            Some(
+                "keel: turn ended error SERVER: openai returned HTTP 500: line one\\nline two\\r\\n\\u{001b}[2Jcleared"
+            )
+        );
+        assert_eq!(
+            error_line("AGENT", "first\nsecond\n"),
+            "keel: error[AGENT]: first\\nsecond"
+        );
+        let rec = json!({"data": {"name": "evil\nkeel: turn ended completed"}}).to_string();
+        assert_eq!(
+            progress_line("tool/call", &rec).as_deref(),
+            Some("› tool evil\\nkeel: turn ended completed")
+        );
     }
 
     #[test]

@@ -7,13 +7,15 @@
 //! (`keel: cut the torn tail of FILE: line N, B bytes: REASON`, and `truncated` with `--json`):
 //! nothing on disk changes unsaid. A session live (here or in another process) with a turn
 //! open is shown without repair. `list` names every file it could not read (stderr, or
-//! `unreadable` with `--json`). Errors print one line `keel: error[CODE]: …` on stderr; the
+//! `unreadable` with `--json`). Errors print one line `keel: error[CODE]: …` on stderr (every
+//! stderr line passes [`one_line`]: a path or a backend's reason may hold newlines); the
 //! exit code is 2 for bad input (unknown id, invalid id or boundary, boundary inside an open
 //! turn, existing child) and 1 for everything else (unsupported format, corruption, I/O,
 //! locks).
 
 use std::io::Write;
 
+use keel_plugin_api::sdk::one_line;
 use keel_plugin_api::services::session::{EventRecord, StoreError};
 use serde_json::{Value, json};
 
@@ -50,7 +52,8 @@ fn exit_code(e: &SessionError) -> i32 {
 }
 
 fn fail(io: &mut Io<'_>, e: &SessionError) -> i32 {
-    let _ = writeln!(io.err, "keel: error[{}]: {}", e.code(), e.message);
+    let line = format!("keel: error[{}]: {}", e.code(), e.message);
+    let _ = writeln!(io.err, "{}", one_line(&line));
     exit_code(e)
 }
 
@@ -117,13 +120,13 @@ async fn list(mgr: &SessionManager, as_json: bool, io: &mut Io<'_>) -> Result<()
     }
     for u in &listed.unreadable {
         let text = |k: &str| u.get(k).and_then(Value::as_str).unwrap_or("?");
-        let _ = writeln!(
-            io.err,
+        let line = format!(
             "keel: warning[{}]: not listed, cannot read {}: {}",
             text("code"),
             text("path"),
             text("reason")
         );
+        let _ = writeln!(io.err, "{}", one_line(&line));
     }
     let _ = writeln!(
         io.out,
@@ -185,10 +188,10 @@ async fn show(
     let snap = match mgr.load(id).await {
         Ok(s) => s,
         Err(e) if e.is(StoreError::Locked) => {
-            let _ = writeln!(
-                io.err,
+            let line = format!(
                 "keel: session '{id}' is live with an open turn; showing it without repair"
             );
+            let _ = writeln!(io.err, "{}", one_line(&line));
             mgr.inspect(id).await?
         }
         Err(e) => return Err(e),
@@ -196,7 +199,7 @@ async fn show(
     // What this load cut: only a committing load repairs (`inspect` cuts nothing).
     let cut = snap.truncated.as_ref().filter(|_| snap.committed);
     if let Some(torn) = cut {
-        let _ = writeln!(io.err, "keel: {}", cut_line(torn));
+        let _ = writeln!(io.err, "{}", one_line(&format!("keel: {}", cut_line(torn))));
     }
     if snap.committed && !snap.recovered.is_empty() {
         let _ = writeln!(
