@@ -2,6 +2,9 @@
 
 /// Model faults through the binary: named terminal states, retries, exit codes (B14, §11).
 mod agent_faults;
+/// Ids in a session: message ids across resumes, tool-call ids repeating across steps
+/// (issue 11 items 6 and 10).
+mod agent_ids;
 /// The agent survives crashes and failing plugins (SES-06, LOOP-08/09/12).
 mod agent_recovery;
 /// The agent end to end against the loopback model server (issue 4 acceptance).

@@ -219,6 +219,7 @@ impl Hub {
         let log = LogState {
             next_turn,
             header_reason: "resume",
+            last_message: agent::last_message_number(&a.session_id, &events),
             ..LogState::default()
         };
         self.start(Agent::new(a.session_id.clone(), cwd, a.max_turns, log))?;
