@@ -1,14 +1,16 @@
 //! The `HostApi` table, backed by a safe [`Host`] trait the kernel implements.
 //!
 //! `extern "C"` functions cannot capture state, so the table's functions forward to one
-//! process-global `Host` installed by [`install_host`]: there is one kernel per process. Every
-//! function catches panics, because a kernel panic unwinding into a plugin's stack frame would
-//! abort the process.
+//! process-global `Host` installed by [`install_host`]: one kernel at a time per process (a
+//! kernel that was shut down may be followed by another — `keel resume` relaunching under a
+//! session's own profile — which installs itself in its place; plugins keep the same table).
+//! Every function catches panics, because a kernel panic unwinding into a plugin's stack frame
+//! would abort the process.
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::std_types::{ROption, RResult, RStr, RString};
@@ -121,8 +123,16 @@ pub trait Host: Send + Sync + 'static {
     }
 }
 
-static HOST: OnceLock<Arc<dyn Host>> = OnceLock::new();
+static HOST: RwLock<Option<Arc<dyn Host>>> = RwLock::new(None);
 static TABLE: OnceLock<HostApi_Ref> = OnceLock::new();
+
+/// The installed host (the lock is held only to clone the `Arc`).
+fn current_host() -> Option<Arc<dyn Host>> {
+    HOST.read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .map(Arc::clone)
+}
 
 fn no_host() -> PluginError {
     PluginError::new("NO_HOST", "no kernel is installed in this process")
@@ -137,10 +147,10 @@ fn kernel_panic() -> PluginError {
 
 /// Runs a synchronous host call with the installed host, catching panics.
 fn with_host<T>(f: impl FnOnce(&dyn Host) -> AbiResult<T>) -> AbiResult<T> {
-    let Some(host) = HOST.get() else {
+    let Some(host) = current_host() else {
         return RResult::RErr(no_host());
     };
-    match catch_unwind(AssertUnwindSafe(|| f(&**host))) {
+    match catch_unwind(AssertUnwindSafe(|| f(&*host))) {
         Ok(r) => r,
         Err(_) => RResult::RErr(kernel_panic()),
     }
@@ -150,10 +160,10 @@ fn with_host<T>(f: impl FnOnce(&dyn Host) -> AbiResult<T>) -> AbiResult<T> {
 fn with_host_async<T: Send + 'static>(
     f: impl FnOnce(&dyn Host) -> BoxFuture<AbiResult<T>>,
 ) -> FfiFuture<AbiResult<T>> {
-    let Some(host) = HOST.get() else {
+    let Some(host) = current_host() else {
         return async { RResult::RErr(no_host()) }.into_ffi();
     };
-    match catch_unwind(AssertUnwindSafe(|| f(&**host))) {
+    match catch_unwind(AssertUnwindSafe(|| f(&*host))) {
         Ok(fut) => async move {
             match futures::FutureExt::catch_unwind(AssertUnwindSafe(fut)).await {
                 Ok(r) => r,
@@ -279,7 +289,7 @@ extern "C" fn spawn(fiber: FiberId, task: FfiFuture<()>) -> AbiResult<()> {
     with_host(|h| h.spawn(fiber, task))
 }
 extern "C" fn sleep(ms: u64) -> FfiFuture<()> {
-    let Some(host) = HOST.get() else {
+    let Some(host) = current_host() else {
         return async {}.into_ffi();
     };
     match catch_unwind(AssertUnwindSafe(|| host.sleep(ms))) {
@@ -317,10 +327,11 @@ extern "C" fn fixture_extension() -> u32 {
     42
 }
 
-/// Installs the process's kernel and returns the table handed to plugins. A second call
-/// returns the first table (one kernel per process) and ignores `host`.
+/// Installs the process's kernel and returns the table handed to plugins. A later call
+/// replaces the host (one kernel at a time: the previous one must have been shut down) and
+/// returns the same table, so plugins linked to it reach the new kernel.
 pub fn install_host(host: Arc<dyn Host>) -> HostApi_Ref {
-    let _ = HOST.set(host);
+    *HOST.write().unwrap_or_else(PoisonError::into_inner) = Some(host);
     *TABLE.get_or_init(|| {
         HostApi {
             log,

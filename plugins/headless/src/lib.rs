@@ -97,7 +97,10 @@ async fn driver_call(
         stdin: Box::new(read_stdin),
     };
     let exit_code = run::run(&inv, services, env).await;
-    Ok(serde_json::to_value(DriverOutcome { exit_code })?)
+    Ok(serde_json::to_value(DriverOutcome {
+        exit_code,
+        relaunch: None,
+    })?)
 }
 
 /// The plugin value.

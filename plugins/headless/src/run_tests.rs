@@ -164,6 +164,8 @@ fn inv(command: &str, prompt: Option<&str>, options: Value) -> DriverInvocation 
         prompt: prompt.map(str::to_owned),
         cwd: "/work/p".to_owned(),
         profile: "default".to_owned(),
+        profile_identity: None,
+        profile_explicit: false,
         options,
         stderr_is_terminal: Some(false),
     }
