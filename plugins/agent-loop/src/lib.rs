@@ -62,6 +62,10 @@ struct CreateArgs {
     max_turns: Option<u64>,
     #[serde(default)]
     ephemeral: bool,
+    /// The driver's profile (`{name, digest}`), recorded with the session (issue 11 item 7);
+    /// the loop only passes it on.
+    #[serde(default)]
+    profile: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -172,6 +176,9 @@ impl Hub {
         }
         if a.ephemeral {
             create["ephemeral"] = json!(true);
+        }
+        if let Some(profile) = a.profile {
+            create["profile"] = profile;
         }
         let v = self.seams.session_call("create", create).await?;
         let sid = v

@@ -227,6 +227,21 @@ fn surf01_run_creates_sends_a_followup_waits_closes_and_prints_the_text() {
     assert_eq!(h.out.stderr(), Vec::<String>::new());
 }
 
+// Issue 11 item 7: the running profile reaches `create`, to be recorded with the session.
+#[test]
+fn item7_the_running_profile_reaches_create() {
+    let mut run = inv("run", Some("x"), text());
+    run.profile_identity = Some(keel_plugin_api::services::driver::ProfileIdentity {
+        name: "headless".into(),
+        digest: "d1".into(),
+    });
+    let h = drive(&run, Script::default());
+    assert_eq!(
+        h.args("create"),
+        json!({"cwd": "/work/p", "ephemeral": false, "profile": {"name": "headless", "digest": "d1"}})
+    );
+}
+
 #[test]
 fn surf01_ephemeral_and_max_turns_reach_create() {
     let options = json!({"output_format": "text", "ephemeral": true, "max_turns": 3});
