@@ -200,7 +200,13 @@ impl Kernel {
             lifecycle: tokio::sync::Mutex::new(()),
             settings,
         });
-        let api = install_host(Arc::new(host_impl::HostImpl(Arc::clone(&inner))));
+        let api =
+            install_host(Arc::new(host_impl::HostImpl(Arc::clone(&inner)))).ok_or_else(|| {
+                KernelError::Activation(format!(
+                    "cannot start another kernel: this process already ran {}",
+                    keel_plugin_api::host::MAX_KERNELS
+                ))
+            })?;
         let _ = inner.api.set(api);
         Ok(Kernel(inner))
     }

@@ -10,7 +10,8 @@
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::std_types::{ROption, RResult, RStr, RString};
@@ -123,15 +124,23 @@ pub trait Host: Send + Sync + 'static {
     }
 }
 
-static HOST: RwLock<Option<Arc<dyn Host>>> = RwLock::new(None);
+/// How many kernels one process may run, one after another (keel runs two at most: a resume
+/// relaunched under the session's own profile).
+pub const MAX_KERNELS: usize = 8;
+
+/// Every host installed so far, in order; [`CURRENT`] indexes the live one. Retired hosts stay
+/// (they are small once their kernel shut down), so a host call is two plain loads — no lock,
+/// no reference count on the hot path.
+static HOSTS: [OnceLock<Arc<dyn Host>>; MAX_KERNELS] = [const { OnceLock::new() }; MAX_KERNELS];
+/// Index of the live host in [`HOSTS`] (`usize::MAX`: none yet).
+static CURRENT: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// Hosts installed so far.
+static INSTALLED: AtomicUsize = AtomicUsize::new(0);
 static TABLE: OnceLock<HostApi_Ref> = OnceLock::new();
 
-/// The installed host (the lock is held only to clone the `Arc`).
-fn current_host() -> Option<Arc<dyn Host>> {
-    HOST.read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .map(Arc::clone)
+/// The live host.
+fn current_host() -> Option<&'static Arc<dyn Host>> {
+    HOSTS.get(CURRENT.load(Ordering::Acquire))?.get()
 }
 
 fn no_host() -> PluginError {
@@ -150,7 +159,7 @@ fn with_host<T>(f: impl FnOnce(&dyn Host) -> AbiResult<T>) -> AbiResult<T> {
     let Some(host) = current_host() else {
         return RResult::RErr(no_host());
     };
-    match catch_unwind(AssertUnwindSafe(|| f(&*host))) {
+    match catch_unwind(AssertUnwindSafe(|| f(&**host))) {
         Ok(r) => r,
         Err(_) => RResult::RErr(kernel_panic()),
     }
@@ -163,7 +172,7 @@ fn with_host_async<T: Send + 'static>(
     let Some(host) = current_host() else {
         return async { RResult::RErr(no_host()) }.into_ffi();
     };
-    match catch_unwind(AssertUnwindSafe(|| f(&*host))) {
+    match catch_unwind(AssertUnwindSafe(|| f(&**host))) {
         Ok(fut) => async move {
             match futures::FutureExt::catch_unwind(AssertUnwindSafe(fut)).await {
                 Ok(r) => r,
@@ -329,10 +338,13 @@ extern "C" fn fixture_extension() -> u32 {
 
 /// Installs the process's kernel and returns the table handed to plugins. A later call
 /// replaces the host (one kernel at a time: the previous one must have been shut down) and
-/// returns the same table, so plugins linked to it reach the new kernel.
-pub fn install_host(host: Arc<dyn Host>) -> HostApi_Ref {
-    *HOST.write().unwrap_or_else(PoisonError::into_inner) = Some(host);
-    *TABLE.get_or_init(|| {
+/// returns the same table, so plugins linked to it reach the new kernel; `None` once
+/// [`MAX_KERNELS`] were installed.
+pub fn install_host(host: Arc<dyn Host>) -> Option<HostApi_Ref> {
+    let n = INSTALLED.fetch_add(1, Ordering::AcqRel);
+    HOSTS.get(n)?.set(host).ok()?;
+    CURRENT.store(n, Ordering::Release);
+    Some(*TABLE.get_or_init(|| {
         HostApi {
             log,
             row,
@@ -359,5 +371,5 @@ pub fn install_host(host: Arc<dyn Host>) -> HostApi_Ref {
             fixture_extension,
         }
         .leak_into_prefix()
-    })
+    }))
 }
