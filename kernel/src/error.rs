@@ -120,6 +120,16 @@ pub enum KernelError {
         code: String,
         message: String,
     },
+    /// The profile a driver asked to be relaunched under cannot be prepared (its code is the
+    /// cause's).
+    #[error(
+        "cannot run under profile '{profile}' ({reason}): {source}; pass --profile to choose the profile"
+    )]
+    Relaunch {
+        profile: String,
+        reason: String,
+        source: Box<KernelError>,
+    },
 }
 
 impl KernelError {
@@ -142,6 +152,7 @@ impl KernelError {
             KernelError::Activation(_) => "ACTIVATION",
             KernelError::Io { .. } => "IO",
             KernelError::Driver { .. } => "DRIVER",
+            KernelError::Relaunch { source, .. } => source.code(),
         }
     }
 }

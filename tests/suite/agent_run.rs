@@ -64,7 +64,8 @@ fn a_multi_step_task_reads_edits_and_runs_files() {
     assert_eq!(t.iter().filter(|x| *x == "step/end").count(), 5);
     assert_eq!(t.iter().filter(|x| *x == "tool/call").count(), 4);
     assert_eq!(t.iter().filter(|x| *x == "tool/result").count(), 4);
-    assert_eq!(t.first().map(String::as_str), Some("turn/start"));
+    // The session opens with the profile it was created under, then the turn (issue 11 item 7).
+    assert_eq!(t[..2], ["session/profile", "turn/start"]);
     assert_eq!(last_reason(&events)["kind"], "completed");
     // tool/call keeps the raw argument string exactly as the model produced it (B9).
     let call = events.iter().find(|e| e["type"] == "tool/call").unwrap();

@@ -2,6 +2,11 @@
 
 /// Model faults through the binary: named terminal states, retries, exit codes (B14, §11).
 mod agent_faults;
+/// Ids in a session: message ids across resumes, tool-call ids repeating across steps
+/// (issue 11 items 6 and 10).
+mod agent_ids;
+/// `keel resume` runs a session under the profile it was created with (issue 11 item 7).
+mod agent_profile;
 /// The agent against llama.cpp's server quirks: tool_choice, the non-streamed fallback, the
 /// real overflow error, unknown usage (issue 11 items 1–5).
 mod agent_llama_cpp;

@@ -504,7 +504,9 @@ fn read_chunked(reader: &mut impl BufRead) -> Option<Vec<u8>> {
 
 /// TOOL-06 over an OpenAI wire `messages` array: every assistant message that declares
 /// `tool_calls` is immediately followed by exactly one `role: "tool"` message per call id, in
-/// call order, and no tool message appears anywhere else.
+/// call order, and no tool message appears anywhere else. Pairing is by position within each
+/// batch, so a call id may repeat in a later batch (servers that number calls per response
+/// send `call_0` every time, issue 11 item 10), never within one.
 ///
 /// # Errors
 /// A sentence naming the first violation and its index.
@@ -531,6 +533,12 @@ pub fn check_tool_call_contract(messages: &Value) -> Result<(), String> {
             let id = call["id"]
                 .as_str()
                 .ok_or_else(|| format!("message {}: tool call {k} has no id", i - 1))?;
+            if calls[..k].iter().any(|c| c["id"] == id) {
+                return Err(format!(
+                    "message {}: tool call id {id} repeats within the batch",
+                    i - 1 - k
+                ));
+            }
             let Some(next) = list.get(i) else {
                 return Err(format!(
                     "message {}: tool call {id} has no tool message (the array ends)",

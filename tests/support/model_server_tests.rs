@@ -469,3 +469,39 @@ fn tool06_rejects_missing_out_of_order_and_stray_results() {
     );
     assert!(check_tool_call_contract(&json!({})).is_err());
 }
+
+// Issue 11 item 10: ids numbered per response repeat across batches (paired by position, each
+// batch with its own results) but never within one batch.
+#[test]
+fn tool06_ids_may_repeat_across_batches_never_within_one() {
+    let m = json!([
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "tool_calls": [call("call_0"), call("call_1")]},
+        tool("call_0"),
+        tool("call_1"),
+        {"role": "assistant", "tool_calls": [call("call_0")]},
+        tool("call_0"),
+    ]);
+    assert_eq!(check_tool_call_contract(&m), Ok(()));
+    // The second batch's result missing is still caught, although call_0 was answered before.
+    let short = json!([
+        {"role": "assistant", "tool_calls": [call("call_0")]},
+        tool("call_0"),
+        {"role": "assistant", "tool_calls": [call("call_0")]},
+    ]);
+    assert!(
+        check_tool_call_contract(&short)
+            .unwrap_err()
+            .contains("array ends")
+    );
+    let twice = json!([
+        {"role": "assistant", "tool_calls": [call("call_0"), call("call_0")]},
+        tool("call_0"),
+        tool("call_0"),
+    ]);
+    assert!(
+        check_tool_call_contract(&twice)
+            .unwrap_err()
+            .contains("repeats within the batch")
+    );
+}

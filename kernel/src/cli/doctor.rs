@@ -50,7 +50,7 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
         plugin_dir(&mut r, dir);
     }
     match args.resolve(paths) {
-        Err(e) => r.fail(&format!("profile '{}'", args.profile), e.to_string()),
+        Err(e) => r.fail(&format!("profile '{}'", args.name()), e.to_string()),
         Ok(profile) => {
             let name = profile.name.clone();
             let rows = profile.rows.len();

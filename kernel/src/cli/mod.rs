@@ -160,9 +160,10 @@ enum PluginsCommand {
 /// Options shared by every command that assembles a profile.
 #[derive(Debug, Clone, Args)]
 pub struct ProfileArgs {
-    /// Profile name (looked up in profiles/) or path to a profile file.
-    #[arg(long, default_value = "default")]
-    profile: String,
+    /// Profile name (looked up in profiles/) or path to a profile file [default: default;
+    /// `keel resume` defaults to the profile the session was created with].
+    #[arg(long)]
+    profile: Option<String>,
     /// Working directory (the project layer is DIR/.keel/config.toml).
     #[arg(short = 'C', value_name = "DIR")]
     dir: Option<PathBuf>,
@@ -224,15 +225,40 @@ struct RunArgs {
     approval: Option<ApprovalMode>,
 }
 
+/// The profile used when `--profile` is not given.
+const DEFAULT_PROFILE: &str = "default";
+
 impl ProfileArgs {
+    /// The profile `--profile` names, or [`DEFAULT_PROFILE`].
+    fn name(&self) -> &str {
+        self.profile.as_deref().unwrap_or(DEFAULT_PROFILE)
+    }
+
+    /// Whether `--profile` was given.
+    fn explicit(&self) -> bool {
+        self.profile.is_some()
+    }
+
     /// Applies `-C` and resolves the profile through every layer.
     fn resolve(&self, paths: &Paths) -> Result<ResolvedProfile> {
+        self.enter_dir()?;
+        self.resolve_as(paths, self.name())
+    }
+
+    /// Applies `-C` (once per process: a relative DIR is relative to where keel started).
+    fn enter_dir(&self) -> Result<()> {
         if let Some(dir) = &self.dir {
             std::env::set_current_dir(dir).map_err(|e| crate::error::KernelError::Io {
                 path: dir.clone(),
                 reason: format!("cannot change directory: {e}"),
             })?;
         }
+        Ok(())
+    }
+
+    /// Resolves `profile` (instead of `--profile`) with every other layer of these options,
+    /// in the current directory ([`ProfileArgs::enter_dir`] already applied).
+    fn resolve_as(&self, paths: &Paths, profile: &str) -> Result<ResolvedProfile> {
         let cwd = std::env::current_dir().ok();
         let sources = ConfigSources {
             roots: paths.config_roots.clone(),
@@ -242,7 +268,7 @@ impl ProfileArgs {
             overrides: self.overrides.clone(),
             trust_project: self.trust_project,
         };
-        let profile = resolve_profile(&self.profile, &sources)?;
+        let profile = resolve_profile(profile, &sources)?;
         for w in &profile.warnings {
             crate::redact::eprintln(format_args!("keel: {w}"));
         }

@@ -8,10 +8,13 @@
 mod stop;
 
 use keel_plugin_api::services::command::{CommandInvocation, service_name};
-use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation};
+use keel_plugin_api::services::driver::{
+    DriverInterrupt, DriverInvocation, DriverOutcome, ProfileIdentity, Relaunch,
+};
 
 use super::{ProfileArgs, RunArgs};
 use crate::assemble::{Assembly, assemble};
+use crate::config::{KernelSettings, config_digest, names_a_file};
 use crate::error::{KernelError, Result};
 use crate::paths::Paths;
 use crate::runtime::Kernel;
@@ -22,19 +25,31 @@ enum Seam {
     Command(CommandInvocation),
 }
 
+/// The profile a hand-off runs under.
+struct Chosen<'a> {
+    /// The resolved profile's name.
+    name: &'a str,
+    /// How to select it again, and its config digest.
+    identity: ProfileIdentity,
+    /// `--profile` was given (and this is not a relaunch).
+    explicit: bool,
+}
+
 pub(super) fn run(
     paths: &Paths,
     command: &str,
     session_id: Option<String>,
     args: RunArgs,
 ) -> Result<i32> {
-    let invocation = |profile: &str, cwd: String| {
+    let invocation = |profile: &Chosen<'_>, cwd: String| {
         Seam::Driver(DriverInvocation {
             command: command.to_owned(),
             session_id: session_id.clone(),
             prompt: args.prompt.clone(),
             cwd,
-            profile: profile.to_owned(),
+            profile: profile.name.to_owned(),
+            profile_identity: Some(profile.identity.clone()),
+            profile_explicit: profile.explicit,
             options: serde_json::json!({
                 "output_format": args.output_format,
                 "ephemeral": args.ephemeral,
@@ -57,25 +72,48 @@ pub(super) fn command(
     args: serde_json::Value,
     profile: &ProfileArgs,
 ) -> Result<i32> {
-    hand_off(paths, profile, |profile: &str, cwd: String| {
+    hand_off(paths, profile, |profile: &Chosen<'_>, cwd: String| {
         Seam::Command(CommandInvocation {
             command: name.to_owned(),
             args: args.clone(),
             cwd,
-            profile: profile.to_owned(),
+            profile: profile.name.to_owned(),
         })
     })
 }
 
-fn hand_off(
+/// A profile resolved and assembled, with the seam that takes control.
+struct Prepared {
+    name: String,
+    settings: KernelSettings,
+    assembly: Assembly,
+    seam: Seam,
+}
+
+/// Resolves and assembles `spec` (what `--profile` takes) with the other layers of
+/// `profile_args`, and builds the hand-off for it; refuses before anything starts when no row
+/// can take it.
+fn prepare(
     paths: &Paths,
     profile_args: &ProfileArgs,
-    invocation: impl FnOnce(&str, String) -> Seam,
-) -> Result<i32> {
-    let started = std::time::Instant::now();
-    let profile = profile_args.resolve(paths)?;
+    spec: &str,
+    explicit: bool,
+    invocation: &impl Fn(&Chosen<'_>, String) -> Seam,
+) -> Result<Prepared> {
+    let profile = profile_args.resolve_as(paths, spec)?;
     let settings = profile.kernel;
     let name = profile.name.clone();
+    let identity = ProfileIdentity {
+        name: if names_a_file(spec) {
+            std::fs::canonicalize(&profile.path)
+                .unwrap_or_else(|_| profile.path.clone())
+                .display()
+                .to_string()
+        } else {
+            spec.to_owned()
+        },
+        digest: config_digest(&profile),
+    };
     let assembly = assemble(paths, profile, true)?;
     if let crate::assemble::LockState::Unlocked(why) = &assembly.lock {
         tracing::debug!(target: "keel::kernel", "running unlocked: {why}");
@@ -83,8 +121,42 @@ fn hand_off(
     let cwd = std::env::current_dir()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let seam = invocation(&name, cwd);
+    let chosen = Chosen {
+        name: &name,
+        identity,
+        explicit,
+    };
+    let seam = invocation(&chosen, cwd);
     check_seam(&assembly, &name, &seam)?;
+    Ok(Prepared {
+        name,
+        settings,
+        assembly,
+        seam,
+    })
+}
+
+/// Runs the hand-off under `--profile` (or the default) and returns the exit code.
+///
+/// Issue 11 item 7: a driver may answer with a [`Relaunch`] (a resumed session's own profile,
+/// asked before it did anything). The kernel honours one per process and only when `--profile`
+/// was not given: it shuts every row down, assembles that profile (with the same `-C`, user and
+/// project layers, `--patch` and `-c`) and runs the driver again with the same command line; a
+/// second request is an error, never a loop.
+fn hand_off(
+    paths: &Paths,
+    profile_args: &ProfileArgs,
+    invocation: impl Fn(&Chosen<'_>, String) -> Seam,
+) -> Result<i32> {
+    let started = std::time::Instant::now();
+    profile_args.enter_dir()?;
+    let first = prepare(
+        paths,
+        profile_args,
+        profile_args.name(),
+        profile_args.explicit(),
+        &invocation,
+    )?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("keel-kernel")
@@ -92,68 +164,140 @@ fn hand_off(
         .build()
         .map_err(|e| KernelError::Activation(format!("cannot start the kernel runtime: {e}")))?;
     let handle = runtime.handle().clone();
-    let specs = assembly.row_specs();
     let keel_home = paths.keel_home.clone();
     runtime.block_on(async move {
-        let kernel = Kernel::new(handle, settings, keel_home, specs)?;
-        if let Err(e) = kernel.start().await {
+        let mut signals = None;
+        let mut prepared = first;
+        let mut relaunched = false;
+        loop {
+            let kernel = Kernel::new(
+                handle.clone(),
+                prepared.settings,
+                keel_home.clone(),
+                prepared.assembly.row_specs(),
+            )?;
+            let (code, relaunch) = run_once(&kernel, &prepared, started, &mut signals).await;
             kernel.shutdown().await;
-            return Err(e);
-        }
-        // Boot-to-ready: profile resolution, digests, loading, checks and activation.
-        tracing::info!(
-            target: "keel::kernel",
-            rows = kernel.status().len(),
-            boot_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            "kernel ready"
-        );
-        let work = async {
-            match &seam {
-                Seam::Driver(d) => kernel.run_driver(&name, d).await,
-                Seam::Command(c) => {
-                    let args = serde_json::to_value(c).unwrap_or_default();
-                    kernel
-                        .hand_off(&service_name(&c.command), args)
-                        .await?
-                        .ok_or_else(|| no_command(&name, &c.command))
-                }
+            let relaunch = match (relaunch, &prepared.seam) {
+                (Some(r), Seam::Driver(_)) => r,
+                _ => return code.or_else(report_driver_error),
+            };
+            // A stop signal that came while the rows shut down wins over the relaunch.
+            if let Some(first) = signals.as_mut().and_then(stop::StopSignals::try_recv) {
+                crate::redact::eprintln(format_args!("keel: interrupted ({})", first.name));
+                return Ok(first.exit_code());
             }
-        };
-        tokio::pin!(work);
-        let code = match stop::StopSignals::install() {
-            Err(e) => {
-                tracing::warn!(target: "keel::kernel", "no handler for SIGINT, SIGTERM, SIGHUP: {e}");
-                work.await
+            if relaunched || profile_args.explicit() {
+                return Err(KernelError::Driver {
+                    row: "keel.driver".to_owned(),
+                    code: "RELAUNCH_REFUSED".to_owned(),
+                    message: format!(
+                        "the driver asked to run under profile '{}' ({}), but {}",
+                        relaunch.profile,
+                        relaunch.reason,
+                        if relaunched {
+                            "keel relaunches once"
+                        } else {
+                            "--profile chose the profile"
+                        }
+                    ),
+                })
+                .or_else(report_driver_error);
             }
-            Ok(mut signals) => tokio::select! {
-                r = &mut work => r,
-                first = signals.recv() => {
-                    // §11: the driver owns the clean stop (abort the turn, flush, close); the
-                    // kernel prints once, waits its grace, and picks the exit code.
-                    let interrupt = async {
-                        let Seam::Driver(_) = &seam else {
-                            return false;
-                        };
-                        let asked = DriverInterrupt {
-                            signal: first.name.to_owned(),
-                            exit_code: first.exit_code(),
-                        };
-                        kernel.interrupt_driver(&asked).await
-                    };
-                    Ok(stop::stop(first, &mut work, interrupt, &mut signals).await)
-                }
-            },
-        };
-        kernel.shutdown().await;
-        match code {
-            Ok(c) => Ok(c),
-            Err(e @ KernelError::Driver { .. }) => {
-                crate::redact::eprintln(format_args!("keel: error[{}]: {e}", e.code()));
-                Ok(1)
-            }
-            Err(e) => Err(e),
+            relaunched = true;
+            tracing::info!(target: "keel::kernel", from = %prepared.name, to = %relaunch.profile, reason = %relaunch.reason, "running the driver again under another profile");
+            prepared = prepare(paths, profile_args, &relaunch.profile, false, &invocation)
+                .map_err(|e| KernelError::Relaunch {
+                    profile: relaunch.profile.clone(),
+                    reason: relaunch.reason.clone(),
+                    source: Box::new(e),
+                })?;
         }
     })
+}
+
+/// A driver's failure is reported here and exits 1; other errors go to `main` (exit 2).
+fn report_driver_error(e: KernelError) -> Result<i32> {
+    match e {
+        e @ KernelError::Driver { .. } => {
+            crate::redact::eprintln(format_args!("keel: error[{}]: {e}", e.code()));
+            Ok(1)
+        }
+        e => Err(e),
+    }
+}
+
+/// Starts `kernel`, runs the hand-off under the stop signals (installed on first use, kept for
+/// the rest of the process) and returns its exit code and any relaunch the driver asked for.
+/// The caller shuts the kernel down.
+async fn run_once(
+    kernel: &Kernel,
+    prepared: &Prepared,
+    started: std::time::Instant,
+    signals: &mut Option<stop::StopSignals>,
+) -> (Result<i32>, Option<Relaunch>) {
+    if let Err(e) = kernel.start().await {
+        return (Err(e), None);
+    }
+    // Boot-to-ready: profile resolution, digests, loading, checks and activation.
+    tracing::info!(
+        target: "keel::kernel",
+        rows = kernel.status().len(),
+        boot_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        "kernel ready"
+    );
+    let seam = &prepared.seam;
+    let work = async {
+        match seam {
+            Seam::Driver(d) => kernel.run_driver(&prepared.name, d).await,
+            Seam::Command(c) => {
+                let args = serde_json::to_value(c).unwrap_or_default();
+                kernel
+                    .hand_off(&service_name(&c.command), args)
+                    .await
+                    .and_then(|o| o.ok_or_else(|| no_command(&prepared.name, &c.command)))
+                    .map(|code| DriverOutcome {
+                        exit_code: code,
+                        relaunch: None,
+                    })
+            }
+        }
+    };
+    tokio::pin!(work);
+    if signals.is_none() {
+        match stop::StopSignals::install() {
+            Ok(s) => *signals = Some(s),
+            Err(e) => {
+                tracing::warn!(target: "keel::kernel", "no handler for SIGINT, SIGTERM, SIGHUP: {e}");
+            }
+        }
+    }
+    let outcome = match signals {
+        None => work.await,
+        Some(signals) => tokio::select! {
+            r = &mut work => r,
+            first = signals.recv() => {
+                // §11: the driver owns the clean stop (abort the turn, flush, close); the
+                // kernel prints once, waits its grace, and picks the exit code.
+                let interrupt = async {
+                    let Seam::Driver(_) = seam else {
+                        return false;
+                    };
+                    let asked = DriverInterrupt {
+                        signal: first.name.to_owned(),
+                        exit_code: first.exit_code(),
+                    };
+                    kernel.interrupt_driver(&asked).await
+                };
+                let code = stop::stop(first, &mut work, interrupt, signals).await;
+                Ok(DriverOutcome { exit_code: code, relaunch: None })
+            }
+        },
+    };
+    match outcome {
+        Ok(o) => (Ok(o.exit_code), o.relaunch),
+        Err(e) => (Err(e), None),
+    }
 }
 
 fn no_command(profile: &str, command: &str) -> KernelError {

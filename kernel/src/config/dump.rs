@@ -159,6 +159,34 @@ pub fn render_dump_json(profile: &ResolvedProfile, explain: bool) -> Value {
     out
 }
 
+/// The digest of the assembled config a session records (issue 11 item 7): blake3 (lowercase
+/// hex) over the canonical JSON — keys sorted, no whitespace — of `{"kernel": …, "rows": […]}`
+/// exactly as [`render_dump_json`] shows them, so launcher-only patches are excluded (CFG-08)
+/// and `keel config dump --json` is enough to recompute it.
+pub fn config_digest(profile: &ResolvedProfile) -> String {
+    let dump = render_dump_json(profile, false);
+    let body = json!({ "kernel": dump["kernel"], "rows": dump["rows"] });
+    let text = serde_json::to_string(&sorted(&body)).unwrap_or_default();
+    blake3::hash(text.as_bytes()).to_hex().to_string()
+}
+
+/// `v` with every object's keys in sorted order (objects keep insertion order otherwise).
+fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 /// `row 'x': inserted by A; replaced by B, C; keys overridden by D; previously disabled by E`.
 fn row_line(row: &Row) -> String {
     let p = &row.provenance;

@@ -257,3 +257,37 @@ fn comments_stay_single_line_even_with_newlines_in_sources() {
         "{text}"
     );
 }
+
+// Issue 11 item 7: the digest a session records is blake3 over the sorted-key JSON of the dump's
+// `kernel` and `rows` — a `-c` changes it, a launcher patch does not, key order does not.
+#[test]
+fn item7_config_digest_is_the_dump_digest_and_ignores_launcher_patches() {
+    let fx = Fixture::new();
+    let mut resolved = demo(&fx);
+    let digest = config_digest(&resolved);
+    let dump = render_dump_json(&resolved, false);
+    let text = serde_json::to_string(&sorted(
+        &json!({ "kernel": dump["kernel"], "rows": dump["rows"] }),
+    ))
+    .unwrap();
+    assert!(
+        text.starts_with(r#"{"kernel":{"activation_deadline_ms":"#),
+        "{text}"
+    );
+    assert_eq!(digest, blake3::hash(text.as_bytes()).to_hex().to_string());
+    resolved
+        .apply_launcher_patch(LayerOps::default().disable("odd"))
+        .unwrap();
+    assert_eq!(config_digest(&resolved), digest);
+    let mut sources = fx.sources();
+    sources.overrides = vec!["agent-loop.max_steps=4".into()];
+    let other = resolve_profile("demo", &sources).unwrap();
+    assert_ne!(config_digest(&other), digest);
+    // The same values in another key order digest the same.
+    let a = json!({ "b": 1, "a": { "y": [ { "q": 1, "p": 2 } ], "x": 0 } });
+    let b = json!({ "a": { "x": 0, "y": [ { "p": 2, "q": 1 } ] }, "b": 1 });
+    assert_eq!(
+        serde_json::to_string(&sorted(&a)).unwrap(),
+        serde_json::to_string(&sorted(&b)).unwrap()
+    );
+}

@@ -20,7 +20,7 @@ mod resolve;
 pub mod trust;
 mod values;
 
-pub use dump::{LAUNCHER_NOTE, render_dump, render_dump_json};
+pub use dump::{LAUNCHER_NOTE, config_digest, render_dump, render_dump_json};
 pub use error::ConfigError;
 pub use layer::{KernelPatch, LayerOps, RowAction, RowOp, is_valid_id};
 pub use model::{
@@ -29,7 +29,7 @@ pub use model::{
     RowProvenance, RowState,
 };
 pub use overrides::Override;
-pub use resolve::resolve_profile;
+pub use resolve::{names_a_file, resolve_profile};
 
 #[cfg(test)]
 mod test_support;

@@ -124,8 +124,14 @@ pub fn resolve_profile(
 }
 
 /// Finds the profile file and its name.
+/// Whether `--profile` names a file (it contains `/` or ends in `.toml`) rather than a profile
+/// looked up in the config roots.
+pub fn names_a_file(profile: &str) -> bool {
+    profile.contains('/') || profile.ends_with(".toml")
+}
+
 fn locate_profile(profile: &str, roots: &[PathBuf]) -> Result<(String, PathBuf), ConfigError> {
-    if profile.contains('/') || profile.ends_with(".toml") {
+    if names_a_file(profile) {
         let path = PathBuf::from(profile);
         if !path.is_file() {
             return Err(ConfigError::ProfileNotFound { path });

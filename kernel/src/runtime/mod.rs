@@ -200,7 +200,13 @@ impl Kernel {
             lifecycle: tokio::sync::Mutex::new(()),
             settings,
         });
-        let api = install_host(Arc::new(host_impl::HostImpl(Arc::clone(&inner))));
+        let api =
+            install_host(Arc::new(host_impl::HostImpl(Arc::clone(&inner)))).ok_or_else(|| {
+                KernelError::Activation(format!(
+                    "cannot start another kernel: this process already ran {}",
+                    keel_plugin_api::host::MAX_KERNELS
+                ))
+            })?;
         let _ = inner.api.set(api);
         Ok(Kernel(inner))
     }
@@ -239,17 +245,22 @@ impl Kernel {
         &self.0.bus
     }
 
-    /// Hands control to the profile's driver (ARCHITECTURE §4.6).
+    /// Hands control to the profile's driver (ARCHITECTURE §4.6) and returns what it answered:
+    /// the exit code, and possibly a relaunch request the caller decides on.
     ///
     /// # Errors
     /// [`KernelError::NoDriver`], [`KernelError::Driver`].
-    pub async fn run_driver(&self, profile: &str, invocation: &DriverInvocation) -> Result<i32> {
+    pub async fn run_driver(
+        &self,
+        profile: &str,
+        invocation: &DriverInvocation,
+    ) -> Result<DriverOutcome> {
         let args = serde_json::to_value(invocation).map_err(|e| KernelError::Driver {
             row: String::new(),
             code: "INVALID_JSON".to_owned(),
             message: e.to_string(),
         })?;
-        self.hand_off(<Driver as Service>::NAME, args)
+        self.call_run(<Driver as Service>::NAME, args)
             .await?
             .ok_or_else(|| KernelError::NoDriver {
                 profile: profile.to_owned(),
@@ -262,6 +273,15 @@ impl Kernel {
     /// # Errors
     /// [`KernelError::Driver`] when the call fails or answers nonsense.
     pub async fn hand_off(&self, service: &str, args: serde_json::Value) -> Result<Option<i32>> {
+        Ok(self.call_run(service, args).await?.map(|o| o.exit_code))
+    }
+
+    /// [`Kernel::hand_off`], with the whole answer.
+    async fn call_run(
+        &self,
+        service: &str,
+        args: serde_json::Value,
+    ) -> Result<Option<DriverOutcome>> {
         let Some((row, seam)) = self.seam(service)? else {
             return Ok(None);
         };
@@ -276,7 +296,7 @@ impl Kernel {
             .map_err(|e| failed(&e.code, e.message))?;
         let outcome: DriverOutcome =
             serde_json::from_value(out).map_err(|e| failed("INVALID_JSON", e.to_string()))?;
-        Ok(Some(outcome.exit_code))
+        Ok(Some(outcome))
     }
 
     /// Asks the driver to stop its run (`keel.driver` `interrupt`, ARCHITECTURE §11); `false`

@@ -14,7 +14,7 @@ pub use calls::{
     AsyncChain, ChainFuture, PayloadMut, PayloadRef, SyncChain, async_next, sync_next,
 };
 pub use load::{LoadError, LoadedLibrary, load_library, read_abi_major};
-pub use table::{BoxFuture, Host, install_host};
+pub use table::{BoxFuture, Host, MAX_KERNELS, install_host};
 
 pub use abi_stable::abi_stability::abi_checking::check_layout_compatibility;
 

@@ -1,13 +1,16 @@
 //! The `HostApi` table, backed by a safe [`Host`] trait the kernel implements.
 //!
 //! `extern "C"` functions cannot capture state, so the table's functions forward to one
-//! process-global `Host` installed by [`install_host`]: there is one kernel per process. Every
-//! function catches panics, because a kernel panic unwinding into a plugin's stack frame would
-//! abort the process.
+//! process-global `Host` installed by [`install_host`]: one kernel at a time per process (a
+//! kernel that was shut down may be followed by another — `keel resume` relaunching under a
+//! session's own profile — which installs itself in its place; plugins keep the same table).
+//! Every function catches panics, because a kernel panic unwinding into a plugin's stack frame
+//! would abort the process.
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use abi_stable::prefix_type::PrefixTypeTrait;
@@ -121,8 +124,24 @@ pub trait Host: Send + Sync + 'static {
     }
 }
 
-static HOST: OnceLock<Arc<dyn Host>> = OnceLock::new();
+/// How many kernels one process may run, one after another (keel runs two at most: a resume
+/// relaunched under the session's own profile).
+pub const MAX_KERNELS: usize = 8;
+
+/// Every host installed so far, in order; [`CURRENT`] indexes the live one. Retired hosts stay
+/// (they are small once their kernel shut down), so a host call is two plain loads — no lock,
+/// no reference count on the hot path.
+static HOSTS: [OnceLock<Arc<dyn Host>>; MAX_KERNELS] = [const { OnceLock::new() }; MAX_KERNELS];
+/// Index of the live host in [`HOSTS`] (`usize::MAX`: none yet).
+static CURRENT: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// Hosts installed so far.
+static INSTALLED: AtomicUsize = AtomicUsize::new(0);
 static TABLE: OnceLock<HostApi_Ref> = OnceLock::new();
+
+/// The live host.
+fn current_host() -> Option<&'static Arc<dyn Host>> {
+    HOSTS.get(CURRENT.load(Ordering::Acquire))?.get()
+}
 
 fn no_host() -> PluginError {
     PluginError::new("NO_HOST", "no kernel is installed in this process")
@@ -137,7 +156,7 @@ fn kernel_panic() -> PluginError {
 
 /// Runs a synchronous host call with the installed host, catching panics.
 fn with_host<T>(f: impl FnOnce(&dyn Host) -> AbiResult<T>) -> AbiResult<T> {
-    let Some(host) = HOST.get() else {
+    let Some(host) = current_host() else {
         return RResult::RErr(no_host());
     };
     match catch_unwind(AssertUnwindSafe(|| f(&**host))) {
@@ -150,7 +169,7 @@ fn with_host<T>(f: impl FnOnce(&dyn Host) -> AbiResult<T>) -> AbiResult<T> {
 fn with_host_async<T: Send + 'static>(
     f: impl FnOnce(&dyn Host) -> BoxFuture<AbiResult<T>>,
 ) -> FfiFuture<AbiResult<T>> {
-    let Some(host) = HOST.get() else {
+    let Some(host) = current_host() else {
         return async { RResult::RErr(no_host()) }.into_ffi();
     };
     match catch_unwind(AssertUnwindSafe(|| f(&**host))) {
@@ -279,7 +298,7 @@ extern "C" fn spawn(fiber: FiberId, task: FfiFuture<()>) -> AbiResult<()> {
     with_host(|h| h.spawn(fiber, task))
 }
 extern "C" fn sleep(ms: u64) -> FfiFuture<()> {
-    let Some(host) = HOST.get() else {
+    let Some(host) = current_host() else {
         return async {}.into_ffi();
     };
     match catch_unwind(AssertUnwindSafe(|| host.sleep(ms))) {
@@ -317,11 +336,15 @@ extern "C" fn fixture_extension() -> u32 {
     42
 }
 
-/// Installs the process's kernel and returns the table handed to plugins. A second call
-/// returns the first table (one kernel per process) and ignores `host`.
-pub fn install_host(host: Arc<dyn Host>) -> HostApi_Ref {
-    let _ = HOST.set(host);
-    *TABLE.get_or_init(|| {
+/// Installs the process's kernel and returns the table handed to plugins. A later call
+/// replaces the host (one kernel at a time: the previous one must have been shut down) and
+/// returns the same table, so plugins linked to it reach the new kernel; `None` once
+/// [`MAX_KERNELS`] were installed.
+pub fn install_host(host: Arc<dyn Host>) -> Option<HostApi_Ref> {
+    let n = INSTALLED.fetch_add(1, Ordering::AcqRel);
+    HOSTS.get(n)?.set(host).ok()?;
+    CURRENT.store(n, Ordering::Release);
+    Some(*TABLE.get_or_init(|| {
         HostApi {
             log,
             row,
@@ -348,5 +371,5 @@ pub fn install_host(host: Arc<dyn Host>) -> HostApi_Ref {
             fixture_extension,
         }
         .leak_into_prefix()
-    })
+    }))
 }

@@ -7,9 +7,11 @@ use crate::sdk::{CallHandle, Service};
 
 /// The agent service (`agent-loop` plugin). Methods, with JSON shapes:
 ///
-/// - `"create"`: `{cwd, session_id?, ephemeral?, max_turns?}` → `{session_id}`. Checks the
-///   model route first (`keel.llm` `"check"`): a missing credential fails here, before any
-///   request, with `CREDENTIAL_MISSING` naming the reference.
+/// - `"create"`: `{cwd, session_id?, ephemeral?, max_turns?, profile?}` → `{session_id}`.
+///   Checks the model route first (`keel.llm` `"check"`): a missing credential fails here,
+///   before any request, with `CREDENTIAL_MISSING` naming the reference. `profile`
+///   (`{name, digest}`, the driver's [`ProfileIdentity`](crate::services::driver::ProfileIdentity))
+///   is passed on to `keel.session` `create`, which records it with the session.
 /// - `"resume"`: `{session_id, max_turns?}` → `{session_id, recovered}`: opens the session
 ///   (crash closers committed) and logs `request/header{reason:"resume"}` before the next call.
 /// - `"send"`: `{session_id, content, target: "followup"|"steer"|"inject"}` → `{id}` (LOOP-02).

@@ -38,6 +38,15 @@ pub struct DriverInvocation {
     pub cwd: String,
     /// Profile name.
     pub profile: String,
+    /// The running profile as a session records it (issue 11 item 7): how `--profile` names it
+    /// again and a digest of its assembled config. `None` from a kernel that does not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_identity: Option<ProfileIdentity>,
+    /// Whether `--profile` was given on the command line (`false`: the kernel's default,
+    /// `default`, or the profile a [`Relaunch`] chose). Only then does a driver resuming a
+    /// session recorded under another profile run it under this one.
+    #[serde(default)]
+    pub profile_explicit: bool,
     /// Remaining options (`output_format`, `ephemeral`, `max_turns`, `sandbox`, `approval`).
     #[serde(default)]
     pub options: serde_json::Value,
@@ -48,12 +57,45 @@ pub struct DriverInvocation {
     pub stderr_is_terminal: Option<bool>,
 }
 
+/// A profile as a driver records it with a session, so that `keel resume` can run the session
+/// under the profile it was created with (issue 11 item 7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileIdentity {
+    /// What `--profile` takes to select it again: the profile's name, or the absolute path of
+    /// its file when it was given as a path.
+    pub name: String,
+    /// blake3 (lowercase hex) of the assembled config: the canonical JSON (keys sorted, no
+    /// whitespace) of `{"kernel": …, "rows": […]}` exactly as `keel config dump --json` shows
+    /// them — every layer, `--patch` and `-c` included, launcher-only patches excluded (a dump
+    /// never shows those, CFG-08).
+    pub digest: String,
+}
+
 /// What the driver returns: the process exit code (ARCHITECTURE §11).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriverOutcome {
     /// 0 completed, 1 other turn end, 2 usage/config, 128 + n stopped by signal n (130 SIGINT,
     /// 143 SIGTERM, 129 SIGHUP).
     pub exit_code: i32,
+    /// Run the same command line again under another profile (`exit_code` is then ignored):
+    /// the headless driver asks for it when `keel resume` without `--profile` meets a session
+    /// recorded under another profile, before it did anything. The kernel shuts every row
+    /// down, assembles that profile and runs the driver once more with the same invocation
+    /// (`profile_explicit: false`); it honours one relaunch per process, never a second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relaunch: Option<Relaunch>,
+}
+
+/// A driver's request to run its command under another profile ([`DriverOutcome::relaunch`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Relaunch {
+    /// The profile, as `--profile` takes it ([`ProfileIdentity::name`]).
+    pub profile: String,
+    /// Why, for the error the kernel reports when that profile cannot be assembled (e.g.
+    /// `session S was created with it`).
+    pub reason: String,
 }
 
 /// What the kernel passes to `"interrupt"`: the signal that asks the run to stop.

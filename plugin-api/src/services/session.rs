@@ -149,7 +149,14 @@ pub const CORE_TYPES: &[&str] = &[
     "request/context",
     "todo/write",
     "session/end-seed",
+    PROFILE_EVENT,
 ];
+
+/// `session/profile {name, digest}`: the profile a session was created under (a driver's
+/// [`ProfileIdentity`](crate::services::driver::ProfileIdentity)), logged by `create` as the
+/// session's first event and always `ignorable`, so a reader that predates it skips it. The
+/// first one in the log is the session's recorded profile (a fork's seed carries its parent's).
+pub const PROFILE_EVENT: &str = "session/profile";
 
 /// Methods of `keel.session-store` (the backend contract), with their JSON shapes. Every
 /// error is an SDK `Error` with one of the codes listed in [`StoreError`].
@@ -229,9 +236,10 @@ impl StoreError {
 /// Methods of `keel.session` (what the loop, drivers and commands use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionMethod {
-    /// `"create"`: `{cwd, id?, origin?, delegation_depth?, ephemeral?}` → `{session_id}`. Writes
-    /// nothing until the first flush (a created-but-empty session leaves no file); an
-    /// `ephemeral` session is never stored at all (`keel run --ephemeral`).
+    /// `"create"`: `{cwd, id?, origin?, delegation_depth?, ephemeral?, profile?}` →
+    /// `{session_id}`. Writes nothing until the first flush (a created-but-empty session leaves
+    /// no file); an `ephemeral` session is never stored at all (`keel run --ephemeral`).
+    /// `profile` (`{name, digest}`) is logged at once as the first event, [`PROFILE_EVENT`].
     Create,
     /// `"open"`: `{session_id}` → `{session_id, next_seq, recovered: [EventRecord]}`. Claims the
     /// writer lock, loads and repairs a crashed tail (committing the closers), and makes the
@@ -258,4 +266,8 @@ pub enum SessionMethod {
     List,
     /// `"messages"`: `{session_id}` → `{messages: [...]}`: the projected model history.
     Messages,
+    /// `"profile"`: `{session_id}` → `{profile: {name, digest} | null}`: the profile the session
+    /// was created under (its first [`PROFILE_EVENT`]), `null` when it records none. Reads a
+    /// stored session without repairing it, like `inspect`.
+    Profile,
 }

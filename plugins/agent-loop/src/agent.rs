@@ -44,6 +44,27 @@ pub struct LogState {
     pub header_reason: &'static str,
     /// The last logged route (`request/context`).
     pub last_route: Option<(String, String)>,
+    /// The number of the last message id handed out (`msg_{session}_{n}`); a resumed agent
+    /// starts from the highest one its log holds ([`last_message_number`]).
+    pub last_message: u64,
+}
+
+/// The highest `n` among the `msg_{session_id}_{n}` ids of the `user/message` events in
+/// `events` (0 when there is none). Each process used to count from 1 again, so a resumed
+/// session logged `msg_S_1` a second time (issue 11 item 6). Numbering after the highest id
+/// the log holds keeps ids unique within the session however many processes wrote it, and
+/// keeps them ordered and reproducible (a random suffix would only make a clash unlikely).
+/// Ids of another shape (a fork's seed carries its parent's `msg_P_n`) cannot clash with
+/// this session's prefix and are ignored.
+pub fn last_message_number(session_id: &str, events: &[Value]) -> u64 {
+    let prefix = format!("msg_{session_id}_");
+    events
+        .iter()
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some("user/message"))
+        .filter_map(|e| e.pointer("/data/id").and_then(Value::as_str))
+        .filter_map(|id| id.strip_prefix(&prefix)?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0)
 }
 
 /// Mutable agent state.
@@ -61,7 +82,6 @@ pub struct State {
     pub requests: u64,
     /// Log bookkeeping.
     pub log: LogState,
-    counter: u64,
 }
 
 /// One agent.
@@ -109,8 +129,8 @@ impl Agent {
     /// Queues a message (LOOP-02); returns its id.
     pub fn send(&self, content: String, target: InboxTarget) -> String {
         let mut st = self.state();
-        st.counter += 1;
-        let id = format!("msg_{}_{}", self.session_id, st.counter);
+        st.log.last_message += 1;
+        let id = format!("msg_{}_{}", self.session_id, st.log.last_message);
         let msg = InboxMessage {
             id: id.clone(),
             content,
@@ -327,6 +347,37 @@ mod tests {
             .collect();
         assert_eq!(order, ["f0", "f1", "f2", "f3", "f4"]);
         assert!(!st.steer_pending, "followups are not steering");
+    }
+
+    // Issue 11 item 6: a resumed agent numbers after the highest id of its own log.
+    #[test]
+    fn item6_a_resumed_agent_numbers_after_the_ids_its_log_holds() {
+        let msg = |id: &str| json!({"type": "user/message", "data": {"id": id, "content": "x"}});
+        let events = vec![
+            msg("msg_s_1"),
+            json!({"type": "turn/start", "data": {"turn": 0}}),
+            msg("msg_s_7"),
+            msg("msg_s_3"),
+            // A fork's seed (another prefix), a foreign id, a non-number: not ours.
+            msg("msg_parent_40"),
+            msg("msg_s_x"),
+            msg("custom"),
+            json!({"type": "assistant/message", "data": {"id": "msg_s_99"}}),
+        ];
+        assert_eq!(last_message_number("s", &events), 7);
+        assert_eq!(last_message_number("s", &[]), 0);
+        // Session ids may hold `_`: the prefix is the whole `msg_{id}_`.
+        assert_eq!(
+            last_message_number("a_b", &[msg("msg_a_b_2"), msg("msg_a_5")]),
+            2
+        );
+        let log = LogState {
+            last_message: 7,
+            ..LogState::default()
+        };
+        let a = Agent::new("s".into(), "/w".into(), None, log);
+        assert_eq!(a.send("next".into(), InboxTarget::Followup), "msg_s_8");
+        assert_eq!(a.send("then".into(), InboxTarget::Steer), "msg_s_9");
     }
 
     #[test]

@@ -62,6 +62,10 @@ struct CreateArgs {
     max_turns: Option<u64>,
     #[serde(default)]
     ephemeral: bool,
+    /// The driver's profile (`{name, digest}`), recorded with the session (issue 11 item 7);
+    /// the loop only passes it on.
+    #[serde(default)]
+    profile: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -173,6 +177,9 @@ impl Hub {
         if a.ephemeral {
             create["ephemeral"] = json!(true);
         }
+        if let Some(profile) = a.profile {
+            create["profile"] = profile;
+        }
         let v = self.seams.session_call("create", create).await?;
         let sid = v
             .get("session_id")
@@ -219,6 +226,7 @@ impl Hub {
         let log = LogState {
             next_turn,
             header_reason: "resume",
+            last_message: agent::last_message_number(&a.session_id, &events),
             ..LogState::default()
         };
         self.start(Agent::new(a.session_id.clone(), cwd, a.max_turns, log))?;

@@ -9,7 +9,9 @@
 //! - [`format`]: every line printed, per `--output-format` (the public contract);
 //! - [`feed`]: the output thread and the ordered `session/event` feed for stream-json, each
 //!   event held until `session/durable` says it is stored;
-//! - [`interrupt`]: the kernel's `interrupt` (SIGINT, SIGTERM, SIGHUP) → `abort`.
+//! - [`interrupt`]: the kernel's `interrupt` (SIGINT, SIGTERM, SIGHUP) → `abort`;
+//! - [`profile`]: which profile `keel resume` runs a session under (the one it was created
+//!   with, unless `--profile` says otherwise).
 //!
 //! The kernel owns the signals (`kernel/src/cli/run.rs`): it calls `interrupt`, then gives the
 //! run a grace period to return. When the run does not return in time (or a second signal
@@ -21,6 +23,7 @@
 pub mod feed;
 pub mod format;
 pub mod interrupt;
+pub mod profile;
 pub mod run;
 
 use std::io::{IsTerminal as _, Read as _};
@@ -37,7 +40,7 @@ use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::session::Sessions;
 use serde_json::json;
 
-use crate::feed::{Hub, Notice, StdSink};
+use crate::feed::{Hub, Notice, Sink as _, StdSink};
 use crate::interrupt::{Interrupts, Stops};
 use crate::run::{Active, RunEnv, Services};
 
@@ -78,6 +81,20 @@ async fn driver_call(
     }
     let inv: DriverInvocation = serde_json::from_value(args)
         .map_err(|e| Error::new("INVALID_ARGS", format!("driver invocation: {e}")))?;
+    if inv.command == "resume"
+        && let (Some(sessions), Some(id)) = (ctx.get_service::<Sessions>()?, &inv.session_id)
+    {
+        match profile::decide(&inv, profile::recorded(&sessions, id).await.as_ref()) {
+            profile::Decision::Relaunch(relaunch) => {
+                return Ok(serde_json::to_value(DriverOutcome {
+                    exit_code: 0,
+                    relaunch: Some(relaunch),
+                })?);
+            }
+            profile::Decision::Proceed(Some(line)) => StdSink(Some(ctx)).err(&line),
+            profile::Decision::Proceed(None) => {}
+        }
+    }
     let approval = ctx.get_service::<Approval>()?;
     let sandbox = ctx.get_service::<Sandbox>()?;
     let interrupts: Interrupts = state.stops.listen();
@@ -97,7 +114,10 @@ async fn driver_call(
         stdin: Box::new(read_stdin),
     };
     let exit_code = run::run(&inv, services, env).await;
-    Ok(serde_json::to_value(DriverOutcome { exit_code })?)
+    Ok(serde_json::to_value(DriverOutcome {
+        exit_code,
+        relaunch: None,
+    })?)
 }
 
 /// The plugin value.

@@ -3,7 +3,8 @@
 //!
 //! 1. options and the prompt (`-` reads stdin) — a missing or empty prompt is a usage error
 //!    (exit 2); `resume` never invents one;
-//! 2. `create {cwd, ephemeral, max_turns?}` or `resume {session_id, max_turns?}` — a failure
+//! 2. `create {cwd, ephemeral, max_turns?, profile?}` (the running profile, recorded with the
+//!    session: see [`crate::profile`]) or `resume {session_id, max_turns?}` — a failure
 //!    (`CREDENTIAL_MISSING`, `SESSION_NOT_FOUND`, `SESSION_UNSUPPORTED`, …) exits 2 before any
 //!    model request; `SESSION_LOCKED` (another keel holds the session) exits 1;
 //! 3. `set_mode` on `keel.approval` when `--approval` is given and an approval row exists;
@@ -329,7 +330,11 @@ impl Run<'_> {
         let (method, mut args) = if resume {
             ("resume", json!({"session_id": self.inv.session_id}))
         } else {
-            let args = json!({"cwd": self.inv.cwd, "ephemeral": self.options.ephemeral});
+            let mut args = json!({"cwd": self.inv.cwd, "ephemeral": self.options.ephemeral});
+            // Recorded with the session, so `keel resume` runs it under the same profile.
+            if let Some(profile) = &self.inv.profile_identity {
+                args["profile"] = json!(profile);
+            }
             ("create", args)
         };
         if let Some(n) = self.options.max_turns {

@@ -164,6 +164,8 @@ fn inv(command: &str, prompt: Option<&str>, options: Value) -> DriverInvocation 
         prompt: prompt.map(str::to_owned),
         cwd: "/work/p".to_owned(),
         profile: "default".to_owned(),
+        profile_identity: None,
+        profile_explicit: false,
         options,
         stderr_is_terminal: Some(false),
     }
@@ -223,6 +225,21 @@ fn surf01_run_creates_sends_a_followup_waits_closes_and_prints_the_text() {
     assert_eq!(h.args("close"), json!({"session_id": "s1"}));
     assert_eq!(h.out.stdout(), ["All done."]);
     assert_eq!(h.out.stderr(), Vec::<String>::new());
+}
+
+// Issue 11 item 7: the running profile reaches `create`, to be recorded with the session.
+#[test]
+fn item7_the_running_profile_reaches_create() {
+    let mut run = inv("run", Some("x"), text());
+    run.profile_identity = Some(keel_plugin_api::services::driver::ProfileIdentity {
+        name: "headless".into(),
+        digest: "d1".into(),
+    });
+    let h = drive(&run, Script::default());
+    assert_eq!(
+        h.args("create"),
+        json!({"cwd": "/work/p", "ephemeral": false, "profile": {"name": "headless", "digest": "d1"}})
+    );
 }
 
 #[test]

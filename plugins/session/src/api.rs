@@ -2,7 +2,9 @@
 //! kernel-facing side effects behind [`Hooks`] so the whole surface is testable without the SDK.
 //!
 //! Shapes (requests → answers):
-//! - `create {cwd, id?, origin?, delegation_depth?, ephemeral?}` → `{session_id, header}`
+//! - `create {cwd, id?, origin?, delegation_depth?, ephemeral?, profile?}` → `{session_id,
+//!   header}` — `profile` (`{name, digest}`) is logged at once as the first event,
+//!   `session/profile`
 //! - `open {session_id}` → `{session_id, next_seq, recovered: [EventRecord]}`
 //! - `append {session_id, events: [{type, data | data_json, ignorable?, surface_op?,
 //!   source_event_seqs?}]}` → `{seqs}` — `data_json` is raw JSON text checked for duplicate
@@ -18,6 +20,8 @@
 //! - `fork {session_id, at?: seq | "last-turn-end", child_id?}` → `{session_id, seed_length}`
 //! - `list {}` → `{sessions: [...], unreadable: [{path, reason, code, session_id}]}`
 //! - `messages {session_id}` → `{messages: [...]}`
+//! - `profile {session_id}` → `{profile: {name, digest} | null}` — the first `session/profile`
+//!   event (the profile the session was created under); reads without repairing
 
 use std::sync::Arc;
 
@@ -146,8 +150,25 @@ pub async fn call(
 ) -> Result<Value> {
     match method {
         "create" => {
-            let header = mgr.create(args::<CreateArgs>(method, a)?).await?;
+            let create = args::<CreateArgs>(method, a)?;
+            let profile = create.profile.clone();
+            let header = mgr.create(create).await?;
             hooks.created(&header);
+            if let Some(profile) = profile {
+                let id = header.id.as_str();
+                let logged = mgr.append(
+                    id,
+                    vec![crate::core_events::session_profile(&profile)],
+                    |c| {
+                        hooks.committed(id, c);
+                    },
+                );
+                if let Err(e) = logged {
+                    let _ = mgr.close(id).await;
+                    hooks.disposed(&header);
+                    return Err(e);
+                }
+            }
             Ok(json!({ "session_id": header.id, "header": to_json(&header) }))
         }
         "open" => {
@@ -224,6 +245,10 @@ pub async fn call(
         "messages" => {
             let IdArgs { session_id } = args(method, a)?;
             Ok(json!({ "messages": mgr.messages(&session_id).await? }))
+        }
+        "profile" => {
+            let IdArgs { session_id } = args(method, a)?;
+            Ok(json!({ "profile": mgr.recorded_profile(&session_id).await? }))
         }
         other => Err(SessionError::invalid(format!(
             "keel.session has no method '{other}'"

@@ -16,10 +16,13 @@
 //! | `request/header` | no | `{header, reason}` |
 //! | `request/context` | no | `{provider, model, context_window?}` |
 //! | `session/end-seed` | no | `{}` (written by fork straight after the seed) |
+//! | `session/profile` | no | `{name, digest}` (ignorable; written by `create`: the profile the session was created under) |
 //!
 //! Surface events carry `surface_op` (`"append"`, or `{op:"replace",start,end}` listing every
 //! shadowed seq in `source_event_seqs`); nothing else does.
 
+use keel_plugin_api::services::driver::ProfileIdentity;
+use keel_plugin_api::services::session::PROFILE_EVENT;
 use serde_json::{Value, json};
 
 use crate::validate::NewEvent;
@@ -139,4 +142,13 @@ pub fn todo_write(todos: Value) -> NewEvent {
 /// `session/end-seed {}`.
 pub fn end_seed() -> NewEvent {
     NewEvent::new("session/end-seed", json!({}))
+}
+
+/// `session/profile {name, digest}`, ignorable (a reader that predates it skips it).
+pub fn session_profile(profile: &ProfileIdentity) -> NewEvent {
+    NewEvent::new(
+        PROFILE_EVENT,
+        json!({ "name": profile.name, "digest": profile.digest }),
+    )
+    .ignorable()
 }

@@ -14,7 +14,11 @@
 //! - `step/end {turn, step}` names the open step; K: every tool call declared in the step has
 //!   its result (the loop writes a result for denied, skipped and aborted calls too, B9);
 //! - `assistant/chunk`, `assistant/message`, `tool/call` and `tool/result` (append) name the
-//!   open turn and step;
+//!   open turn and step (both present, as integers);
+//! - a tool call id is unique within its step — one `tool/call` each, never twice in the
+//!   step's assistant messages — and may repeat in a later step or turn: servers that number
+//!   calls per response answer `call_0` every time (issue 11 item 10). Pairing is therefore by
+//!   (turn, step, id): the step's state is cleared at every `step/start`;
 //! - `tool/result` (append) needs a prior `tool/call` with its `call_id` in the same step,
 //!   unless it is a synthetic `TOOL_NOT_STARTED` result; K: it answers the next unanswered call
 //!   of the step's assistant message (results are committed in model order, B9);
@@ -323,138 +327,5 @@ impl Invariants {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::test_support::*;
-    use serde_json::json;
-
-    fn run(events: &[EventRecord]) -> Result<Invariants> {
-        let mut s = Invariants::new();
-        for e in events {
-            s.apply(e)?;
-        }
-        Ok(s)
-    }
-
-    fn err_of(events: &[EventRecord]) -> String {
-        run(events).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn b15_turn_start_only_when_closed_and_numbered() {
-        let s = run(&[turn_start(0, 0), turn_end(1, 0)]).unwrap();
-        assert_eq!(s.next_turn(), 1);
-        assert!(err_of(&[turn_start(0, 0), turn_start(1, 1)]).contains("B15.turn-start"));
-        assert!(err_of(&[turn_start(0, 1)]).contains("numbered 0"));
-    }
-
-    #[test]
-    fn b15_turn_end_matches_open_turn_without_open_step() {
-        assert!(err_of(&[turn_end(0, 0)]).contains("B15.turn-end"));
-        let e = err_of(&[turn_start(0, 0), step_start(1, 0, 0), turn_end(2, 0)]);
-        assert!(e.contains("B15.turn-end") && e.contains("seq 2"), "{e}");
-        let mut end = turn_end(1, 0);
-        end.data = json!({"turn": 0});
-        assert!(err_of(&[turn_start(0, 0), end]).contains("reason"));
-    }
-
-    #[test]
-    fn b15_steps_inside_turn_and_numbered() {
-        assert!(err_of(&[step_start(0, 0, 0)]).contains("B15.step-start"));
-        assert!(err_of(&[turn_start(0, 0), step_start(1, 0, 1)]).contains("numbered 0"));
-        let ok = [
-            turn_start(0, 0),
-            step_start(1, 0, 0),
-            step_end(2, 0, 0),
-            step_start(3, 0, 1),
-            step_end(4, 0, 1),
-            turn_end(5, 0),
-            turn_start(6, 1),
-            step_start(7, 1, 0),
-        ];
-        assert_eq!(run(&ok).unwrap().open_step(), Some(0));
-    }
-
-    #[test]
-    fn b15_stream_events_name_open_turn_and_step() {
-        let head = vec![turn_start(0, 0), step_start(1, 0, 0)];
-        let mut bad = head.clone();
-        bad.push(chunk(2, 0, 1));
-        assert!(err_of(&bad).contains("B15.open-step"));
-        let mut bad = head.clone();
-        bad.push(assistant(2, 0, 5, &[]));
-        assert!(err_of(&bad).contains("B15.open-step"));
-        let mut ok = head;
-        ok.push(chunk(2, 0, 0));
-        ok.push(assistant(3, 0, 0, &[]));
-        assert!(run(&ok).is_ok());
-    }
-
-    #[test]
-    fn b15_tool_result_needs_prior_call_except_not_started() {
-        let head = vec![
-            turn_start(0, 0),
-            step_start(1, 0, 0),
-            assistant(2, 0, 0, &["a", "b"]),
-        ];
-        let mut bad = head.clone();
-        bad.push(result(3, 0, 0, "a"));
-        assert!(err_of(&bad).contains("B15.result-after-call"));
-        let mut ok = head;
-        ok.push(not_started_result(3, 0, 0, "a"));
-        ok.push(call(4, 0, 0, "b"));
-        ok.push(result(5, 0, 0, "b"));
-        ok.push(step_end(6, 0, 0));
-        assert!(run(&ok).is_ok());
-    }
-
-    #[test]
-    fn k_results_come_in_model_order_and_close_the_step() {
-        let head = vec![
-            turn_start(0, 0),
-            step_start(1, 0, 0),
-            assistant(2, 0, 0, &["a", "b"]),
-            call(3, 0, 0, "a"),
-            call(4, 0, 0, "b"),
-        ];
-        let mut bad = head.clone();
-        bad.push(result(5, 0, 0, "b"));
-        assert!(err_of(&bad).contains("K.result-order"));
-        let mut bad = head.clone();
-        bad.push(step_end(5, 0, 0));
-        assert!(err_of(&bad).contains("K.step-end-pending"));
-        let mut bad = head.clone();
-        bad.push(user(5, "hi"));
-        assert!(err_of(&bad).contains("K.calls-pending"));
-        let mut bad = head;
-        bad.push(call(5, 0, 0, "a"));
-        assert!(err_of(&bad).contains("twice"));
-    }
-
-    #[test]
-    fn b15_tool_result_replacement_and_bookkeeping_need_a_turn() {
-        assert!(err_of(&[todo(0)]).contains("B15.in-turn"));
-        let mut req = todo(0);
-        req.kind = "request/header".into();
-        assert!(err_of(&[req]).contains("B15.in-turn"));
-        let mut rep = result(0, 0, 0, "a");
-        rep.surface_op = Some(replace_op(0, 0));
-        assert!(
-            err_of(&[user(0, "x"), {
-                rep.seq = 1;
-                rep
-            }])
-            .contains("B15.replace-in-turn")
-        );
-        assert!(run(&[turn_start(0, 0), todo(1)]).is_ok());
-    }
-
-    #[test]
-    fn b15_end_seed_and_plugin_types_are_unconstrained() {
-        let mut seed = todo(0);
-        seed.kind = "session/end-seed".into();
-        let mut plug = todo(1);
-        plug.kind = "compaction/start".into();
-        assert!(run(&[seed, plug]).is_ok());
-    }
-}
+#[path = "invariants_tests.rs"]
+mod tests;

@@ -4,7 +4,8 @@
 //! A log is grown by interpreting random choices against the current state, so every appended
 //! event is valid by construction (the invariants must accept it: that is a property too);
 //! replacement attempts pick random ranges and may be refused (a refusal must leave the log and
-//! its projection untouched).
+//! its projection untouched). In half the logs the "server" numbers calls per response
+//! (`call_0`, `call_1` in every step), so call ids repeat across steps (issue 11 item 10).
 
 use std::sync::Arc;
 
@@ -42,11 +43,18 @@ struct Sim {
     /// (call id, tool/call logged) of unanswered calls, model order.
     pending: Vec<(String, bool)>,
     ids: u64,
+    /// Calls declared in the open step (per-response numbering continues after them).
+    step_calls: u64,
+    /// The "server" numbers calls per response (`call_0` in every step).
+    per_response: bool,
 }
 
 fn grow(choices: &[(u8, u16, u16)]) -> SessionLog {
     let mut log = SessionLog::new(header(), Arc::default()).unwrap();
-    let mut s = Sim::default();
+    let mut s = Sim {
+        per_response: choices.first().is_some_and(|c| c.1 % 2 == 0),
+        ..Sim::default()
+    };
     for &(op, a, b) in choices {
         let must = |log: &mut SessionLog, ev: NewEvent| {
             let kind = ev.kind.clone();
@@ -84,17 +92,27 @@ fn grow(choices: &[(u8, u16, u16)]) -> SessionLog {
                 if let (Some(t), None) = (s.turn, s.step) {
                     must(&mut log, ce::step_start(t, s.next_step));
                     s.step = Some(s.next_step);
+                    s.step_calls = 0;
                     s.next_step += 1;
                 }
             }
             3 => {
                 if let (Some(t), Some(st), true) = (s.turn, s.step, s.pending.is_empty()) {
                     let n = a % 4;
+                    // Half the logs' "servers" number calls per response (`call_0` in every
+                    // step, as llama.cpp does): ids then repeat across steps (issue 11 item 10).
+                    let per_response = s.per_response;
+                    let first = s.step_calls;
+                    s.step_calls += u64::from(n);
                     let calls: Vec<ToolCall> = (0..n)
-                        .map(|_| {
+                        .map(|k| {
                             s.ids += 1;
                             ToolCall {
-                                id: format!("c{}", s.ids),
+                                id: if per_response {
+                                    format!("call_{}", first + u64::from(k))
+                                } else {
+                                    format!("c{}", s.ids)
+                                },
                                 name: "t".into(),
                                 arguments: "{}".into(),
                             }
@@ -288,10 +306,26 @@ fn generator_covers_the_interesting_shapes() {
     let mut runner = TestRunner::deterministic();
     let (mut results, mut summaries, mut substitutions, mut unknown, mut not_started) =
         (0, 0, 0, 0, 0);
+    let mut reused = 0;
     for _ in 0..200 {
         let c = choices().new_tree(&mut runner).unwrap().current();
         let log = grow(&c);
         let events: Vec<_> = log.events().iter().map(|e| (**e).clone()).collect();
+        // Logs where one call id is declared in more than one step (issue 11 item 10).
+        let mut steps_of: std::collections::HashMap<String, std::collections::HashSet<(u64, u64)>> =
+            std::collections::HashMap::new();
+        for e in events.iter().filter(|e| e.kind == "assistant/message") {
+            for id in crate::invariants::tool_call_ids(&e.data).flatten() {
+                let at = (
+                    e.data["turn"].as_u64().unwrap(),
+                    e.data["step"].as_u64().unwrap(),
+                );
+                steps_of.entry(id.to_owned()).or_default().insert(at);
+            }
+        }
+        if steps_of.values().any(|s| s.len() > 1) {
+            reused += 1;
+        }
         for e in &events {
             match (&e.surface_op, e.kind.as_str()) {
                 (Some(SurfaceOp::Replace { .. }), "tool/result") => substitutions += 1,
@@ -310,12 +344,24 @@ fn generator_covers_the_interesting_shapes() {
             }
         }
     }
-    let stats = (results, summaries, substitutions, unknown, not_started);
+    let stats = (
+        results,
+        summaries,
+        substitutions,
+        unknown,
+        not_started,
+        reused,
+    );
     eprintln!(
-        "generator stats (results, summaries, substitutions, unknown, not_started): {stats:?}"
+        "generator stats (results, summaries, substitutions, unknown, not_started, logs reusing a call id): {stats:?}"
     );
     assert!(
-        results > 100 && summaries > 20 && substitutions > 5 && unknown > 5 && not_started > 5,
+        results > 100
+            && summaries > 20
+            && substitutions > 5
+            && unknown > 5
+            && not_started > 5
+            && reused > 10,
         "{stats:?}"
     );
 }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use keel_plugin_api::services::driver::ProfileIdentity;
 use keel_plugin_api::services::session::{
     EventRecord, FORMAT_VERSION, HeaderKind, SessionHeader, StoreError,
 };
@@ -72,6 +73,10 @@ pub struct CreateArgs {
     /// written, and the events vanish when the session closes. Checkpoints still succeed.
     #[serde(default)]
     pub ephemeral: bool,
+    /// The profile the session is created under, logged at once as its first event
+    /// (`session/profile`, issue 11 item 7) by the `create` method.
+    #[serde(default)]
+    pub profile: Option<ProfileIdentity>,
 }
 
 /// What `open` did.

@@ -532,3 +532,7 @@ async fn cli_sessions_list_fork_and_errors() {
 /// The `session/persist` hook at the service's door (SEC-03).
 #[path = "persist_tests.rs"]
 mod persist;
+
+/// The recorded profile: `create {profile}` and `profile` (issue 11 item 7).
+#[path = "profile_tests.rs"]
+mod profile;

@@ -15,8 +15,9 @@
 use std::collections::HashSet;
 use std::fmt;
 
+use keel_plugin_api::services::driver::ProfileIdentity;
 use keel_plugin_api::services::session::{
-    CORE_TYPES, EventRecord, FORMAT_VERSION, SURFACE_TYPES, SessionHeader, SurfaceOp,
+    CORE_TYPES, EventRecord, FORMAT_VERSION, PROFILE_EVENT, SURFACE_TYPES, SessionHeader, SurfaceOp,
 };
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -335,6 +336,16 @@ pub fn check_new(ev: &NewEvent, seq: u64, types: &EventTypes) -> Result<()> {
             kind,
             "SES-02.data",
             "core event data must be a JSON object",
+        ));
+    }
+    if kind == PROFILE_EVENT
+        && (!ev.ignorable || serde_json::from_value::<ProfileIdentity>(ev.data.clone()).is_err())
+    {
+        return Err(SessionError::rule(
+            seq,
+            kind,
+            "SES-02.data",
+            "session/profile must be ignorable with data {name, digest} (two strings)",
         ));
     }
     check_surface_fields(

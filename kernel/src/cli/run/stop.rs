@@ -68,6 +68,18 @@ impl StopSignals {
         Ok(StopSignals { streams })
     }
 
+    /// A stop signal that already arrived, without waiting.
+    pub fn try_recv(&mut self) -> Option<Stop> {
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        self.streams
+            .iter_mut()
+            .find_map(|(stop, stream)| match stream.poll_recv(&mut cx) {
+                Poll::Ready(Some(())) => Some(*stop),
+                _ => None,
+            })
+    }
+
     /// The next stop signal, whichever comes first.
     pub async fn recv(&mut self) -> Stop {
         poll_fn(|cx| {

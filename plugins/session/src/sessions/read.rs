@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use keel_plugin_api::services::session::StoreError;
+use keel_plugin_api::services::session::{EventRecord, PROFILE_EVENT, StoreError};
 use serde_json::{Value, json};
 
 use super::{Live, SessionManager, Snapshot, arcs, lock};
@@ -188,4 +188,26 @@ fn live_open_turn(id: &str, turn: u64) -> SessionError {
             "session '{id}' is live in this process with turn {turn} open; a live session is never repaired (use inspect)"
         ),
     )
+}
+
+impl SessionManager {
+    /// The profile session `id` was created under: the data of its first `session/profile`
+    /// event, `None` when it records none (issue 11 item 7). Reads a stored session without
+    /// repairing it (like [`SessionManager::inspect`]; live elsewhere is fine).
+    ///
+    /// # Errors
+    /// `SESSION_NOT_FOUND`, `SESSION_UNSUPPORTED`, `SESSION_CORRUPT`, store errors.
+    pub async fn recorded_profile(&self, id: &str) -> Result<Option<Value>> {
+        check_id(id)?;
+        let first = |events: &[EventRecord]| {
+            events
+                .iter()
+                .find(|e| e.kind == PROFILE_EVENT)
+                .map(|e| e.data.clone())
+        };
+        Ok(match self.live(id) {
+            Some(live) => first(&Self::live_snapshot(&live).1),
+            None => first(&self.load_checked(id, false).await?.events),
+        })
+    }
 }

@@ -493,7 +493,10 @@ impl Plugin for BenchDriver {
                     1
                 }
             };
-            Ok(serde_json::to_value(DriverOutcome { exit_code })?)
+            Ok(serde_json::to_value(DriverOutcome {
+                exit_code,
+                relaunch: None,
+            })?)
         }))?;
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! Proof plugin: a driver (provides `keel.driver`) that runs a script of steps given as the
 //! prompt — `emit:TAG,waterfall,async-waterfall,parallel,serial,disable:ROW,enable:ROW,…` — and
 //! prints one JSON line per step on stdout. It lets integration tests drive every dispatch mode
-//! and every lifecycle operation through the real `keel` binary and real cdylibs. Commas inside
+//! and every lifecycle operation through the real `keel` binary and real cdylibs; `relaunch:P`
+//! asks the kernel to run the script again under profile P. Commas inside
 //! `{…}`, `[…]` or a JSON string do not split steps, so `reload:ROW:{json}` takes any config.
 
 #![allow(clippy::panic, reason = "the `panic` step panics on purpose")]
@@ -12,7 +13,7 @@ use std::time::Duration;
 use keel_plugin_api::abi::{RString, RVec};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
-use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome};
+use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome, Relaunch};
 use keel_proof_api::{
     Chain, Counter, LyingLayout, LyingMode, Probe, ProofAsyncWaterfall, ProofEmit, ProofParallel,
     ProofSerial, ProofWaterfall, Undeclared, trace,
@@ -189,16 +190,33 @@ impl Plugin for ProofDriver {
                 ));
             }
             let invocation: DriverInvocation = serde_json::from_value(args)?;
-            let script = invocation.prompt.unwrap_or_default();
+            let script = invocation.prompt.clone().unwrap_or_default();
             let mut exit_code = 0;
+            let mut relaunch = None;
             for s in split_steps(&script) {
                 if let Some(code) = s.strip_prefix("exit:") {
                     exit_code = code.parse().unwrap_or(1);
                     continue;
                 }
+                // `relaunch:P`: print the profile this run got, then ask to run again under P.
+                if let Some(profile) = s.strip_prefix("relaunch:") {
+                    print(json!({"step": "relaunch", "ok": true, "value": {
+                        "profile": invocation.profile,
+                        "identity": invocation.profile_identity,
+                        "explicit": invocation.profile_explicit,
+                    }}));
+                    relaunch = Some(Relaunch {
+                        profile: profile.to_owned(),
+                        reason: "the proof script asked".to_owned(),
+                    });
+                    continue;
+                }
                 print(step(ctx, s).await);
             }
-            Ok(serde_json::to_value(DriverOutcome { exit_code })?)
+            Ok(serde_json::to_value(DriverOutcome {
+                exit_code,
+                relaunch,
+            })?)
         }))?;
         Ok(())
     }

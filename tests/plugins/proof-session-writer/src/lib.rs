@@ -288,7 +288,10 @@ impl Plugin for SessionWriter {
             }
             let invocation: DriverInvocation = serde_json::from_value(args)?;
             let exit_code = run(ctx, invocation).await?;
-            Ok(serde_json::to_value(DriverOutcome { exit_code })?)
+            Ok(serde_json::to_value(DriverOutcome {
+                exit_code,
+                relaunch: None,
+            })?)
         }))?;
         Ok(())
     }

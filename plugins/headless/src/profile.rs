@@ -1,0 +1,182 @@
+//! Which profile `keel resume` runs a session under (issue 11 item 7).
+//!
+//! `keel run` records the running profile with the session it creates (`keel.agent` `create`
+//! passes [`ProfileIdentity`] on to `keel.session`, which logs it as the session's
+//! `session/profile` event). `keel resume ID` reads it back (`keel.session` `profile`) before it
+//! does anything else — before the prompt is read, before any credential check — and:
+//!
+//! - without `--profile`, when the session was created under another profile, asks the kernel
+//!   to run the same command line again under that one ([`Relaunch`]; the kernel does so once);
+//! - with a `--profile` that differs, runs under it and says so in one stderr line;
+//! - under the recorded profile whose assembled config changed since (another digest), runs and
+//!   says that too (not fatal);
+//! - for a session that records no profile (created before keel recorded it, or by a driver
+//!   that does not), or a kernel that does not tell its profile, runs as before.
+
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::driver::{DriverInvocation, ProfileIdentity, Relaunch};
+use serde_json::json;
+
+/// What the driver does with a resume, given the session's recorded profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Go on under the running profile, saying the line on stderr first when there is one.
+    Proceed(Option<String>),
+    /// Ask the kernel to run the command again under the recorded profile.
+    Relaunch(Relaunch),
+}
+
+/// How much of a digest a note shows.
+const SHOWN_DIGEST: usize = 12;
+
+fn short(digest: &str) -> &str {
+    digest.get(..SHOWN_DIGEST).unwrap_or(digest)
+}
+
+/// The decision for `inv` given `recorded`, the profile session `inv.session_id` was created
+/// with (`None`: it records none).
+pub fn decide(inv: &DriverInvocation, recorded: Option<&ProfileIdentity>) -> Decision {
+    let (Some(recorded), Some(running), "resume") = (
+        recorded,
+        inv.profile_identity.as_ref(),
+        inv.command.as_str(),
+    ) else {
+        return Decision::Proceed(None);
+    };
+    let session = inv.session_id.as_deref().unwrap_or_default();
+    if recorded.name != running.name {
+        if !inv.profile_explicit {
+            return Decision::Relaunch(Relaunch {
+                profile: recorded.name.clone(),
+                reason: format!("session {session} was created with it"),
+            });
+        }
+        return Decision::Proceed(Some(format!(
+            "keel: resuming session {session} (recorded with profile {}, digest {}) under profile {} (--profile)",
+            recorded.name,
+            short(&recorded.digest),
+            running.name
+        )));
+    }
+    if recorded.digest != running.digest {
+        return Decision::Proceed(Some(format!(
+            "keel: resuming session {session} under profile {}, whose config changed since the session recorded it (digest {} then, {} now)",
+            running.name,
+            short(&recorded.digest),
+            short(&running.digest)
+        )));
+    }
+    Decision::Proceed(None)
+}
+
+/// The profile session `id` records, read through `keel.session` `profile`; `None` when it
+/// records none or cannot be read here (the resume itself then reports why, as before).
+pub async fn recorded(sessions: &CallHandle, id: &str) -> Option<ProfileIdentity> {
+    match sessions.call("profile", json!({ "session_id": id })).await {
+        Ok(answer) => serde_json::from_value(answer.get("profile").cloned()?).ok(),
+        Err(e) => {
+            tracing::debug!(
+                session = id,
+                "no recorded profile: [{}] {}",
+                e.code,
+                e.message
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(name: &str, digest: &str) -> ProfileIdentity {
+        ProfileIdentity {
+            name: name.into(),
+            digest: digest.into(),
+        }
+    }
+
+    fn inv(command: &str, running: Option<ProfileIdentity>, explicit: bool) -> DriverInvocation {
+        DriverInvocation {
+            command: command.into(),
+            session_id: Some("S".into()),
+            prompt: Some("go".into()),
+            cwd: "/w".into(),
+            profile: running.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
+            profile_identity: running,
+            profile_explicit: explicit,
+            options: json!({}),
+            stderr_is_terminal: Some(false),
+        }
+    }
+
+    const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    // Issue 11 item 7: without --profile, a session recorded under another profile relaunches.
+    #[test]
+    fn item7_resume_without_profile_relaunches_under_the_recorded_one() {
+        let d = decide(
+            &inv("resume", Some(id("default", B)), false),
+            Some(&id("headless", A)),
+        );
+        assert_eq!(
+            d,
+            Decision::Relaunch(Relaunch {
+                profile: "headless".into(),
+                reason: "session S was created with it".into(),
+            })
+        );
+    }
+
+    #[test]
+    fn item7_an_explicit_other_profile_runs_and_says_so_in_one_line() {
+        let d = decide(
+            &inv("resume", Some(id("default", B)), true),
+            Some(&id("headless", A)),
+        );
+        assert_eq!(
+            d,
+            Decision::Proceed(Some(
+                "keel: resuming session S (recorded with profile headless, digest aaaaaaaaaaaa) under profile default (--profile)".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn item7_a_changed_config_of_the_same_profile_is_said_not_fatal() {
+        for explicit in [false, true] {
+            let Decision::Proceed(Some(line)) = decide(
+                &inv("resume", Some(id("headless", B)), explicit),
+                Some(&id("headless", A)),
+            ) else {
+                panic!("expected a note");
+            };
+            assert!(
+                line.contains("config changed")
+                    && line.contains("aaaaaaaaaaaa then, bbbbbbbbbbbb now"),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn item7_same_profile_no_record_an_old_kernel_or_run_change_nothing() {
+        let same = id("headless", A);
+        let none = Decision::Proceed(None);
+        assert_eq!(
+            decide(&inv("resume", Some(same.clone()), false), Some(&same)),
+            none
+        );
+        assert_eq!(
+            decide(&inv("resume", Some(id("default", B)), false), None),
+            none
+        );
+        assert_eq!(decide(&inv("resume", None, false), Some(&same)), none);
+        assert_eq!(
+            decide(&inv("run", Some(id("default", B)), false), Some(&same)),
+            none
+        );
+    }
+}
