@@ -5,11 +5,11 @@ mod agent_faults;
 /// Ids in a session: message ids across resumes, tool-call ids repeating across steps
 /// (issue 11 items 6 and 10).
 mod agent_ids;
-/// `keel resume` runs a session under the profile it was created with (issue 11 item 7).
-mod agent_profile;
 /// The agent against llama.cpp's server quirks: tool_choice, the non-streamed fallback, the
 /// real overflow error, unknown usage (issue 11 items 1–5).
 mod agent_llama_cpp;
+/// `keel resume` runs a session under the profile it was created with (issue 11 item 7).
+mod agent_profile;
 /// The agent survives crashes and failing plugins (SES-06, LOOP-08/09/12).
 mod agent_recovery;
 /// The agent end to end against the loopback model server (issue 4 acceptance).
