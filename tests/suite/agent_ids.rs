@@ -5,8 +5,6 @@
 //! closes the open call (B7, SES-06).
 
 use std::collections::HashSet;
-use std::process::Stdio;
-use std::time::Duration;
 
 use keel_tests::model_server::Reply;
 use serde_json::{Value, json};
@@ -184,37 +182,7 @@ fn item10_sigkill_during_a_reused_call_id_then_resume_closes_the_right_step() {
         Reply::text("carrying on"),
     ]);
     let env = agent_env(&server, "");
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
-    let mut child = env
-        .command(&[
-            "run",
-            "--profile",
-            "t",
-            "--output-format",
-            "stream-json",
-            "run it",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid_file = work_file(&env, "started.pid");
-    assert!(
-        wait_for_file(&pid_file, Duration::from_secs(30)),
-        "the tool never started"
-    );
-    child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
-    if !sandbox_usable()
-        && let Ok(pid) = std::fs::read_to_string(&pid_file)
-        && let Ok(pid) = pid.trim().parse::<i32>()
-        && let Some(pgid) = rustix::process::Pid::from_raw(pid)
-    {
-        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-    }
-    let init: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
-    let id = init["session_id"].as_str().unwrap().to_owned();
+    let id = sigkill_while_the_tool_runs(&env);
     env.keel(&["resume", &id, "--profile", "t", "what happened?"])
         .expect_code(0);
     let reqs = contract_holds(&server);

@@ -121,49 +121,7 @@ fn ses06_sigkill_during_a_tool_then_resume_shows_outcome_unknown() {
         Reply::text("carrying on"),
     ]);
     let env = agent_env(&server, "");
-    // keel dies by SIGKILL with the tool's process group alive; make this test process their
-    // new parent, so the orphans are ours to kill and never reach the machine's PID 1.
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
-    let mut child = env
-        .command(&[
-            "run",
-            "--profile",
-            "t",
-            "--output-format",
-            "stream-json",
-            "run it",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid_file = work_file(&env, "started.pid");
-    assert!(
-        wait_for_file(&pid_file, Duration::from_secs(30)),
-        "the tool never started"
-    );
-    child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
-    // Unconfined, the tool's process group outlives the SIGKILLed keel: stop it ourselves.
-    // Under bubblewrap `--die-with-parent` takes it down, and `$$` is a pid of the sandbox's
-    // own namespace, which must never be signalled from here.
-    if !sandbox_usable()
-        && let Ok(pid) = std::fs::read_to_string(&pid_file)
-        && let Ok(pid) = pid.trim().parse::<i32>()
-    {
-        // Not `kill -9 -PID`: procps-ng 4.0.2's kill reads that as `kill -9 -1` (everything).
-        if let Some(pgid) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-        }
-    }
-    let init: Value = serde_json::from_str(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .next()
-            .expect("the init line"),
-    )
-    .unwrap();
-    let id = init["session_id"].as_str().unwrap().to_owned();
+    let id = sigkill_while_the_tool_runs(&env);
     let run = env.keel(&["resume", &id, "--profile", "t", "what happened?"]);
     run.expect_code(0);
     let reqs = contract_holds(&server);

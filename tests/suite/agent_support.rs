@@ -290,3 +290,49 @@ pub fn set_secret(env: &Env, name: &str, value: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Starts `keel run --output-format stream-json` in `env`, waits until the tool wrote
+/// `started.pid` (workspace-relative), SIGKILLs keel and returns the session id from the init
+/// line. This test process becomes the subreaper, so orphans are never PID 1's; unconfined,
+/// the tool's process group outlives keel and is killed here (under bubblewrap
+/// `--die-with-parent` takes it down, and `$$` is a pid of the sandbox's own namespace, which
+/// must never be signalled from here).
+pub fn sigkill_while_the_tool_runs(env: &Env) -> String {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let mut child = env
+        .command(&[
+            "run",
+            "--profile",
+            "t",
+            "--output-format",
+            "stream-json",
+            "run it",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = work_file(env, "started.pid");
+    assert!(
+        wait_for_file(&pid_file, Duration::from_secs(30)),
+        "the tool never started"
+    );
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    if !sandbox_usable()
+        && let Ok(pid) = std::fs::read_to_string(&pid_file)
+        && let Ok(pid) = pid.trim().parse::<i32>()
+        // Not `kill -9 -PID`: procps-ng 4.0.2's kill reads that as `kill -9 -1` (everything).
+        && let Some(pgid) = rustix::process::Pid::from_raw(pid)
+    {
+        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+    }
+    let init: Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .expect("the init line"),
+    )
+    .unwrap();
+    init["session_id"].as_str().unwrap().to_owned()
+}
