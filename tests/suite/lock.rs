@@ -53,6 +53,23 @@ pub(crate) fn append_byte(path: &Path) {
 }
 
 /// Runs keel with glibc's loader log on; returns the run and the libraries it `dlopen`ed.
+/// A `LOCK_DIGEST` refusal: `line` names every needle, no plugin ran, and no library of the
+/// dist tree was opened before the check.
+pub(crate) fn refused_before_opening(env: &Env, line: &str, needles: &[&str], opened: &[String]) {
+    for needle in needles {
+        assert!(
+            line.contains(needle),
+            "error does not name {needle}:\n{line}"
+        );
+    }
+    assert!(env.trace().is_empty(), "a plugin ran: {:?}", env.trace());
+    let dist_lib = env.dist_lib().display().to_string();
+    assert!(
+        !opened.iter().any(|f| f.starts_with(&dist_lib)),
+        "plugin libraries were opened before the digest check: {opened:?}"
+    );
+}
+
 pub(crate) fn dlopened(env: &Env, args: &[&str]) -> (Run, Vec<String>) {
     let dir = env.path().join(format!("ld-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -182,23 +199,17 @@ fn krn04_a_tampered_library_is_refused_before_it_is_opened() {
 
     let (run, opened) = dlopened(&env, &["run", "--profile", "p", "counter"]);
     let line = run.one_error("LOCK_DIGEST");
-    for needle in [
-        "'proof-provider'",
-        &provider_shown,
-        &locked_digest,
-        &found_digest,
-        &lock_path(&env).display().to_string(),
-    ] {
-        assert!(
-            line.contains(needle),
-            "error does not name {needle}:\n{line}"
-        );
-    }
-    assert!(env.trace().is_empty(), "a plugin ran: {:?}", env.trace());
-    let dist_lib = env.dist_lib().display().to_string();
-    assert!(
-        !opened.iter().any(|f| f.starts_with(&dist_lib)),
-        "plugin libraries were opened before the digest check: {opened:?}"
+    refused_before_opening(
+        &env,
+        line,
+        &[
+            "'proof-provider'",
+            &provider_shown,
+            &locked_digest,
+            &found_digest,
+            &lock_path(&env).display().to_string(),
+        ],
+        &opened,
     );
     if loader_log_works {
         assert!(!opened.contains(&provider_shown));
