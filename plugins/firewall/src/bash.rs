@@ -289,13 +289,9 @@ pub fn rewrite(command: &str, known: impl Fn(&str) -> bool) -> Result<Option<Rew
                     i += 1;
                 }
                 (b'$', Some(b'(')) => {
-                    let arith = s.bytes.get(i + 2) == Some(&b'(');
-                    stack.push(Frame::Unquoted(if arith {
-                        Closer::Arith(0)
-                    } else {
-                        Closer::Paren(0)
-                    }));
-                    i += if arith { 3 } else { 2 };
+                    let (frame, len) = substitution(&s.bytes[i..]);
+                    stack.push(frame);
+                    i += len;
                 }
                 (b'`', _) => {
                     stack.push(Frame::Unquoted(Closer::Backtick));
@@ -323,13 +319,9 @@ pub fn rewrite(command: &str, known: impl Fn(&str) -> bool) -> Result<Option<Rew
                         i += 2;
                     }
                     (b'$', Some(b'(')) => {
-                        let arith = s.bytes.get(i + 2) == Some(&b'(');
-                        stack.push(Frame::Unquoted(if arith {
-                            Closer::Arith(0)
-                        } else {
-                            Closer::Paren(0)
-                        }));
-                        i += if arith { 3 } else { 2 };
+                        let (frame, len) = substitution(&s.bytes[i..]);
+                        stack.push(frame);
+                        i += len;
                     }
                     (b'`', _) => {
                         if closer == Closer::Backtick {
@@ -404,6 +396,16 @@ pub fn rewrite(command: &str, known: impl Fn(&str) -> bool) -> Result<Option<Rew
         command: s.out,
         names: s.names,
     }))
+}
+
+/// At `$(`: the frame it opens (a command substitution, or `$((` arithmetic) and how many
+/// bytes the opener takes.
+fn substitution(at: &[u8]) -> (Frame, usize) {
+    if at.get(2) == Some(&b'(') {
+        (Frame::Unquoted(Closer::Arith(0)), 3)
+    } else {
+        (Frame::Unquoted(Closer::Paren(0)), 2)
+    }
 }
 
 #[cfg(test)]
