@@ -34,12 +34,16 @@
 )]
 
 pub mod abi;
+pub mod codes;
 pub mod events;
 #[doc(hidden)]
 pub mod host;
 pub mod sdk;
 pub mod services;
 
+/// Re-exported so a config type's `JsonSchema` derive and `Manifest::config_type` agree on one
+/// version of schemars.
+pub use schemars;
 pub use sdk::prelude;
 
 #[doc(hidden)]

@@ -11,6 +11,7 @@ use std::fs;
 
 use keel_plugin_api::events::CATALOG;
 
+use crate::errors_doc;
 use crate::shell;
 use crate::shell::Failure;
 use crate::shell::Result;
@@ -61,11 +62,33 @@ pub fn write() -> Result {
     fs::write(&path, render(&catalog_rows()))
         .map_err(|e| Failure::new(format!("cannot write {}: {e}", path.display())))?;
     println!("wrote {}", path.display());
+    let errors = shell::root().join(errors_doc::ERRORS_MD);
+    fs::write(&errors, errors_doc::current())
+        .map_err(|e| Failure::new(format!("cannot write {}: {e}", errors.display())))?;
+    println!("wrote {}", errors.display());
     Ok(())
 }
 
-/// Fails when the committed `docs/events.md` differs from what the catalog renders to.
+/// Fails when the committed `docs/events.md` or `docs/errors.md` differs from what the
+/// catalogs render to.
 pub fn check() -> Result {
+    check_events()?;
+    let path = shell::root().join(errors_doc::ERRORS_MD);
+    let expected = errors_doc::current();
+    let actual = fs::read_to_string(&path).unwrap_or_default();
+    if actual == expected {
+        println!("{} is up to date", errors_doc::ERRORS_MD);
+        return Ok(());
+    }
+    let line = first_difference(&expected, &actual);
+    Err(Failure::new(format!(
+        "{} is out of date with keel_plugin_api::codes::CATALOG (first difference at line \
+         {line}); run `cargo xtask docs` and commit the result",
+        errors_doc::ERRORS_MD
+    )))
+}
+
+fn check_events() -> Result {
     let path = shell::root().join(EVENTS_MD);
     let expected = render(&catalog_rows());
     let Ok(actual) = fs::read_to_string(&path) else {

@@ -13,6 +13,7 @@ mod compat;
 mod demo;
 mod dist;
 mod docs;
+mod errors_doc;
 mod shell;
 mod test;
 mod tidy;

@@ -16,6 +16,7 @@ use async_ffi::FutureExt as _;
 use serde::de::DeserializeOwned;
 
 use super::call::CallHandle;
+use super::contract::{Contract, ContractClient, ContractHandle, Serves};
 use super::error::{Error, Result, from_abi};
 use super::event::{
     AsyncWaterfallEvent, EmitEvent, Event, ParallelEvent, SerialEvent, WaterfallEvent,
@@ -417,6 +418,84 @@ impl Context {
             let r: ServiceRef<NamedCall> = ServiceRef::from_shared(shared);
             (*r).clone()
         }))
+    }
+
+    // ---- typed contracts -----------------------------------------------------------------
+
+    /// Serves contract `C` with `provider` under `C::NAME` (declared in the manifest's
+    /// `provides`).
+    ///
+    /// # Errors
+    /// `UNDECLARED_SERVICE`, `DUPLICATE_PROVIDER`, `INACTIVE_FIBER`.
+    pub fn serve<C: Serves<P>, P: Send + Sync + 'static>(
+        &self,
+        provider: P,
+    ) -> Result<Registration> {
+        let handle = ContractHandle::serve::<C, P>(&self.row()?, provider);
+        self.provide::<C>(handle)
+    }
+
+    /// Serves contract `C` under a name chosen at run time (a tool provider's
+    /// `keel.tool.<row>`, an adapter's `keel.llm.adapter.<row>`), declared with
+    /// [`Manifest::provides_named`](super::Manifest::provides_named).
+    ///
+    /// # Errors
+    /// `UNDECLARED_SERVICE`, `DUPLICATE_PROVIDER`, `INACTIVE_FIBER`.
+    pub fn serve_named<C: Serves<P>, P: Send + Sync + 'static>(
+        &self,
+        name: &str,
+        provider: P,
+    ) -> Result<Registration> {
+        let handle = ContractHandle::serve::<C, P>(&self.row()?, provider);
+        let id = from_abi((self.api.provide())(
+            self.fiber,
+            rstr(name),
+            ErasedShared::new(handle),
+        ))?;
+        Ok(Registration { id })
+    }
+
+    /// A typed client of a required contract (declared in `requires`).
+    ///
+    /// # Errors
+    /// As [`Context::service`].
+    pub fn client<C: Contract>(&self) -> Result<C::Client> {
+        let service = self.service::<C>()?;
+        Ok(ContractClient::<C>::new((*service).clone(), &self.row()?).into())
+    }
+
+    /// A typed client of an optional contract: `None` when no provider is active.
+    ///
+    /// # Errors
+    /// As [`Context::get_service`].
+    pub fn get_client<C: Contract>(&self) -> Result<Option<C::Client>> {
+        let Some(service) = self.get_service::<C>()? else {
+            return Ok(None);
+        };
+        Ok(Some(
+            ContractClient::<C>::new((*service).clone(), &self.row()?).into(),
+        ))
+    }
+
+    /// A typed client of contract `C` served under a name learnt at run time; `None` when no
+    /// provider is active under it.
+    ///
+    /// # Errors
+    /// `SERVICE_LAYOUT` when the provider's handle is not a contract handle.
+    pub fn named_client<C: Contract>(&self, name: &str) -> Result<Option<C::Client>> {
+        let found = from_abi((self.api.service())(
+            self.fiber,
+            rstr(name),
+            <ContractHandle as StableAbi>::LAYOUT,
+            true,
+        ))?;
+        let Some(shared) = found.into_option() else {
+            return Ok(None);
+        };
+        let service: ServiceRef<C> = ServiceRef::from_shared(shared);
+        Ok(Some(
+            ContractClient::<C>::new((*service).clone(), &self.row()?).into(),
+        ))
     }
 
     fn lookup<S: Service>(&self, optional: bool) -> Result<Option<ServiceRef<S>>> {

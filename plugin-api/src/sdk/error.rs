@@ -5,6 +5,7 @@
 //! small means no plugin error type ever needs a stable layout.
 
 use crate::abi::{AbiResult, PluginError};
+use crate::codes::{ContractCode, ErrorCode};
 use abi_stable::std_types::RResult;
 
 /// An error with a stable code.
@@ -21,7 +22,26 @@ pub struct Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// Builds an error.
+    /// Builds an error from a typed code (`crate::codes`).
+    pub fn coded(code: impl ErrorCode, message: impl Into<String>) -> Self {
+        Error {
+            code: code.as_str().to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// Whether this error carries `code`.
+    pub fn is(&self, code: impl ErrorCode) -> bool {
+        self.code == code.as_str()
+    }
+
+    /// The typed code, when the error's code belongs to the set `C`.
+    pub fn code_as<C: ErrorCode>(&self) -> Option<C> {
+        C::parse(&self.code)
+    }
+
+    /// Builds an error from a code string received from elsewhere (the ABI, a log). New code
+    /// builds errors with [`Error::coded`].
     pub fn new(code: &str, message: impl Into<String>) -> Self {
         Error {
             code: code.to_owned(),
@@ -31,7 +51,7 @@ impl Error {
 
     /// A plugin-specific failure with code `PLUGIN`.
     pub fn msg(message: impl Into<String>) -> Self {
-        Error::new("PLUGIN", message)
+        Error::coded(ContractCode::Plugin, message)
     }
 
     /// Converts to the ABI shape.
@@ -51,13 +71,13 @@ impl From<PluginError> for Error {
 
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
-        Error::new("INVALID_JSON", e.to_string())
+        Error::coded(ContractCode::InvalidJson, e.to_string())
     }
 }
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
-        Error::new("IO", e.to_string())
+        Error::coded(ContractCode::Io, e.to_string())
     }
 }
 

@@ -205,6 +205,15 @@ impl Manifest {
         self
     }
 
+    /// The row config's JSON Schema, derived from its serde type (`#[derive(Deserialize,
+    /// JsonSchema)]`, with `#[serde(deny_unknown_fields)]` so a misspelt key is refused by
+    /// name): the type the plugin reads with [`Context::config`](super::Context::config) is the
+    /// schema the kernel validates, so the two cannot drift.
+    pub fn config_type<C: schemars::JsonSchema>(self) -> Self {
+        let schema = schemars::schema_for!(C);
+        self.config_schema(schema.to_value())
+    }
+
     /// The whole row config decides security: an untrusted project layer may not change it.
     pub fn guard_row(mut self) -> Self {
         self.guarded = Guarded::Row;

@@ -6,16 +6,22 @@
 
 mod call;
 mod context;
+mod contract;
+#[cfg(test)]
+mod contract_tests;
+mod declare_contract;
 pub mod environ;
 mod error;
 pub mod event;
 #[doc(hidden)]
 pub mod export;
 pub(crate) mod ffi;
+mod frozen;
 pub mod line;
 mod link;
 mod manifest;
 mod output;
+mod payload;
 mod plugin;
 mod registry;
 #[cfg(feature = "plugin-runtime")]
@@ -27,11 +33,16 @@ pub use call::CallHandle;
 #[cfg(test)]
 pub(crate) use context::test_disposer;
 pub use context::{Context, Registration, sleep};
+#[doc(hidden)]
+pub use contract::__boxed;
+pub use contract::{BoxedAnswer, Contract, ContractClient, ContractHandle, MethodSpec, Serves};
 pub use error::{Error, Result};
 pub use ffi::{AsyncNext, Next};
+pub use frozen::Frozen;
 pub use line::one_line;
 pub use manifest::{EventDecl, Guarded, Manifest, Provision, Requirement};
 pub use output::write_stream;
+pub use payload::Payload;
 pub use plugin::Plugin;
 pub use registry::register_until_unload;
 #[cfg(feature = "plugin-runtime")]
@@ -44,8 +55,8 @@ pub mod prelude {
         AsyncWaterfallEvent, EmitEvent, Event, ParallelEvent, SerialEvent, WaterfallEvent,
     };
     pub use super::{
-        AsyncNext, CallHandle, Context, Error, Manifest, Next, Plugin, Registration, Result,
-        Service, ServiceRef,
+        AsyncNext, CallHandle, Context, Contract, ContractClient, ContractHandle, Error, Frozen,
+        Manifest, Next, Plugin, Registration, Result, Service, ServiceRef,
     };
     pub use crate::abi::{ListenerOptions, RString, RVec, StableAbi};
 }

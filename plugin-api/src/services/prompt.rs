@@ -1,25 +1,44 @@
 //! The system-prompt seam (LOOP-14).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::sdk::{CallHandle, Service};
+crate::contract! {
+    /// The `system-prompt` plugin's service.
+    pub contract SystemPrompt = "keel.system-prompt", version 1;
+    provider SystemPromptProvider;
+    client SystemPromptClient;
+    /// Runs the `system-prompt/assemble` waterfall, orders sections by number, interpolates
+    /// `{{variables}}`; `PROMPT_CONFLICT` when more than one effective section is `complete`.
+    fn assemble(AssembleRequest) -> AssembledPrompt;
+}
 
-/// The `system-prompt` plugin's service. Method `"assemble"`: `{session_id, cwd, tools:
-/// [String]}` → `{text}`. Runs the `system-prompt/assemble` waterfall, orders sections by
-/// number, interpolates `{{variables}}`, and fails with `PROMPT_CONFLICT` when more than one
-/// effective section is `complete`.
-#[derive(Debug, Clone, Copy)]
-pub struct SystemPrompt;
+/// `assemble`'s request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssembleRequest {
+    /// Session id (passed to the waterfall's listeners).
+    #[serde(default)]
+    pub session_id: String,
+    /// The session's working directory.
+    pub cwd: String,
+    /// Tool names offered to the model.
+    #[serde(default)]
+    pub tools: Vec<String>,
+}
 
-impl Service for SystemPrompt {
-    const NAME: &'static str = "keel.system-prompt";
-    type Handle = CallHandle;
+/// `assemble`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssembledPrompt {
+    /// The system prompt.
+    pub text: String,
 }
 
 /// One section of the system prompt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PromptSection {
     /// Stable id; a later section with the same id replaces the earlier one.
+    #[schemars(length(min = 1))]
     pub id: String,
     /// Sort key.
     pub order: i64,
@@ -28,4 +47,12 @@ pub struct PromptSection {
     /// This section is the whole prompt (at most one effective `complete` section).
     #[serde(default)]
     pub complete: bool,
+}
+
+crate::error_codes! {
+    /// The system prompt (`system-prompt` plugin).
+    pub enum PromptCode in "prompt" {
+        /// More than one effective section is `complete`.
+        Conflict = "PROMPT_CONFLICT", by "`keel.system-prompt` `assemble`", retry Never;
+    }
 }

@@ -6,7 +6,7 @@ use keel_plugin_api::events::Json;
 use keel_plugin_api::events::agent::AgentPoint;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::{Llm, LlmCallConfig, LlmRequest, LlmResponse, ModelTool};
-use keel_plugin_api::services::prompt::SystemPrompt;
+use keel_plugin_api::services::prompt::{AssembleRequest, SystemPrompt};
 use keel_plugin_api::services::session::Sessions;
 use keel_plugin_api::services::tools::{BatchRequest, ToolDefinition, ToolResult, Tools};
 use serde::Deserialize;
@@ -200,16 +200,14 @@ impl Seams {
         cwd: &str,
         tools: &[ModelTool],
     ) -> Result<Option<String>> {
-        let Some(sp) = self.ctx.get_service::<SystemPrompt>()? else {
+        let Some(sp) = self.ctx.get_client::<SystemPrompt>()? else {
             return Ok(None);
         };
-        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-        let v = sp
-            .call(
-                "assemble",
-                json!({ "session_id": session_id, "cwd": cwd, "tools": names }),
-            )
-            .await?;
-        Ok(v.get("text").and_then(Value::as_str).map(str::to_owned))
+        let request = AssembleRequest {
+            session_id: session_id.to_owned(),
+            cwd: cwd.to_owned(),
+            tools: tools.iter().map(|t| t.name.clone()).collect(),
+        };
+        Ok(Some(sp.assemble(request).await?.text))
     }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use keel_plugin_api::services::prompt::PromptSection;
+use keel_plugin_api::services::prompt::{PromptCode, PromptSection};
 
 /// `{{name}}` → value.
 pub type Variables = BTreeMap<String, String>;
@@ -19,9 +19,9 @@ pub enum PromptError {
 
 impl PromptError {
     /// The wire code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> PromptCode {
         match self {
-            PromptError::Conflict(_) => "PROMPT_CONFLICT",
+            PromptError::Conflict(_) => PromptCode::Conflict,
         }
     }
 
@@ -248,7 +248,7 @@ mod tests {
             &Variables::new(),
         )
         .unwrap_err();
-        assert_eq!(err.code(), "PROMPT_CONFLICT");
+        assert_eq!(err.code().code(), "PROMPT_CONFLICT");
         assert_eq!(err, PromptError::Conflict(vec!["one".into(), "two".into()]));
         assert!(err.message().contains("one, two"));
     }

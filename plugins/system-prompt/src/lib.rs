@@ -6,25 +6,27 @@
 //! UTC, `os`, `tools`) under the config's (so a profile can pin `date`), runs the
 //! `system-prompt/assemble` waterfall so other plugins add or replace sections and variables,
 //! and hands the result to [`assemble`], the SDK-free rules. Errors: `PROMPT_CONFLICT` (more
-//! than one effective `complete` section), `INVALID_ARGS`, `INVALID_JSON` (a listener left
-//! a payload that is not the documented shape), `UNKNOWN_METHOD`.
+//! than one effective `complete` section), `INVALID_JSON` (a listener left a payload that is
+//! not the documented shape).
 
 pub mod assemble;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::prompt::{Assemble, PromptAssembly};
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::prompt::{PromptSection, SystemPrompt};
+use keel_plugin_api::services::prompt::{
+    AssembleRequest, AssembledPrompt, PromptSection, SystemPrompt, SystemPromptProvider,
+};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use assemble::{PromptError, Variables};
 
 /// The row config.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The starting sections; absent → [`assemble::default_sections`].
@@ -35,18 +37,8 @@ pub struct Config {
     pub variables: BTreeMap<String, String>,
 }
 
-/// What `"assemble"` takes.
-#[derive(Debug, Clone, Deserialize)]
-pub struct AssembleArgs {
-    /// Session id (passed to the waterfall's listeners).
-    #[serde(default)]
-    pub session_id: String,
-    /// The session's working directory.
-    pub cwd: String,
-    /// Tool names offered to the model.
-    #[serde(default)]
-    pub tools: Vec<String>,
-}
+/// What `assemble` takes.
+pub type AssembleArgs = AssembleRequest;
 
 impl Config {
     /// The sections and variables assembly starts from, before the waterfall.
@@ -84,9 +76,7 @@ fn now_secs() -> i64 {
         .unwrap_or(0)
 }
 
-fn assemble_call(ctx: Context, config: &Config, args: Value) -> Result<Value> {
-    let args: AssembleArgs = serde_json::from_value(args)
-        .map_err(|e| Error::new("INVALID_ARGS", format!("assemble: {e}")))?;
+fn assemble_call(ctx: Context, config: &Config, args: AssembleArgs) -> Result<AssembledPrompt> {
     let (sections, vars) = config.start(&args, now_secs());
     let mut payload = PromptAssembly {
         session_id: args.session_id.as_str().into(),
@@ -97,8 +87,20 @@ fn assemble_call(ctx: Context, config: &Config, args: Value) -> Result<Value> {
     let sections: Vec<PromptSection> = payload.sections.parse()?;
     let vars = variables_from(&payload.variables)?;
     let text =
-        assemble::assemble(sections, &vars).map_err(|e| Error::new(e.code(), e.message()))?;
-    Ok(json!({ "text": text }))
+        assemble::assemble(sections, &vars).map_err(|e| Error::coded(e.code(), e.message()))?;
+    Ok(AssembledPrompt { text })
+}
+
+/// The provider: the row config and the fiber's context.
+struct Assembler {
+    ctx: Context,
+    config: Config,
+}
+
+impl SystemPromptProvider for Assembler {
+    async fn assemble(&self, request: AssembleRequest) -> Result<AssembledPrompt> {
+        assemble_call(self.ctx, &self.config, request)
+    }
 }
 
 /// The plugin value.
@@ -107,47 +109,15 @@ struct SystemPromptPlugin;
 
 impl Plugin for SystemPromptPlugin {
     fn manifest(&self) -> Manifest {
-        let section = json!({
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "minLength": 1},
-                "order": {"type": "integer"},
-                "text": {"type": "string"},
-                "complete": {"type": "boolean"}
-            },
-            "required": ["id", "order", "text"],
-            "additionalProperties": false
-        });
         Manifest::new("system-prompt", env!("CARGO_PKG_VERSION"))
             .description("assembles the system prompt from sections, tools and variables")
             .provides::<SystemPrompt>()
-            .config_schema(json!({
-                "type": "object",
-                "properties": {
-                    "sections": {"type": "array", "items": section},
-                    "variables": {
-                        "type": "object",
-                        "additionalProperties": {"type": "string"}
-                    }
-                },
-                "additionalProperties": false
-            }))
+            .config_type::<Config>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
-        let config: Arc<Config> = Arc::new(ctx.config()?);
-        ctx.provide::<SystemPrompt>(CallHandle::new(move |method, args| {
-            let config = Arc::clone(&config);
-            async move {
-                match method.as_str() {
-                    "assemble" => assemble_call(ctx, &config, args),
-                    other => Err(Error::new(
-                        "UNKNOWN_METHOD",
-                        format!("keel.system-prompt has no method {other:?}"),
-                    )),
-                }
-            }
-        }))?;
+        let config: Config = ctx.config()?;
+        ctx.serve::<SystemPrompt, _>(Assembler { ctx, config })?;
         Ok(())
     }
 }
@@ -157,6 +127,7 @@ keel_plugin_api::export_plugin!(SystemPromptPlugin);
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;
+    use serde_json::json;
 
     use super::*;
 
