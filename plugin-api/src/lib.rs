@@ -35,6 +35,7 @@
 
 pub mod abi;
 pub mod codes;
+pub mod conversation;
 pub mod events;
 #[doc(hidden)]
 pub mod host;
@@ -51,4 +52,5 @@ pub mod __private {
     pub use abi_stable::library::{
         __call_root_module_loader, CheckTypeLayout, LibHeader, RootModuleResult,
     };
+    pub use serde;
 }

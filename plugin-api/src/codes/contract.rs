@@ -18,6 +18,10 @@ crate::error_codes! {
         Panic = "PANIC", by "the SDK's FFI shims", retry Never;
         /// No active provider for a required service.
         ServiceUnavailable = "SERVICE_UNAVAILABLE", by "`Context::client`", retry Later;
+        /// A row config the plugin cannot use: it does not deserialise into the plugin's config
+        /// type, or a value passed the schema but is unusable (an HTTP header that cannot be
+        /// sent).
+        Config = "CONFIG", by "`Context::config`; plugins at activation", retry Changed;
         /// A plugin-specific failure with no code of its own.
         Plugin = "PLUGIN", by "`Error::msg`", retry Never;
         /// An I/O error with no more specific code.

@@ -62,6 +62,34 @@ macro_rules! error_codes {
                     $($name::$variant => $code),*
                 }
             }
+
+            /// The wire spelling (as [`code`](Self::code)).
+            pub const fn as_str(self) -> &'static str {
+                self.code()
+            }
+        }
+
+        impl ::core::cmp::PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.code() == *other
+            }
+        }
+
+        impl $crate::__private::serde::Serialize for $name {
+            fn serialize<S: $crate::__private::serde::Serializer>(&self, s: S) -> ::core::result::Result<S::Ok, S::Error> {
+                s.serialize_str(self.code())
+            }
+        }
+
+        impl<'de> $crate::__private::serde::Deserialize<'de> for $name {
+            fn deserialize<D: $crate::__private::serde::Deserializer<'de>>(d: D) -> ::core::result::Result<Self, D::Error> {
+                let text = <::std::borrow::Cow<'de, str> as $crate::__private::serde::Deserialize>::deserialize(d)?;
+                <$name as $crate::codes::ErrorCode>::parse(&text).ok_or_else(|| {
+                    <D::Error as $crate::__private::serde::de::Error>::custom(format!(
+                        "unknown {} code `{text}`", $domain
+                    ))
+                })
+            }
         }
 
         impl $crate::codes::ErrorCode for $name {
@@ -78,6 +106,18 @@ macro_rules! error_codes {
                     $($code => Some($name::$variant),)*
                     _ => None,
                 }
+            }
+        }
+
+        impl $crate::schemars::JsonSchema for $name {
+            fn schema_name() -> ::std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+            fn json_schema(_: &mut $crate::schemars::SchemaGenerator) -> $crate::schemars::Schema {
+                $crate::schemars::json_schema!({
+                    "type": "string",
+                    "enum": [$($code),*],
+                })
             }
         }
 

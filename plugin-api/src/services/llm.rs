@@ -8,43 +8,135 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdk::{CallHandle, Service};
+use crate::sdk::Frozen;
 
-/// The registry service (`llm` plugin). Methods, with JSON shapes:
-///
-/// - `"register"`: `{service, providers: [String], default_model?: String}` →
-///   `{registration: u64}`. `default_model` is the model the adapter's row is configured with;
-///   the loop writes it into the logged `LlmCallConfig` so every request names its model. All or nothing: a
-///   provider already registered → `DUPLICATE_ADAPTER` and nothing is registered; an empty list
-///   or an empty name → `INVALID_ADAPTER` (LLM-01).
-/// - `"replace"`: `{registration, providers}` → `{}`: swaps the providers atomically.
-/// - `"unregister"`: `{registration}` → `{}`; using a disposed registration again →
-///   `REGISTRATION_DISPOSED`.
-/// - `"providers"`: `{}` → `{providers: [{provider, service, default_model?}]}`.
-/// - `"check"`: `{config: LlmCallConfig}` → `{}`: asks the adapter whether it could dispatch
-///   (credential configured, capability supported) without any I/O. `NO_ADAPTER`,
-///   `CREDENTIAL_MISSING` (naming the reference), `UNSUPPORTED_REASONING_EFFORT`.
-/// - `"stream"`: [`LlmRequest`] → [`LlmResponse`]. Never fails for provider trouble: every
-///   adapter failure is a terminal `finish{error}` chunk (LLM-04). Errors are only for
-///   middleware failures (a listener of `llm/stream` that failed or panicked).
-#[derive(Debug, Clone, Copy)]
-pub struct Llm;
-
-impl Service for Llm {
-    const NAME: &'static str = "keel.llm";
-    type Handle = CallHandle;
+crate::contract! {
+    /// The registry service (`llm` plugin): adapters register their providers; the agent loop
+    /// streams model calls through it.
+    pub contract Llm = "keel.llm", version 1;
+    provider LlmProvider;
+    client LlmClient;
+    /// Registers an adapter's providers. `default_model` is the model the adapter's row is
+    /// configured with; the loop writes it into the logged `LlmCallConfig` so every request
+    /// names its model. All or nothing: a provider already registered → `DUPLICATE_ADAPTER`
+    /// and nothing is registered; an empty list or an empty name → `INVALID_ADAPTER` (LLM-01).
+    fn register(RegisterAdapter) -> AdapterRegistration;
+    /// Swaps a registration's providers atomically.
+    fn replace(ReplaceProviders) -> ();
+    /// Removes a registration; a disposed one again → `REGISTRATION_DISPOSED`.
+    fn unregister(AdapterRegistration) -> ();
+    /// The registered providers.
+    fn providers(()) -> ProviderList;
+    /// Asks the adapter whether it could dispatch (credential configured, capability
+    /// supported) without any I/O: `NO_ADAPTER`, `CREDENTIAL_MISSING` (naming the reference),
+    /// `UNSUPPORTED_REASONING_EFFORT`.
+    fn check(CheckRequest) -> ();
+    /// One model call through the `llm/stream` waterfall. Never fails for provider trouble:
+    /// every adapter failure is a terminal `finish{error}` chunk (LLM-04). Errors are only for
+    /// middleware failures (a listener of `llm/stream` that failed or panicked).
+    fn stream(LlmRequest) -> LlmResponse;
 }
 
-/// The service name an adapter row provides (declare it with `Manifest::provides_named(…,
-/// false)`), e.g. `keel.llm.adapter.llm-openai`.
+crate::contract! {
+    /// An adapter: what an adapter row serves under [`adapter_service_name`] and registers with
+    /// [`Llm`].
+    pub contract LlmAdapter = "keel.llm.adapter.*", version 1;
+    provider LlmAdapterProvider;
+    client LlmAdapterClient;
+    /// One provider attempt, library retries off, every failure a terminal chunk.
+    fn generate(LlmRequest) -> LlmResponse;
+    /// Whether the adapter could dispatch `config`, without I/O.
+    fn check(CheckRequest) -> ();
+}
+
+impl LlmClient {
+    /// Registers an adapter and removes the registration when `ctx`'s row unloads (an
+    /// unregister that fails is ignored: a reload may have disposed the registry first).
+    ///
+    /// # Errors
+    /// `register`'s refusals (`DUPLICATE_ADAPTER`, `INVALID_ADAPTER`), `INACTIVE_FIBER`.
+    pub async fn register_until_unload(
+        &self,
+        ctx: &crate::sdk::Context,
+        request: RegisterAdapter,
+    ) -> crate::sdk::Result<AdapterRegistration> {
+        let registration = self.register(request).await?;
+        let llm = self.clone();
+        ctx.effect("unregister the adapter from keel.llm", move || async move {
+            if let Err(e) = llm.unregister(registration).await {
+                tracing::debug!(error = %e, "unregister the adapter from keel.llm");
+            }
+            Ok(())
+        })?;
+        Ok(registration)
+    }
+}
+
+/// The service name an adapter row serves [`LlmAdapter`] under (declare it with
+/// `Manifest::provides_named(…, false)`), e.g. `keel.llm.adapter.llm-openai`.
 pub fn adapter_service_name(row: &str) -> String {
     format!("keel.llm.adapter.{row}")
 }
 
-/// Adapter service methods: `"generate"` takes an [`LlmRequest`] and returns an [`LlmResponse`]
-/// (one provider attempt, library retries off, failures as a terminal chunk); `"check"` takes
-/// `{config}` and answers `{}` or an error, without I/O.
-pub const ADAPTER_METHODS: &[&str] = &["generate", "check"];
+/// `register`'s request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterAdapter {
+    /// The adapter's service name ([`adapter_service_name`]).
+    pub service: String,
+    /// Provider names it answers for.
+    pub providers: Vec<String>,
+    /// Its row's configured model.
+    #[serde(default)]
+    pub default_model: Option<String>,
+}
+
+/// A registration id (`register`'s answer, `unregister`'s request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterRegistration {
+    /// The id.
+    pub registration: u64,
+}
+
+/// `replace`'s request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaceProviders {
+    /// The registration to change.
+    pub registration: u64,
+    /// Its new providers.
+    pub providers: Vec<String>,
+}
+
+/// `providers`' answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderList {
+    /// One per provider name.
+    pub providers: Vec<ProviderRoute>,
+}
+
+/// One registered provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderRoute {
+    /// Provider name.
+    pub provider: String,
+    /// The adapter service that answers it.
+    pub service: String,
+    /// The adapter row's model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+}
+
+/// `check`'s request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckRequest {
+    /// The call configuration to check.
+    pub config: LlmCallConfig,
+    /// The caller's working directory, when it knows one (selects a cwd `.env` layer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
 
 /// The frozen call configuration (B14 `LlmCallConfig`). It has no credential field: adapters
 /// resolve credentials themselves, per request, from a reference in their own row's config.
@@ -91,10 +183,11 @@ pub struct LlmRequest {
     /// System prompt.
     #[serde(default)]
     pub system: Option<String>,
-    /// The projected history (`keel.session` `"messages"`): `{role:"user",content}`,
+    /// The projected history (`keel.session` `messages`), each message frozen once by the
+    /// session and shared by reference from there to the adapter: `{role:"user",content}`,
     /// `{role:"assistant",content,tool_calls?:[{id,name,arguments}]}`,
-    /// `{role:"tool",tool_call_id,content,is_error?}`.
-    pub messages: Vec<serde_json::Value>,
+    /// `{role:"tool",tool_call_id,content,is_error?}` (see [`Message`]).
+    pub messages: Vec<Frozen>,
     /// Tools offered to the model.
     #[serde(default)]
     pub tools: Vec<ModelTool>,
@@ -121,8 +214,8 @@ pub struct Usage {
 pub struct LlmFailure {
     /// Human-readable; never contains a credential.
     pub message: String,
-    /// One of [`FailureCode`]'s codes.
-    pub code: String,
+    /// What went wrong; its [`Retry`](crate::codes::Retry) class is the retry policy's input.
+    pub code: LlmCode,
     /// HTTP status, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
@@ -134,85 +227,72 @@ pub struct LlmFailure {
     pub request_id: Option<String>,
 }
 
-/// Canonical failure codes (ARCHITECTURE §8, B14).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureCode {
-    /// 429.
-    RateLimit,
-    /// 5xx.
-    Server,
-    /// Connect, reset, mid-stream disconnect, garbled stream.
-    Transport,
-    /// Idle stream past the deadline.
-    Timeout,
-    /// The prompt does not fit.
-    ContextWindowExceeded,
-    /// A completion with no content and no calls.
-    EmptyResponse,
-    /// 401/403.
-    Auth,
-    /// Any other 4xx.
-    BadRequest,
-    /// A 5xx whose body says the request itself failed the server's validation (a FastAPI /
-    /// pydantic `validation error`: llama-cpp-python answers a message shape it refuses with
-    /// HTTP 500). Retried at most once ([`FailureCode::retry_cap`]): the same request is
-    /// refused the same way, but a server error is not proof of that.
-    InvalidRequest,
-    /// No adapter for the provider.
-    NoAdapter,
-    /// The credential reference has no value.
-    CredentialMissing,
-    /// The call was cancelled.
-    Aborted,
-}
-
-impl FailureCode {
-    /// The wire code.
-    pub const fn code(self) -> &'static str {
-        match self {
-            FailureCode::RateLimit => "RATE_LIMIT",
-            FailureCode::Server => "SERVER",
-            FailureCode::Transport => "TRANSPORT",
-            FailureCode::Timeout => "TIMEOUT",
-            FailureCode::ContextWindowExceeded => "CONTEXT_WINDOW_EXCEEDED",
-            FailureCode::EmptyResponse => "EMPTY_RESPONSE",
-            FailureCode::Auth => "AUTH",
-            FailureCode::BadRequest => "BAD_REQUEST",
-            FailureCode::InvalidRequest => "INVALID_REQUEST",
-            FailureCode::NoAdapter => "NO_ADAPTER",
-            FailureCode::CredentialMissing => "CREDENTIAL_MISSING",
-            FailureCode::Aborted => "ABORTED",
-        }
-    }
-
-    /// Retryable under the default policy (B14): `EMPTY_RESPONSE`, `RATE_LIMIT`, `SERVER`,
-    /// `TIMEOUT`, `TRANSPORT`, and `INVALID_REQUEST` (capped, see [`FailureCode::retry_cap`]).
-    pub fn is_retryable(code: &str) -> bool {
-        matches!(
-            code,
-            "EMPTY_RESPONSE"
-                | "RATE_LIMIT"
-                | "SERVER"
-                | "TIMEOUT"
-                | "TRANSPORT"
-                | "INVALID_REQUEST"
-        )
-    }
-
-    /// The most retries a failure with `code` gets, whatever a retry policy allows: `Some(1)`
-    /// for `INVALID_REQUEST` (issue 11 item 3: a request the server refused as malformed is
-    /// not worth three attempts), `None` (the policy decides) for every other code.
-    pub fn retry_cap(code: &str) -> Option<u32> {
-        (code == "INVALID_REQUEST").then_some(1)
+crate::error_codes! {
+    /// Model calls (ARCHITECTURE §8, B14): the codes of `LlmFailure` (terminal `finish{error}`
+    /// chunks) and of the `keel.llm` registry's errors. A failure's retry class is the agent
+    /// loop's retry decision: *later* codes go to the retry policy, *once* codes get at most
+    /// one retry, the rest end the turn.
+    pub enum LlmCode in "llm" {
+        /// HTTP 429.
+        RateLimit = "RATE_LIMIT", by "adapters", retry Later;
+        /// HTTP 5xx.
+        Server = "SERVER", by "adapters", retry Later;
+        /// Connect, reset, mid-stream disconnect, garbled stream.
+        Transport = "TRANSPORT", by "adapters", retry Later;
+        /// An idle stream past the deadline (or no response head before the first-byte deadline).
+        Timeout = "TIMEOUT", by "adapters", retry Later;
+        /// The prompt does not fit the model's context window.
+        ContextWindowExceeded = "CONTEXT_WINDOW_EXCEEDED", by "adapters", retry Never;
+        /// A completion with no content and no calls.
+        EmptyResponse = "EMPTY_RESPONSE", by "the agent loop (assembling a stream)", retry Later;
+        /// HTTP 401/403: the credential was refused.
+        Auth = "AUTH", by "adapters", retry Never;
+        /// Any other HTTP 4xx, or a request the adapter refuses before I/O.
+        BadRequest = "BAD_REQUEST", by "adapters", retry Never;
+        /// A 5xx whose body says the request itself failed the server's validation (a FastAPI /
+        /// pydantic `validation error`: llama-cpp-python answers a message shape it refuses
+        /// with HTTP 500). The same request is refused the same way, but a server error is not
+        /// proof of that (issue 11 item 3).
+        InvalidRequest = "INVALID_REQUEST", by "llm-openai", retry Once;
+        /// No adapter is registered, or running, for the provider.
+        NoAdapter = "NO_ADAPTER", by "`keel.llm`", retry Never;
+        /// The credential reference has no value.
+        CredentialMissing = "CREDENTIAL_MISSING", by "adapters (via `keel.credentials`)", retry Never;
+        /// The call was cancelled.
+        Aborted = "ABORTED", by "adapters, the agent loop", retry Never;
+        /// An explicit reasoning effort the adapter cannot express (LLM-03: no downgrade).
+        UnsupportedReasoningEffort = "UNSUPPORTED_REASONING_EFFORT", by "adapters, before I/O", retry Never;
+        /// The adapter broke the chunk protocol (no finish, chunks after it, not a response).
+        AdapterProtocol = "ADAPTER_PROTOCOL", by "`keel.llm` (normalising an adapter's answer)", retry Never;
+        /// The adapter failed with a code that is not an LLM code (the message keeps it).
+        AdapterFailed = "ADAPTER_FAILED", by "`keel.llm` (normalising an adapter's error)", retry Never;
+        /// The adapter could not build its HTTP client (the TLS stack).
+        HttpClient = "HTTP_CLIENT", by "llm-openai at activation", retry Never;
+        /// `llm-scripted`: a call past the script's last step.
+        ScriptExhausted = "SCRIPT_EXHAUSTED", by "llm-scripted", retry Never;
+        /// `llm-scripted`: the script (file or inline steps) is malformed; the message names it.
+        ScriptInvalid = "SCRIPT_INVALID", by "llm-scripted at activation", retry Changed;
+        /// The adapter panicked or its task died.
+        Panic = "PANIC", by "adapters", retry Never;
+        /// A call dispatched against a configuration it was not prepared for.
+        InvalidPreparedCall = "INVALID_PREPARED_CALL", by "`keel.llm`", retry Never;
+        /// `register`: a provider is already registered.
+        DuplicateAdapter = "DUPLICATE_ADAPTER", by "`keel.llm` `register`", retry Never;
+        /// `register`: an empty provider list or name.
+        InvalidAdapter = "INVALID_ADAPTER", by "`keel.llm` `register`", retry Changed;
+        /// A registration used after it was removed.
+        RegistrationDisposed = "REGISTRATION_DISPOSED", by "`keel.llm`", retry Never;
+        /// An `llm/stream` listener returned something that is not a well-formed response.
+        LlmStreamOutput = "LLM_STREAM_OUTPUT", by "`keel.llm` (checking the waterfall's output)", retry Never;
     }
 }
 
 impl LlmFailure {
     /// A failure with `code` and `message`.
-    pub fn new(code: FailureCode, message: impl Into<String>) -> Self {
+    pub fn new(code: LlmCode, message: impl Into<String>) -> Self {
         LlmFailure {
             message: message.into(),
-            code: code.code().to_owned(),
+            code,
             status: None,
             provider_retry_after_ms: None,
             request_id: None,
@@ -311,23 +391,36 @@ impl StreamChunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codes::{ErrorCode, Retry};
 
-    // Issue 11 item 3: a request-validation 500 has its own code, retryable but capped at one
-    // retry; the other retryable codes are left to the policy.
+    // Issue 11 item 3, typed in issue 12: a request-validation 500 is retried at most once;
+    // the transient codes are left to the policy; the rest are final.
     #[test]
-    fn invalid_request_is_retried_at_most_once() {
-        let code = FailureCode::InvalidRequest.code();
-        assert_eq!(code, "INVALID_REQUEST");
-        assert!(FailureCode::is_retryable(code));
-        assert_eq!(FailureCode::retry_cap(code), Some(1));
-        for other in [
-            FailureCode::Server,
-            FailureCode::Transport,
-            FailureCode::RateLimit,
+    fn retry_classes_of_the_llm_codes() {
+        assert_eq!(LlmCode::InvalidRequest.as_str(), "INVALID_REQUEST");
+        assert_eq!(LlmCode::InvalidRequest.retry(), Retry::Once);
+        for later in [
+            LlmCode::Server,
+            LlmCode::Transport,
+            LlmCode::RateLimit,
+            LlmCode::Timeout,
+            LlmCode::EmptyResponse,
         ] {
-            assert!(FailureCode::is_retryable(other.code()));
-            assert_eq!(FailureCode::retry_cap(other.code()), None);
+            assert_eq!(later.retry(), Retry::Later, "{later}");
         }
-        assert!(!FailureCode::is_retryable(FailureCode::BadRequest.code()));
+        assert_eq!(LlmCode::BadRequest.retry(), Retry::Never);
+        assert_eq!(LlmCode::parse("SERVER"), Some(LlmCode::Server));
+    }
+
+    #[test]
+    fn a_failure_code_is_its_wire_string_and_an_unknown_one_is_refused() {
+        let f = LlmFailure::new(LlmCode::RateLimit, "slow down");
+        let text = serde_json::to_string(&f).unwrap();
+        assert!(text.contains(r#""code":"RATE_LIMIT""#), "{text}");
+        assert_eq!(serde_json::from_str::<LlmFailure>(&text).unwrap(), f);
+        let err = serde_json::from_str::<LlmFailure>(r#"{"message":"m","code":"NOPE"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown llm code `NOPE`"), "{err}");
     }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use keel_plugin_api::services::llm::{FailureCode, FinishReason, LlmFailure, StreamChunk, Usage};
+use keel_plugin_api::services::llm::{FinishReason, LlmCode, LlmFailure, StreamChunk, Usage};
 use keel_plugin_api::services::tools::ModelCall;
 
 /// One assembled reply.
@@ -97,7 +97,7 @@ pub fn assemble(chunks: &[StreamChunk]) -> Reply {
 fn protocol_failure(why: &str) -> FinishReason {
     FinishReason::Error {
         failure: LlmFailure::new(
-            FailureCode::Transport,
+            LlmCode::Transport,
             format!("the adapter broke the chunk protocol: {why}"),
         ),
     }

@@ -4,7 +4,8 @@
 
 use std::hash::BuildHasher as _;
 
-use keel_plugin_api::services::llm::{FailureCode, LlmFailure};
+use keel_plugin_api::codes::{ErrorCode, Retry};
+use keel_plugin_api::services::llm::LlmFailure;
 
 use crate::config::RetryPolicy;
 
@@ -22,14 +23,19 @@ pub enum Decision {
 
 /// Decides whether failed attempt number `attempt` (0-based) is retried.
 pub fn decide(policy: &RetryPolicy, failure: &LlmFailure, attempt: u32, jitter: f64) -> Decision {
+    // The code's retry class decides (docs/errors.md): transient codes go to the policy,
+    // `once` codes are capped at one retry whatever the mode, the rest fail.
+    let class = failure.code.retry();
     let retryable = match policy.mode.as_str() {
         "always" => true,
         "never" => false,
-        _ => FailureCode::is_retryable(&failure.code),
+        _ => matches!(class, Retry::Later | Retry::Once),
     };
-    // The seam caps a code retrying is futile for (`INVALID_REQUEST`: once), whatever the mode.
-    let cap = FailureCode::retry_cap(&failure.code)
-        .map_or(policy.max_retries, |c| c.min(policy.max_retries));
+    let cap = if class == Retry::Once {
+        policy.max_retries.min(1)
+    } else {
+        policy.max_retries
+    };
     if !retryable || attempt >= cap {
         return Decision::Fail;
     }
@@ -68,15 +74,16 @@ pub fn jitter_sample() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keel_plugin_api::services::llm::LlmCode;
 
-    fn failure(code: FailureCode) -> LlmFailure {
+    fn failure(code: LlmCode) -> LlmFailure {
         LlmFailure::new(code, "x")
     }
 
     #[test]
     fn b14_retryable_codes_retry_with_exponential_backoff() {
         let p = RetryPolicy::default();
-        let f = failure(FailureCode::Server);
+        let f = failure(LlmCode::Server);
         assert_eq!(decide(&p, &f, 0, 0.5), Decision::Retry { delay_ms: 500 });
         assert_eq!(decide(&p, &f, 1, 0.5), Decision::Retry { delay_ms: 1000 });
         assert_eq!(decide(&p, &f, 2, 0.5), Decision::Fail);
@@ -86,9 +93,9 @@ mod tests {
     fn b14_non_retryable_codes_fail_at_once() {
         let p = RetryPolicy::default();
         for code in [
-            FailureCode::Auth,
-            FailureCode::ContextWindowExceeded,
-            FailureCode::BadRequest,
+            LlmCode::Auth,
+            LlmCode::ContextWindowExceeded,
+            LlmCode::BadRequest,
         ] {
             assert_eq!(decide(&p, &failure(code), 0, 0.5), Decision::Fail);
         }
@@ -98,7 +105,7 @@ mod tests {
     // even when the policy allows more; a smaller policy still wins.
     #[test]
     fn invalid_request_is_retried_once_at_most() {
-        let f = failure(FailureCode::InvalidRequest);
+        let f = failure(LlmCode::InvalidRequest);
         for mode in ["normal", "always"] {
             let p = RetryPolicy {
                 mode: mode.into(),
@@ -118,7 +125,7 @@ mod tests {
     #[test]
     fn b14_retry_after_is_honoured_and_capped() {
         let p = RetryPolicy::default();
-        let mut f = failure(FailureCode::RateLimit);
+        let mut f = failure(LlmCode::RateLimit);
         f.provider_retry_after_ms = Some(1234);
         assert_eq!(decide(&p, &f, 0, 0.9), Decision::Retry { delay_ms: 1234 });
         f.provider_retry_after_ms = Some(3_600_000);
@@ -131,7 +138,7 @@ mod tests {
             max_retries: 30,
             ..RetryPolicy::default()
         };
-        let f = failure(FailureCode::Timeout);
+        let f = failure(LlmCode::Timeout);
         for j in [0.0, 0.25, 0.99] {
             let Decision::Retry { delay_ms } = decide(&p, &f, 25, j) else {
                 panic!("expected a retry");
@@ -145,20 +152,14 @@ mod tests {
         assert_eq!(decide(&never, &f, 0, 0.5), Decision::Fail);
     }
 
-    /// Every code, for the mode tests.
-    const ALL: [FailureCode; 11] = [
-        FailureCode::RateLimit,
-        FailureCode::Server,
-        FailureCode::Transport,
-        FailureCode::Timeout,
-        FailureCode::ContextWindowExceeded,
-        FailureCode::EmptyResponse,
-        FailureCode::Auth,
-        FailureCode::BadRequest,
-        FailureCode::NoAdapter,
-        FailureCode::CredentialMissing,
-        FailureCode::Aborted,
-    ];
+    /// Every code but `INVALID_REQUEST` (capped at one retry in every mode, tested apart), for
+    /// the mode tests.
+    fn all() -> impl Iterator<Item = LlmCode> {
+        LlmCode::ALL
+            .iter()
+            .copied()
+            .filter(|c| *c != LlmCode::InvalidRequest)
+    }
 
     fn mode(mode: &str) -> RetryPolicy {
         RetryPolicy {
@@ -172,7 +173,7 @@ mod tests {
     #[test]
     fn issue11_item11_always_retries_every_code_with_backoff_up_to_the_cap() {
         let p = mode("always");
-        for code in ALL {
+        for code in all() {
             let f = failure(code);
             assert_eq!(
                 decide(&p, &f, 0, 0.5),
@@ -191,7 +192,7 @@ mod tests {
             ..mode("always")
         };
         assert_eq!(
-            decide(&once, &failure(FailureCode::Server), 0, 0.5),
+            decide(&once, &failure(LlmCode::Server), 0, 0.5),
             Decision::Fail
         );
     }
@@ -202,10 +203,18 @@ mod tests {
     fn issue11_item11_never_fails_every_code_and_normal_follows_the_retryable_list() {
         let never = mode("never");
         let normal = mode("normal");
-        for code in ALL {
+        for code in all() {
             let mut f = failure(code);
             assert_eq!(decide(&never, &f, 0, 0.5), Decision::Fail, "{code:?}");
-            let expected = if FailureCode::is_retryable(code.code()) {
+            let expected = if matches!(
+                code,
+                LlmCode::EmptyResponse
+                    | LlmCode::RateLimit
+                    | LlmCode::Server
+                    | LlmCode::Timeout
+                    | LlmCode::Transport
+                    | LlmCode::InvalidRequest
+            ) {
                 Decision::Retry { delay_ms: 500 }
             } else {
                 Decision::Fail
@@ -221,7 +230,7 @@ mod tests {
     #[test]
     fn issue11_item11_retry_after_is_exact_up_to_its_cap_inclusive() {
         let p = RetryPolicy::default();
-        let mut f = failure(FailureCode::RateLimit);
+        let mut f = failure(LlmCode::RateLimit);
         for (after, jitter) in [(0, 0.0), (20_000, 1.0), (60_000, 0.0)] {
             f.provider_retry_after_ms = Some(after);
             assert_eq!(
@@ -241,7 +250,7 @@ mod tests {
     #[test]
     fn issue11_item11_jitter_spans_exactly_ten_percent_either_side() {
         let p = RetryPolicy::default();
-        let f = failure(FailureCode::Server);
+        let f = failure(LlmCode::Server);
         for (jitter, delay_ms) in [
             (0.0, 900),
             (0.25, 950),
@@ -267,7 +276,7 @@ mod tests {
             max_retries: u32::MAX,
             ..RetryPolicy::default()
         };
-        let f = failure(FailureCode::Timeout);
+        let f = failure(LlmCode::Timeout);
         let delays: Vec<Decision> = (0..7).map(|a| decide(&p, &f, a, 0.5)).collect();
         let expected: Vec<Decision> = [500, 1000, 2000, 4000, 8000, 10_000, 10_000]
             .into_iter()
@@ -315,7 +324,7 @@ mod tests {
         assert!((0.4..0.6).contains(&mean), "mean {mean}");
         // And through the decision: a fleet failing at once spreads its retries.
         let p = RetryPolicy::default();
-        let f = failure(FailureCode::Server);
+        let f = failure(LlmCode::Server);
         let mut delays: Vec<u64> = (0..100)
             .map(|_| match decide(&p, &f, 1, jitter_sample()) {
                 Decision::Retry { delay_ms } => delay_ms,

@@ -5,7 +5,9 @@
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::agent::AgentPoint;
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::llm::{Llm, LlmCallConfig, LlmRequest, LlmResponse, ModelTool};
+use keel_plugin_api::services::llm::{
+    CheckRequest, Llm, LlmCallConfig, LlmClient, LlmRequest, LlmResponse, ModelTool,
+};
 use keel_plugin_api::services::prompt::{AssembleRequest, SystemPrompt};
 use keel_plugin_api::services::session::Sessions;
 use keel_plugin_api::services::tools::{BatchRequest, ToolDefinition, ToolResult, Tools};
@@ -17,7 +19,7 @@ pub struct Seams {
     /// This fiber's context.
     pub ctx: Context,
     session: ServiceRef<Sessions>,
-    llm: ServiceRef<Llm>,
+    llm: LlmClient,
     tools: ServiceRef<Tools>,
     /// The row config.
     pub config: crate::config::LoopConfig,
@@ -52,7 +54,7 @@ impl Seams {
         Ok(Seams {
             config,
             session: ctx.service::<Sessions>()?,
-            llm: ctx.service::<Llm>()?,
+            llm: ctx.client::<Llm>()?,
             tools: ctx.service::<Tools>()?,
             ctx,
         })
@@ -106,10 +108,10 @@ impl Seams {
     }
 
     /// The projected model history (LOOP-04).
-    pub async fn messages(&self, session_id: &str) -> Result<Vec<Value>> {
+    pub async fn messages(&self, session_id: &str) -> Result<Vec<Frozen>> {
         #[derive(Deserialize)]
         struct Answer {
-            messages: Vec<Value>,
+            messages: Vec<Frozen>,
         }
         // Text straight into the typed answer: one pass over the history, not three.
         let text = self
@@ -125,36 +127,26 @@ impl Seams {
 
     /// The default model of `provider`'s adapter.
     pub async fn default_model(&self, provider: &str) -> Result<Option<String>> {
-        let v = self.llm.call("providers", json!({})).await?;
-        let list = v
-            .get("providers")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let list = self.llm.providers(()).await?;
         Ok(list
-            .iter()
-            .find(|p| p.get("provider").and_then(Value::as_str) == Some(provider))
-            .and_then(|p| p.get("default_model"))
-            .and_then(Value::as_str)
-            .map(str::to_owned))
+            .providers
+            .into_iter()
+            .find(|p| p.provider == provider)
+            .and_then(|p| p.default_model))
     }
 
     /// Asks the adapter whether it could dispatch `config` (credential present, …).
     pub async fn check(&self, config: &LlmCallConfig) -> Result<()> {
-        self.llm
-            .call("check", json!({ "config": config }))
-            .await
-            .map(|_| ())
+        let request = CheckRequest {
+            config: config.clone(),
+            cwd: None,
+        };
+        self.llm.check(request).await
     }
 
-    /// One model call through `llm/stream`.
-    pub async fn stream(&self, request: &LlmRequest) -> Result<LlmResponse> {
-        let text = self
-            .llm
-            .call_text("stream", serde_json::to_string(request)?)
-            .await?;
-        serde_json::from_str(&text)
-            .map_err(|e| Error::new("INVALID_ANSWER", format!("stream: {e}")))
+    /// One model call through `llm/stream`: the history goes by reference.
+    pub async fn stream(&self, request: LlmRequest) -> Result<LlmResponse> {
+        self.llm.stream(request).await
     }
 
     // ---- tools -----------------------------------------------------------------------------

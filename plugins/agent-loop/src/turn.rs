@@ -297,7 +297,7 @@ impl Turn<'_> {
             tools,
         };
         self.agent.state().requests += 1;
-        let response = self.stream_or_abort(&request).await?;
+        let response = self.stream_or_abort(request).await?;
         let Some(response) = response else {
             return Ok(StepEnd::End(
                 json!({ "kind": "aborted", "reason": { "kind": "user" } }),
@@ -319,7 +319,7 @@ impl Turn<'_> {
 
     async fn stream_or_abort(
         &self,
-        request: &LlmRequest,
+        request: LlmRequest,
     ) -> Result<Option<keel_plugin_api::services::llm::LlmResponse>> {
         let call = std::pin::pin!(self.seams.stream(request));
         let watch = std::pin::pin!(self.until_aborted());

@@ -154,22 +154,6 @@ pub fn scrub_post_decision(
     text(&d)
 }
 
-/// The `LlmRequest` with `system` and `messages` scrubbed, or `None` when nothing changed.
-pub fn scrub_request(vault: &Vault, request: &Json) -> Option<Json> {
-    // The request holds the whole history: unless a value may be in it, it is not parsed.
-    if !vault.may_occur_in_json(request.text.as_str()) {
-        return None;
-    }
-    let mut v = parse(request)?;
-    let mut changed = false;
-    for key in ["system", "messages"] {
-        if let Some(part) = v.get_mut(key) {
-            changed |= vault.scrub_json(part);
-        }
-    }
-    changed.then(|| text(&v))
-}
-
 /// The prompt section naming the aliases, or `None` without secrets.
 pub fn alias_section(vault: &Vault) -> Option<PromptSection> {
     let aliases = vault.aliases();
@@ -322,22 +306,6 @@ mod tests {
             val(&scrub_post_decision(&v, &block, None, None))["feedback"],
             "saw sec_KEY"
         );
-    }
-
-    #[test]
-    fn sec03_outbound_llm_request_messages_and_system_are_scrubbed() {
-        let v = vault();
-        let req = j(json!({
-            "config": {"provider": "p", "model": "m"},
-            "system": "use sk-live-123",
-            "messages": [{"role": "tool", "content": [{"type": "text", "text": "sk-live-123"}]}],
-            "tools": []
-        }));
-        let out = val(&scrub_request(&v, &req).unwrap());
-        assert_eq!(out["system"], "use sec_KEY");
-        assert_eq!(out["messages"][0]["content"][0]["text"], "sec_KEY");
-        assert!(!out.to_string().contains("sk-live-123"));
-        assert!(scrub_request(&v, &j(json!({"messages": []}))).is_none());
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod fill;
 pub mod guard;
 pub mod hooks;
 pub mod policy;
+pub mod request_scrub;
 pub mod scrub;
 pub mod store;
 pub mod vault;
@@ -334,14 +335,19 @@ impl Plugin for FirewallPlugin {
         )?;
 
         let v = vault.clone();
+        let requests = Arc::new(request_scrub::RequestScrubber::default());
         ctx.async_waterfall::<Stream, _, _>(
             ListenerOptions::order(ORDER),
             move |mut call, next| {
-                if let Some(scrubbed) = hooks::scrub_request(&current(ctx, &v), &call.request) {
-                    tracing::debug!("firewall: scrubbed a model request");
-                    call.request = scrubbed;
+                let scrubbed = requests.scrub(&current(ctx, &v), &call);
+                let replaced = scrubbed.map(|request| call.set_request(&request));
+                async move {
+                    if let Some(done) = replaced {
+                        done?;
+                        tracing::debug!("firewall: scrubbed a model request");
+                    }
+                    next.run(call).await
                 }
-                async move { next.run(call).await }
             },
         )?;
 

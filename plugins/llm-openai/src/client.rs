@@ -10,14 +10,16 @@
 //! [`Adapter::generate`] needs a tokio reactor (reqwest): the plugin runs it on its own runtime
 //! through `spawn_bridged`; tests run it on `#[tokio::test]`.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use eventsource_stream::Eventsource as _;
 use futures::StreamExt as _;
+use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::sdk::Error;
 use keel_plugin_api::services::llm::{
-    FailureCode, FinishReason, LlmCallConfig, LlmFailure, LlmRequest, LlmResponse, StreamChunk,
+    FinishReason, LlmCallConfig, LlmCode, LlmFailure, LlmRequest, LlmResponse, StreamChunk,
 };
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 
@@ -26,6 +28,7 @@ use crate::credential;
 use crate::decode::Decoder;
 use crate::failure::{self, ResponseInfo};
 use crate::request;
+use crate::wire_messages::MessageCache;
 
 /// The most of an error body that is read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -63,18 +66,20 @@ pub struct Adapter {
     /// Set once a stream came back empty for a request with tools and the same request was
     /// answered without streaming (`stream = "auto"`): the row streams no more this run.
     stream_off: AtomicBool,
+    /// Each history message's OpenAI text, translated once ([`MessageCache`]).
+    messages: Mutex<MessageCache>,
 }
 
 fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), Error> {
     let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| {
-        Error::new(
-            "CONFIG",
+        Error::coded(
+            ContractCode::Config,
             format!("headers: invalid header name '{name}': {e}"),
         )
     })?;
     let v = HeaderValue::from_str(value).map_err(|e| {
-        Error::new(
-            "CONFIG",
+        Error::coded(
+            ContractCode::Config,
             format!("headers: invalid value for '{name}': {e}"),
         )
     })?;
@@ -99,8 +104,8 @@ impl Adapter {
         for (name, value) in &config.headers {
             let (n, v) = header_pair(name, value)?;
             if n == header::AUTHORIZATION {
-                return Err(Error::new(
-                    "CONFIG",
+                return Err(Error::coded(
+                    ContractCode::Config,
                     "headers: Authorization is set from api_key_ref, not from headers",
                 ));
             }
@@ -113,7 +118,10 @@ impl Adapter {
                 .pool_max_idle_per_host(idle)
                 .build()
                 .map_err(|e| {
-                    Error::new("HTTP_CLIENT", format!("cannot build the HTTP client: {e}"))
+                    Error::coded(
+                        LlmCode::HttpClient,
+                        format!("cannot build the HTTP client: {e}"),
+                    )
                 })
         };
         let http = client(usize::MAX)?;
@@ -132,6 +140,7 @@ impl Adapter {
             accept_configured,
             credentials: credential::Resolver::env_only(),
             stream_off: AtomicBool::new(false),
+            messages: Mutex::new(MessageCache::default()),
         })
     }
 
@@ -154,10 +163,10 @@ impl Adapter {
     /// # Errors
     /// `UNSUPPORTED_REASONING_EFFORT`; `CREDENTIAL_MISSING` naming the reference.
     pub fn check(&self, config: &LlmCallConfig) -> Result<(), Error> {
-        request::check_capabilities(config).map_err(|f| Error::new(&f.code, f.message))?;
+        request::check_capabilities(config).map_err(|f| Error::coded(f.code, f.message))?;
         if credential::resolve(&self.config.api_key_ref).is_none() {
-            return Err(Error::new(
-                FailureCode::CredentialMissing.code(),
+            return Err(Error::coded(
+                LlmCode::CredentialMissing,
                 credential::missing_message(&self.config.api_key_ref),
             ));
         }
@@ -176,15 +185,15 @@ impl Adapter {
         config: &LlmCallConfig,
         cwd: Option<&str>,
     ) -> Result<(), Error> {
-        request::check_capabilities(config).map_err(|f| Error::new(&f.code, f.message))?;
+        request::check_capabilities(config).map_err(|f| Error::coded(f.code, f.message))?;
         if self
             .credentials
             .resolve(&self.config.api_key_ref, cwd)
             .await?
             .is_none()
         {
-            return Err(Error::new(
-                FailureCode::CredentialMissing.code(),
+            return Err(Error::coded(
+                LlmCode::CredentialMissing,
                 self.credentials.missing_message(&self.config.api_key_ref),
             ));
         }
@@ -210,13 +219,13 @@ impl Adapter {
             Ok(Some(key)) => key,
             Ok(None) => {
                 return Err(LlmFailure::new(
-                    FailureCode::CredentialMissing,
+                    LlmCode::CredentialMissing,
                     self.credentials.missing_message(reference),
                 ));
             }
             Err(e) => {
                 return Err(LlmFailure::new(
-                    FailureCode::CredentialMissing,
+                    LlmCode::CredentialMissing,
                     format!(
                         "credential {reference} could not be resolved: {}: {}",
                         e.code, e.message
@@ -226,7 +235,7 @@ impl Adapter {
         };
         let mut auth = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
             LlmFailure::new(
-                FailureCode::Auth,
+                LlmCode::Auth,
                 format!(
                     "credential {} holds characters an HTTP header cannot carry",
                     self.config.api_key_ref
@@ -305,13 +314,13 @@ impl Adapter {
         call: &Call<'_>,
         channel: Channel,
     ) -> Result<(reqwest::Response, Option<String>), LlmFailure> {
-        let body =
-            serde_json::to_vec(&request::body(request, &self.config, stream)).map_err(|e| {
-                LlmFailure::new(
-                    FailureCode::BadRequest,
-                    format!("cannot encode the request: {e}"),
-                )
-            })?;
+        let body = {
+            let mut cache = self
+                .messages
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            request::body(request, &self.config, stream, &mut cache)
+        };
         let mut headers = self.headers.clone();
         if !stream && !self.accept_configured {
             headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
@@ -386,7 +395,7 @@ impl Adapter {
                 }
                 Ok(Some(Err(e))) => {
                     let f = failure::failure(
-                        FailureCode::Transport,
+                        LlmCode::Transport,
                         credential::redact(
                             &format!("the response stream from {} broke: {e}", self.url),
                             call.key,
@@ -427,7 +436,7 @@ impl Adapter {
                 Ok(Some(Ok(chunk))) => {
                     if bytes.len() + chunk.len() > MAX_COMPLETION_BODY {
                         let f = failure::failure(
-                            FailureCode::Transport,
+                            LlmCode::Transport,
                             format!(
                                 "the answer from {} exceeds {MAX_COMPLETION_BODY} bytes",
                                 self.url
@@ -440,7 +449,7 @@ impl Adapter {
                 }
                 Ok(Some(Err(e))) => {
                     let f = failure::failure(
-                        FailureCode::Transport,
+                        LlmCode::Transport,
                         credential::redact(
                             &format!("the answer from {} broke off: {e}", self.url),
                             call.key,
@@ -453,7 +462,7 @@ impl Adapter {
         }
         if bytes.iter().all(u8::is_ascii_whitespace) {
             let f = failure::failure(
-                FailureCode::Transport,
+                LlmCode::Transport,
                 format!("{} answered with an empty body", self.url),
                 request_id,
             );
@@ -467,7 +476,7 @@ impl Adapter {
 
     fn no_response_head(&self) -> LlmFailure {
         failure::failure(
-            FailureCode::Timeout,
+            LlmCode::Timeout,
             format!(
                 "{} did not answer {} within {} ms (first_byte_timeout_ms)",
                 self.config.provider, self.url, self.config.first_byte_timeout_ms
@@ -478,7 +487,7 @@ impl Adapter {
 
     fn timeout(&self, request_id: Option<String>) -> LlmFailure {
         failure::failure(
-            FailureCode::Timeout,
+            LlmCode::Timeout,
             format!(
                 "{} sent nothing for {} ms mid-stream (timeout_ms)",
                 self.config.provider, self.config.timeout_ms
@@ -501,7 +510,7 @@ impl Adapter {
             source = s.source();
         }
         failure::failure(
-            FailureCode::Transport,
+            LlmCode::Transport,
             credential::redact(&format!("{what} {}: {detail}", self.url), key),
             request_id,
         )

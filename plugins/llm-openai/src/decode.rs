@@ -8,7 +8,7 @@
 //! `message` is read as one delta, so both paths yield the same chunks (issue 11 item 2).
 //! Usage is reported only when the provider sent its counts; none is unknown, never zero.
 
-use keel_plugin_api::services::llm::{FailureCode, FinishReason, LlmFailure, StreamChunk, Usage};
+use keel_plugin_api::services::llm::{FinishReason, LlmCode, LlmFailure, StreamChunk, Usage};
 use serde_json::Value;
 
 use crate::failure::{self, mentions_context_overflow};
@@ -71,7 +71,7 @@ impl Decoder {
         }
         let event: Value = serde_json::from_str(data).map_err(|e| {
             failure::failure(
-                FailureCode::Transport,
+                LlmCode::Transport,
                 format!("undecodable stream event from the provider: {e}"),
                 self.request_id.clone(),
             )
@@ -87,7 +87,7 @@ impl Decoder {
     pub fn feed_completion(&mut self, body: &[u8]) -> Result<(), LlmFailure> {
         let completion: Value = serde_json::from_slice(body).map_err(|e| {
             failure::failure(
-                FailureCode::Transport,
+                LlmCode::Transport,
                 format!("undecodable completion from the provider: {e}"),
                 self.request_id.clone(),
             )
@@ -203,9 +203,9 @@ impl Decoder {
             .and_then(Value::as_str)
             .map_or_else(|| error.to_string(), str::to_owned);
         let code = if mentions_context_overflow(&error.to_string()) {
-            FailureCode::ContextWindowExceeded
+            LlmCode::ContextWindowExceeded
         } else {
-            FailureCode::Server
+            LlmCode::Server
         };
         failure::failure(
             code,
@@ -220,7 +220,7 @@ impl Decoder {
     pub fn complete(mut self) -> Vec<StreamChunk> {
         if !self.done && self.finish_reason.is_none() {
             let f = failure::failure(
-                FailureCode::Transport,
+                LlmCode::Transport,
                 "the provider closed the stream before the answer was complete".to_owned(),
                 self.request_id.clone(),
             );
@@ -231,7 +231,7 @@ impl Decoder {
             _ if self.saw_tool_call => FinishReason::ToolCalls,
             _ if !self.saw_text => {
                 let f = failure::failure(
-                    FailureCode::EmptyResponse,
+                    LlmCode::EmptyResponse,
                     "the model returned neither text nor tool calls".to_owned(),
                     self.request_id.clone(),
                 );

@@ -27,7 +27,7 @@ fn failure_code(chunks: &[StreamChunk]) -> Option<String> {
     match chunks.last() {
         Some(StreamChunk::Finish {
             reason: FinishReason::Error { failure },
-        }) => Some(failure.code.clone()),
+        }) => Some(failure.code.to_string()),
         _ => None,
     }
 }

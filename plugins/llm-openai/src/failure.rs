@@ -8,7 +8,7 @@
 
 use std::time::SystemTime;
 
-use keel_plugin_api::services::llm::{FailureCode, LlmFailure};
+use keel_plugin_api::services::llm::{LlmCode, LlmFailure};
 use serde_json::Value;
 
 use crate::credential;
@@ -30,7 +30,7 @@ pub struct ResponseInfo {
 }
 
 /// A failure with `code` and the request id.
-pub fn failure(code: FailureCode, message: String, request_id: Option<String>) -> LlmFailure {
+pub fn failure(code: LlmCode, message: String, request_id: Option<String>) -> LlmFailure {
     let mut f = LlmFailure::new(code, message);
     f.request_id = request_id;
     f
@@ -110,14 +110,14 @@ pub fn from_status(
 ) -> LlmFailure {
     let status = info.status;
     let code = match status {
-        429 => FailureCode::RateLimit,
-        401 | 403 => FailureCode::Auth,
-        400 | 413 if mentions_context_overflow(body) => FailureCode::ContextWindowExceeded,
-        500..=599 if mentions_request_validation(body) => FailureCode::InvalidRequest,
-        500..=599 => FailureCode::Server,
-        _ => FailureCode::BadRequest,
+        429 => LlmCode::RateLimit,
+        401 | 403 => LlmCode::Auth,
+        400 | 413 if mentions_context_overflow(body) => LlmCode::ContextWindowExceeded,
+        500..=599 if mentions_request_validation(body) => LlmCode::InvalidRequest,
+        500..=599 => LlmCode::Server,
+        _ => LlmCode::BadRequest,
     };
-    let quoted = if code == FailureCode::Auth {
+    let quoted = if code == LlmCode::Auth {
         // Auth errors tend to echo (part of) the key; quote nothing.
         "the credential was rejected".to_owned()
     } else {
@@ -129,7 +129,7 @@ pub fn from_status(
         info.request_id.clone(),
     );
     f.status = Some(status);
-    if code == FailureCode::RateLimit {
+    if code == LlmCode::RateLimit {
         f.provider_retry_after_ms = retry_after_ms(info, now);
     }
     f
@@ -149,7 +149,9 @@ mod tests {
     }
 
     fn code(status: u16, body: &str) -> String {
-        from_status("openai", &info(status), body, "sk-key", SystemTime::now()).code
+        from_status("openai", &info(status), body, "sk-key", SystemTime::now())
+            .code
+            .to_string()
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! `llm-openai`: an LLM adapter for OpenAI-compatible chat completions, streamed (SSE) or not
 //! (ARCHITECTURE §8 and §11, requirements C8 and B14).
 //!
-//! The row provides the JSON service `keel.llm.adapter.llm-openai` (methods `generate` and
-//! `check`) and registers its `provider` with `keel.llm`, with the row's `model` as the default
+//! The row serves the [`LlmAdapter`] contract as `keel.llm.adapter.llm-openai` (`generate`
+//! and `check`) and registers its `provider` with `keel.llm`, with the row's `model` as the default
 //! model; an effect unregisters it when the row unloads. The HTTP work ([`client`]) runs on the
 //! plugin's own tokio runtime; the request shape ([`request`]), stream decoding ([`decode`]),
 //! failure mapping ([`failure`]) and credential lookup ([`credential`]) are plain Rust.
@@ -17,18 +17,17 @@ pub mod credential;
 pub mod decode;
 pub mod failure;
 pub mod request;
+pub mod wire_messages;
 
 use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::sdk::register_until_unload;
 use keel_plugin_api::sdk::{plugin_runtime, spawn_bridged};
 use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::llm::{
-    Llm, LlmCallConfig, LlmFailure, LlmRequest, LlmResponse, StreamChunk, adapter_service_name,
+    CheckRequest, Llm, LlmAdapter, LlmAdapterProvider, LlmCode, LlmFailure, LlmRequest,
+    LlmResponse, RegisterAdapter, StreamChunk, adapter_service_name,
 };
-use serde::Deserialize;
-use serde_json::{Value, json};
 
 pub use client::Adapter;
 pub use config::Config;
@@ -36,14 +35,6 @@ use credential::{Resolver, ServiceLookup};
 
 /// The plugin id; the adapter service is named after it.
 pub const PLUGIN_ID: &str = "llm-openai";
-
-#[derive(Deserialize)]
-struct CheckArgs {
-    config: LlmCallConfig,
-    /// The caller's working directory, when it knows one (selects the cwd `.env` layer).
-    #[serde(default)]
-    cwd: Option<String>,
-}
 
 /// Aborts the plugin-runtime task when dropped.
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
@@ -54,44 +45,36 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// One adapter service call (`generate` runs on the plugin runtime). Public so tests can drive
-/// the service exactly as `keel.llm` does.
-///
-/// # Errors
-/// `INVALID_ARGS`, `UNKNOWN_METHOD`, and `check`'s refusals.
-pub async fn serve(adapter: Arc<Adapter>, method: String, args: Value) -> Result<Value> {
-    match method.as_str() {
-        "generate" => {
-            let request: LlmRequest = serde_json::from_value(args)
-                .map_err(|e| Error::new("INVALID_ARGS", format!("generate: {e}")))?;
-            // Spawned on the plugin runtime and aborted if the caller drops this future, so a
-            // cancelled model call closes its connection at once (LLM-06).
-            let task = plugin_runtime()?.spawn(async move { adapter.generate(request).await });
-            let mut task = AbortOnDrop(task);
-            let response = match (&mut task.0).await {
-                Ok(r) => r,
-                Err(e) => LlmResponse {
-                    chunks: vec![StreamChunk::error(LlmFailure {
-                        message: format!("the OpenAI adapter's task failed: {e}"),
-                        code: if e.is_panic() { "PANIC" } else { "ABORTED" }.to_owned(),
-                        status: None,
-                        provider_retry_after_ms: None,
-                        request_id: None,
-                    })],
-                },
-            };
-            Ok(serde_json::to_value(response)?)
-        }
-        "check" => {
-            let a: CheckArgs = serde_json::from_value(args)
-                .map_err(|e| Error::new("INVALID_ARGS", format!("check: {e}")))?;
-            adapter.check_resolved(&a.config, a.cwd.as_deref()).await?;
-            Ok(json!({}))
-        }
-        other => Err(Error::new(
-            "UNKNOWN_METHOD",
-            format!("{PLUGIN_ID} has no method '{other}'"),
-        )),
+/// The adapter service (`keel.llm.adapter.llm-openai`). Public so tests can drive it exactly as
+/// `keel.llm` does.
+pub struct Service(pub Arc<Adapter>);
+
+impl LlmAdapterProvider for Service {
+    /// One attempt, on the plugin runtime, aborted if the caller drops this future, so a
+    /// cancelled model call closes its connection at once (LLM-06).
+    async fn generate(&self, request: LlmRequest) -> Result<LlmResponse> {
+        let adapter = Arc::clone(&self.0);
+        let task = plugin_runtime()?.spawn(async move { adapter.generate(request).await });
+        let mut task = AbortOnDrop(task);
+        Ok(match (&mut task.0).await {
+            Ok(r) => r,
+            Err(e) => LlmResponse {
+                chunks: vec![StreamChunk::error(LlmFailure::new(
+                    if e.is_panic() {
+                        LlmCode::Panic
+                    } else {
+                        LlmCode::Aborted
+                    },
+                    format!("the OpenAI adapter's task failed: {e}"),
+                ))],
+            },
+        })
+    }
+
+    async fn check(&self, request: CheckRequest) -> Result<()> {
+        self.0
+            .check_resolved(&request.config, request.cwd.as_deref())
+            .await
     }
 }
 
@@ -131,25 +114,17 @@ impl Plugin for OpenAiPlugin {
             adapter.with_credentials(Resolver::with_service(lookup, ctx.keel_home().ok())),
         );
         let service = adapter_service_name(PLUGIN_ID);
-        ctx.provide_named(
-            &service,
-            CallHandle::new(move |method, args| serve(Arc::clone(&adapter), method, args)),
-        )?;
-        register(ctx, &service, &provider, &model).await
+        ctx.serve_named::<LlmAdapter, _>(&service, Service(adapter))?;
+        let request = RegisterAdapter {
+            service,
+            providers: vec![provider],
+            default_model: Some(model),
+        };
+        ctx.client::<Llm>()?
+            .register_until_unload(&ctx, request)
+            .await?;
+        Ok(())
     }
-}
-
-/// Registers `provider` with `keel.llm` and unregisters it when the row unloads.
-async fn register(ctx: Context, service: &str, provider: &str, model: &str) -> Result<()> {
-    let llm: CallHandle = (*ctx.service::<Llm>()?).clone();
-    register_until_unload(
-        &ctx,
-        llm,
-        json!({ "service": service, "providers": [provider], "default_model": model }),
-        "unregister the adapter from keel.llm",
-    )
-    .await
-    .map(|_| ())
 }
 
 keel_plugin_api::export_plugin!(OpenAiPlugin);

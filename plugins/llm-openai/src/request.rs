@@ -1,16 +1,16 @@
 //! keel's [`LlmRequest`] → an OpenAI chat-completions request body.
 //!
-//! The projected history (`keel.session` `"messages"`) is already provider-neutral; this module
-//! only renames: tool calls gain the `{type:"function", function:{…}}` wrapper, arguments stay
-//! the raw JSON text the model produced, and the system prompt goes first. Capability checks that
+//! The projected history (`keel.session` `messages`) is already provider-neutral; the messages
+//! are renamed in [`crate::wire_messages`] (tool calls gain the `{type:"function",
+//! function:{…}}` wrapper, arguments stay the raw JSON text the model produced), the system
+//! prompt goes first. Capability checks that
 //! must happen before any I/O (LLM-03) live here too, since they depend on the request alone.
 
-use keel_plugin_api::services::llm::{
-    FailureCode, LlmCallConfig, LlmFailure, LlmRequest, ModelTool,
-};
+use keel_plugin_api::services::llm::{LlmCallConfig, LlmCode, LlmFailure, LlmRequest, ModelTool};
 use serde_json::{Map, Value, json};
 
 use crate::config::Config;
+use crate::wire_messages::MessageCache;
 
 /// Reasoning efforts OpenAI-compatible `reasoning_effort` accepts.
 pub const REASONING_EFFORTS: &[&str] = &["minimal", "low", "medium", "high"];
@@ -21,17 +21,14 @@ pub const REASONING_EFFORTS: &[&str] = &["minimal", "low", "medium", "high"];
 /// `UNSUPPORTED_REASONING_EFFORT` naming the value and the accepted ones.
 pub fn check_capabilities(config: &LlmCallConfig) -> Result<(), LlmFailure> {
     match config.reasoning_effort.as_deref() {
-        Some(effort) if !REASONING_EFFORTS.contains(&effort) => Err(LlmFailure {
-            message: format!(
+        Some(effort) if !REASONING_EFFORTS.contains(&effort) => Err(LlmFailure::new(
+            LlmCode::UnsupportedReasoningEffort,
+            format!(
                 "reasoning effort '{effort}' is not supported by the OpenAI-compatible adapter \
                  (supported: {})",
                 REASONING_EFFORTS.join(", ")
             ),
-            code: "UNSUPPORTED_REASONING_EFFORT".to_owned(),
-            status: None,
-            provider_retry_after_ms: None,
-            request_id: None,
-        }),
+        )),
         _ => Ok(()),
     }
 }
@@ -48,7 +45,7 @@ pub fn check_tool_choice(request: &LlmRequest, row: &Config) -> Result<(), LlmFa
         {
             let offered: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
             Err(LlmFailure::new(
-                FailureCode::BadRequest,
+                LlmCode::BadRequest,
                 format!(
                     "llm-openai.tool_choice names function '{name}', which is not among the \
                      offered tools ({})",
@@ -63,46 +60,50 @@ pub fn check_tool_choice(request: &LlmRequest, row: &Config) -> Result<(), LlmFa
 /// The request body. `stream`: streamed with usage requested (`stream_options`), or one whole
 /// `chat.completion` (no `stream_options`: OpenAI refuses them without streaming). With tools,
 /// the row's `tool_choice` goes along (issue 11 item 1); without, none.
-pub fn body(request: &LlmRequest, row: &Config, stream: bool) -> Value {
+///
+/// The history is written from `cache` ([`MessageCache`]): only messages it has not seen are
+/// parsed and translated, so the only pass over the whole history is this one write.
+pub fn body(request: &LlmRequest, row: &Config, stream: bool, cache: &mut MessageCache) -> String {
     let config = &request.config;
     let model = if config.model.is_empty() {
         row.model.as_str()
     } else {
         config.model.as_str()
     };
-    let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-        messages.push(json!({ "role": "system", "content": system }));
-    }
-    messages.extend(request.messages.iter().map(message));
-
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(messages));
-    body.insert("stream".into(), json!(stream));
+    let mut head = Map::new();
+    head.insert("model".into(), json!(model));
+    head.insert("stream".into(), json!(stream));
     if stream {
-        body.insert("stream_options".into(), json!({ "include_usage": true }));
+        head.insert("stream_options".into(), json!({ "include_usage": true }));
     }
     if !request.tools.is_empty() {
-        body.insert(
+        head.insert(
             "tools".into(),
             Value::Array(request.tools.iter().map(tool).collect()),
         );
-        body.insert("tool_choice".into(), row.tool_choice.to_json());
+        head.insert("tool_choice".into(), row.tool_choice.to_json());
     }
     if let Some(max) = config.max_tokens.or(row.max_tokens) {
-        body.insert("max_tokens".into(), json!(max));
+        head.insert("max_tokens".into(), json!(max));
     }
     if let Some(t) = config.temperature.or(row.temperature) {
-        body.insert("temperature".into(), json!(t));
+        head.insert("temperature".into(), json!(t));
     }
     if let Some(stop) = config.stop.as_ref().filter(|s| !s.is_empty()) {
-        body.insert("stop".into(), json!(stop));
+        head.insert("stop".into(), json!(stop));
     }
     if let Some(effort) = config.reasoning_effort.as_deref() {
-        body.insert("reasoning_effort".into(), json!(effort));
+        head.insert("reasoning_effort".into(), json!(effort));
     }
-    Value::Object(body)
+    // `{"messages":[…],` then the head's fields (it always has `model`, so it is never `{}`).
+    let head = Value::Object(head).to_string();
+    let history: usize = request.messages.iter().map(|m| m.len() + 1).sum();
+    let mut out = String::with_capacity(head.len() + history + 64);
+    out.push_str("{\"messages\":");
+    cache.write_messages(request.system.as_deref(), &request.messages, &mut out);
+    out.push(',');
+    out.push_str(head.get(1..).unwrap_or("}"));
+    out
 }
 
 fn tool(t: &ModelTool) -> Value {
@@ -116,76 +117,17 @@ fn tool(t: &ModelTool) -> Value {
     })
 }
 
-/// Text content as a string (structured content is passed on as JSON text).
-fn text(v: Option<&Value>) -> Value {
-    match v {
-        None | Some(Value::Null) => json!(""),
-        Some(Value::String(s)) => json!(s),
-        Some(other) => json!(other.to_string()),
-    }
-}
-
-/// Raw argument text: a string as is, anything else serialised.
-fn arguments(v: Option<&Value>) -> String {
-    match v {
-        None | Some(Value::Null) => "{}".to_owned(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    }
-}
-
-fn message(m: &Value) -> Value {
-    let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
-    match role {
-        "assistant" => {
-            let calls: Vec<Value> = m
-                .get("tool_calls")
-                .and_then(Value::as_array)
-                .map(|calls| {
-                    calls
-                        .iter()
-                        .map(|c| {
-                            json!({
-                                "id": c.get("id").and_then(Value::as_str).unwrap_or_default(),
-                                "type": "function",
-                                "function": {
-                                    "name": c.get("name").and_then(Value::as_str).unwrap_or_default(),
-                                    "arguments": arguments(c.get("arguments")),
-                                }
-                            })
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            // With tool calls and no text the content is "", never null: OpenAI takes either,
-            // llama-cpp-python refuses null (HTTP 500), every server takes "" (issue 11 item 3).
-            let content = text(m.get("content"));
-            if calls.is_empty() {
-                json!({ "role": "assistant", "content": content })
-            } else {
-                json!({ "role": "assistant", "content": content, "tool_calls": calls })
-            }
-        }
-        "tool" => json!({
-            "role": "tool",
-            "tool_call_id": m.get("tool_call_id").and_then(Value::as_str).unwrap_or_default(),
-            "content": text(m.get("content")),
-        }),
-        // `user`, `system` and anything newer: role and content as they are.
-        other => {
-            let content = match m.get("content") {
-                Some(c @ Value::Array(_)) => c.clone(),
-                c => text(c),
-            };
-            json!({ "role": other, "content": content })
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire_messages::message;
+    use keel_plugin_api::sdk::Frozen;
     use keel_plugin_api::services::llm::LlmCallConfig;
+
+    fn body(request: &LlmRequest, row: &Config, stream: bool) -> Value {
+        let text = super::body(request, row, stream, &mut MessageCache::default());
+        serde_json::from_str(&text).unwrap()
+    }
 
     fn row() -> Config {
         serde_json::from_value(json!({
@@ -195,6 +137,10 @@ mod tests {
     }
 
     fn request(messages: Vec<Value>) -> LlmRequest {
+        let messages = messages
+            .iter()
+            .map(|m| Frozen::freeze(m).unwrap())
+            .collect();
         LlmRequest {
             session_id: None,
             config: LlmCallConfig {

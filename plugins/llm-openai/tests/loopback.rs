@@ -8,8 +8,11 @@ mod support;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use keel_plugin_api::services::llm::{FinishReason, LlmResponse, StreamChunk, Usage};
-use keel_plugin_llm_openai::{Adapter, serve};
+use keel_plugin_api::sdk::{ContractClient, ContractHandle};
+use keel_plugin_api::services::llm::{
+    CheckRequest, FinishReason, LlmAdapter, LlmAdapterClient, LlmResponse, StreamChunk, Usage,
+};
+use keel_plugin_llm_openai::{Adapter, Service};
 use serde_json::json;
 use support::*;
 
@@ -412,6 +415,12 @@ async fn llm_03_unsupported_reasoning_effort_is_refused_before_io() {
     assert!(mock.requests().is_empty());
 }
 
+/// The service, reached through its typed contract exactly as `keel.llm` reaches it.
+fn client(adapter: Arc<Adapter>) -> LlmAdapterClient {
+    let handle = ContractHandle::serve::<LlmAdapter, _>("llm-openai", Service(adapter));
+    ContractClient::new(handle, "test").into()
+}
+
 /// The service entry point runs `generate` on the plugin's own runtime (`spawn_bridged`), awaited
 /// here from a plain executor, as the kernel's runtime would.
 #[test]
@@ -419,10 +428,8 @@ fn service_generate_runs_on_the_plugin_runtime() {
     set_key();
     let mock = Mock::start(vec![sse(&[text_delta("bridged"), finish_event("stop")])]);
     let adapter = Arc::new(Adapter::new(config(&mock.base_url, KEY_REF)).unwrap());
-    let args = serde_json::to_value(request("hi")).unwrap();
-    let out =
-        futures::executor::block_on(serve(Arc::clone(&adapter), "generate".into(), args)).unwrap();
-    let r: LlmResponse = serde_json::from_value(out).unwrap();
+    let service = client(adapter);
+    let r = futures::executor::block_on(service.generate(request("hi"))).unwrap();
     assert_eq!(
         r.chunks[0],
         StreamChunk::TextDelta {
@@ -430,12 +437,11 @@ fn service_generate_runs_on_the_plugin_runtime() {
             text: "bridged".into()
         }
     );
-    let check = futures::executor::block_on(serve(
-        adapter,
-        "check".into(),
-        json!({"config": request("x").config}),
-    ));
-    assert_eq!(check.unwrap(), json!({}));
+    let check = futures::executor::block_on(service.check(CheckRequest {
+        config: request("x").config,
+        cwd: None,
+    }));
+    assert_eq!(check, Ok(()));
 }
 
 /// LLM-06: dropping the service future (a cancelled model call) aborts the request on the
@@ -451,8 +457,8 @@ fn llm_06_dropping_the_call_closes_the_connection() {
     let mut cfg = config(&mock.base_url, KEY_REF);
     cfg.timeout_ms = 10_000; // the watchdog must not be what closes it
     let adapter = Arc::new(Adapter::new(cfg).unwrap());
-    let args = serde_json::to_value(request("hi")).unwrap();
-    let call = Box::pin(serve(adapter, "generate".into(), args));
+    let service = client(adapter);
+    let call = Box::pin(service.generate(request("hi")));
     let started = std::time::Instant::now();
     futures::executor::block_on(async {
         let stop = Box::pin(futures_timer(Duration::from_millis(300)));

@@ -1,7 +1,7 @@
 //! `llm-scripted`: a keyless LLM adapter that replays a script (ARCHITECTURE §6, the `demo`
 //! profile; requirements C8 and C17: the whole pipeline offline and deterministic).
 //!
-//! The row provides `keel.llm.adapter.llm-scripted` (methods `generate` and `check`) and
+//! The row serves the `LlmAdapter` contract as `keel.llm.adapter.llm-scripted` and
 //! registers its `provider` (default `scripted`) with `keel.llm`. The script comes from a TOML
 //! or JSON file (`script`) or from the row itself (`steps`); it is loaded and checked at
 //! activation ([`script`]), and answers are chosen and rendered by [`replay`].
@@ -13,11 +13,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::sdk::register_until_unload;
 use keel_plugin_api::sdk::sleep;
-use keel_plugin_api::services::llm::{Llm, LlmRequest, adapter_service_name};
+use keel_plugin_api::services::llm::{
+    CheckRequest, Llm, LlmAdapter, LlmAdapterProvider, LlmCode, LlmRequest, LlmResponse,
+    RegisterAdapter, adapter_service_name,
+};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 pub use script::{Script, Step};
 
@@ -25,17 +27,20 @@ pub use script::{Script, Step};
 pub const PLUGIN_ID: &str = "llm-scripted";
 
 /// The row config.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Provider name registered with `keel.llm`.
     #[serde(default = "scripted")]
+    #[schemars(length(min = 1))]
     pub provider: String,
     /// Model name reported as the default model.
     #[serde(default = "scripted")]
+    #[schemars(length(min = 1))]
     pub model: String,
     /// Script file (TOML or JSON); relative to the working directory.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub script: Option<PathBuf>,
     /// Inline steps instead of a file.
     #[serde(default)]
@@ -57,85 +62,24 @@ pub fn load(config: Config) -> Result<Script> {
         (Some(_), Some(_)) => Err("set either `script` or `steps`, not both".to_owned()),
         (None, None) => Err("set `script` (a TOML or JSON file) or inline `steps`".to_owned()),
     };
-    loaded.map_err(|m| Error::new("SCRIPT_INVALID", format!("{PLUGIN_ID}: {m}")))
+    loaded.map_err(|m| Error::coded(LlmCode::ScriptInvalid, format!("{PLUGIN_ID}: {m}")))
 }
 
-fn schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "provider": { "type": "string", "minLength": 1 },
-            "model": { "type": "string", "minLength": 1 },
-            "script": { "type": "string", "minLength": 1 },
-            "steps": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "text": { "type": "string" },
-                        "reasoning": { "type": "string" },
-                        "tool_calls": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "name": { "type": "string", "minLength": 1 },
-                                    "arguments": { "type": ["string", "object"] }
-                                },
-                                "required": ["name"],
-                                "additionalProperties": false
-                            }
-                        },
-                        "finish": { "enum": ["stop", "length"] },
-                        "error": {
-                            "type": "object",
-                            "properties": {
-                                "code": { "type": "string", "minLength": 1 },
-                                "message": { "type": "string" }
-                            },
-                            "required": ["code", "message"],
-                            "additionalProperties": false
-                        },
-                        "usage": {
-                            "type": "object",
-                            "properties": {
-                                "input_tokens": { "type": "integer", "minimum": 0 },
-                                "output_tokens": { "type": "integer", "minimum": 0 }
-                            },
-                            "required": ["input_tokens", "output_tokens"],
-                            "additionalProperties": false
-                        },
-                        "delay_ms": { "type": "integer", "minimum": 0 }
-                    },
-                    "additionalProperties": false
-                }
-            }
-        },
-        "additionalProperties": false
-    })
-}
+/// The adapter service: replays the script. `generate` never fails (its failures are chunks).
+pub struct Service(pub Arc<Script>);
 
-/// One adapter service call.
-///
-/// # Errors
-/// `INVALID_ARGS` and `UNKNOWN_METHOD`; `generate` itself never fails (its failures are chunks).
-pub async fn serve(script: Arc<Script>, method: String, args: Value) -> Result<Value> {
-    match method.as_str() {
-        "generate" => {
-            let request: LlmRequest = serde_json::from_value(args)
-                .map_err(|e| Error::new("INVALID_ARGS", format!("generate: {e}")))?;
-            let (response, delay) = replay::respond(&script, &request);
-            if !delay.is_zero() {
-                sleep(delay).await;
-            }
-            Ok(serde_json::to_value(response)?)
+impl LlmAdapterProvider for Service {
+    async fn generate(&self, request: LlmRequest) -> Result<LlmResponse> {
+        let (response, delay) = replay::respond(&self.0, &request);
+        if !delay.is_zero() {
+            sleep(delay).await;
         }
-        // Keyless and capability-agnostic: a replay can always be dispatched.
-        "check" => Ok(json!({})),
-        other => Err(Error::new(
-            "UNKNOWN_METHOD",
-            format!("{PLUGIN_ID} has no method '{other}'"),
-        )),
+        Ok(response)
+    }
+
+    /// Keyless and capability-agnostic: a replay can always be dispatched.
+    async fn check(&self, _request: CheckRequest) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -149,7 +93,7 @@ impl Plugin for ScriptedPlugin {
             .description("LLM adapter: replays a scripted conversation (keyless, offline)")
             .provides_named(&adapter_service_name(PLUGIN_ID), false)
             .requires::<Llm>()
-            .config_schema(schema())
+            .config_type::<Config>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
@@ -158,18 +102,15 @@ impl Plugin for ScriptedPlugin {
         let model = config.model.clone();
         let script = Arc::new(load(config)?);
         let service = adapter_service_name(PLUGIN_ID);
-        ctx.provide_named(
-            &service,
-            CallHandle::new(move |method, args| serve(Arc::clone(&script), method, args)),
-        )?;
-        let llm: CallHandle = (*ctx.service::<Llm>()?).clone();
-        register_until_unload(
-            &ctx,
-            llm,
-            json!({ "service": service, "providers": [provider], "default_model": model }),
-            "unregister the adapter from keel.llm",
-        )
-        .await?;
+        ctx.serve_named::<LlmAdapter, _>(&service, Service(script))?;
+        let request = RegisterAdapter {
+            service,
+            providers: vec![provider],
+            default_model: Some(model),
+        };
+        ctx.client::<Llm>()?
+            .register_until_unload(&ctx, request)
+            .await?;
         Ok(())
     }
 }
@@ -178,6 +119,9 @@ keel_plugin_api::export_plugin!(ScriptedPlugin);
 
 #[cfg(test)]
 mod tests {
+    use keel_plugin_api::services::llm::LlmAdapterClient;
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -219,21 +163,24 @@ mod tests {
             }])
             .unwrap(),
         );
-        let request = json!({
+        // Through the typed contract, as `keel.llm` calls it.
+        let handle = ContractHandle::serve::<LlmAdapter, _>(PLUGIN_ID, Service(script));
+        let client: LlmAdapterClient = ContractClient::new(handle, "test").into();
+        let request: LlmRequest = serde_json::from_value(json!({
             "config": {"provider": "scripted", "model": "scripted"},
             "messages": [{"role": "user", "content": "hi"}]
-        });
-        let out =
-            futures::executor::block_on(serve(Arc::clone(&script), "generate".into(), request))
-                .unwrap();
+        }))
+        .unwrap();
+        let config = request.config.clone();
+        let out = futures::executor::block_on(client.generate(request)).unwrap();
         assert_eq!(
-            out,
+            serde_json::to_value(out).unwrap(),
             json!({"chunks": [
                 {"type": "text-delta", "index": 0, "text": "hello"},
                 {"type": "finish", "reason": {"kind": "stop"}}
             ]})
         );
-        let ok = futures::executor::block_on(serve(script, "check".into(), json!({}))).unwrap();
-        assert_eq!(ok, json!({}));
+        let check = CheckRequest { config, cwd: None };
+        assert_eq!(futures::executor::block_on(client.check(check)), Ok(()));
     }
 }

@@ -6,23 +6,30 @@
 
 use std::time::Duration;
 
+use keel_plugin_api::conversation::Message;
+use keel_plugin_api::sdk::Frozen;
 use keel_plugin_api::services::llm::{
-    FailureCode, FinishReason, LlmFailure, LlmRequest, LlmResponse, StreamChunk, Usage,
+    FinishReason, LlmCode, LlmFailure, LlmRequest, LlmResponse, StreamChunk, Usage,
 };
-use serde_json::Value;
 
 use crate::script::{Finish, Script, Step};
 
 /// The code for a call past the script's last step.
-pub const SCRIPT_EXHAUSTED: &str = "SCRIPT_EXHAUSTED";
+pub const SCRIPT_EXHAUSTED: LlmCode = LlmCode::ScriptExhausted;
 
 /// The step a request gets: the count of assistant messages in its history.
 pub fn step_index(request: &LlmRequest) -> usize {
-    request
-        .messages
-        .iter()
-        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-        .count()
+    request.messages.iter().filter(|m| is_assistant(m)).count()
+}
+
+/// Whether a frozen message is an assistant message. The session writes `role` first, so the
+/// prefix answers without parsing the message; any other document is parsed.
+fn is_assistant(message: &Frozen) -> bool {
+    let text = message.as_str();
+    if text.starts_with("{\"role\":") {
+        return text.starts_with("{\"role\":\"assistant\"");
+    }
+    matches!(message.parse::<Message>(), Ok(Message::Assistant { .. }))
 }
 
 /// The answer to `request` and how long to wait before giving it.
@@ -43,7 +50,7 @@ pub fn respond(script: &Script, request: &LlmRequest) -> (LlmResponse, Duration)
                     script.source,
                     script.steps.len()
                 ),
-                code: SCRIPT_EXHAUSTED.to_owned(),
+                code: SCRIPT_EXHAUSTED,
                 status: None,
                 provider_retry_after_ms: None,
                 request_id: None,
@@ -96,7 +103,7 @@ pub fn render(index: usize, step: &Step) -> Vec<StreamChunk> {
         FinishReason::Error {
             failure: LlmFailure {
                 message: e.message.clone(),
-                code: e.code.clone(),
+                code: e.code,
                 status: None,
                 provider_retry_after_ms: None,
                 request_id: None,
@@ -111,7 +118,7 @@ pub fn render(index: usize, step: &Step) -> Vec<StreamChunk> {
     } else {
         FinishReason::Error {
             failure: LlmFailure::new(
-                FailureCode::EmptyResponse,
+                LlmCode::EmptyResponse,
                 format!("scripted step {index} has neither text nor tool calls"),
             ),
         }

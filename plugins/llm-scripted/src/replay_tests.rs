@@ -4,14 +4,17 @@
 use super::*;
 use crate::script::{ScriptCall, ScriptError, ScriptUsage};
 use keel_plugin_api::services::llm::LlmCallConfig;
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn request(messages: Vec<Value>) -> LlmRequest {
     LlmRequest {
         session_id: None,
         config: LlmCallConfig::default(),
         system: None,
-        messages,
+        messages: messages
+            .iter()
+            .map(|m| Frozen::freeze(m).unwrap())
+            .collect(),
         tools: vec![],
     }
 }
@@ -154,7 +157,7 @@ fn finishes_stop_length_error_and_empty() {
     );
     let error = Step {
         error: Some(ScriptError {
-            code: "RATE_LIMIT".into(),
+            code: LlmCode::RateLimit,
             message: "wait".into(),
         }),
         ..Step::default()

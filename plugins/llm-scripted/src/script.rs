@@ -6,11 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
+use keel_plugin_api::services::llm::LlmCode;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
 /// How a step ends when it does not fail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Finish {
     /// Normal end (or `tool-calls` when the step has calls).
@@ -20,17 +22,17 @@ pub enum Finish {
 }
 
 /// A scripted failure: the step ends with `finish{error{code, message}}`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptError {
-    /// Wire code, e.g. `RATE_LIMIT`.
-    pub code: String,
+    /// An LLM code, e.g. `RATE_LIMIT` (an unknown one is refused when the script loads).
+    pub code: LlmCode,
     /// Message.
     pub message: String,
 }
 
 /// Token usage to report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptUsage {
     /// Prompt tokens.
@@ -40,14 +42,20 @@ pub struct ScriptUsage {
 }
 
 /// One scripted tool call.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptCall {
     /// Tool name.
+    #[schemars(length(min = 1))]
     pub name: String,
     /// A string (sent raw) or a table/object (serialised to JSON); absent means `{}`.
     #[serde(default)]
+    #[schemars(schema_with = "string_or_object")]
     pub arguments: Option<Value>,
+}
+
+fn string_or_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": ["string", "object"] })
 }
 
 impl ScriptCall {
@@ -62,7 +70,7 @@ impl ScriptCall {
 }
 
 /// One model answer.
-#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     /// Assistant text.
@@ -159,9 +167,9 @@ fn check(script: Script) -> Result<Script, String> {
             return Err(at("`error` and `finish` are exclusive"));
         }
         if let Some(e) = &step.error
-            && (e.code.trim().is_empty() || e.message.trim().is_empty())
+            && e.message.trim().is_empty()
         {
-            return Err(at("`error` needs a non-empty `code` and `message`"));
+            return Err(at("`error` needs a non-empty `message`"));
         }
         for (k, call) in step.tool_calls.iter().enumerate() {
             if call.name.trim().is_empty() {

@@ -85,7 +85,7 @@ fn malformed_scripts_name_the_file_and_the_problem() {
     assert!(
         error_for(
             "both.toml",
-            "[[steps]]\nfinish = \"stop\"\nerror = { code = \"X\", message = \"y\" }\n"
+            "[[steps]]\nfinish = \"stop\"\nerror = { code = \"SERVER\", message = \"y\" }\n"
         )
         .contains("step 0: `error` and `finish` are exclusive")
     );
@@ -97,6 +97,14 @@ fn malformed_scripts_name_the_file_and_the_problem() {
         .contains("`arguments` must be a string or a table/object")
     );
     assert!(error_for("finish.toml", "[[steps]]\nfinish = \"later\"\n").contains("later"));
+    // Issue 12 item 3: a scripted failure must use an LLM code, named when it does not.
+    assert!(
+        error_for(
+            "code.toml",
+            "[[steps]]\nerror = { code = \"NOPE\", message = \"y\" }\n"
+        )
+        .contains("unknown llm code `NOPE`")
+    );
     assert!(
         error_for("noname.json", r#"[{"tool_calls": [{"name": ""}]}]"#).contains("empty `name`")
     );

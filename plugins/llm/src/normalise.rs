@@ -5,22 +5,17 @@
 //! chunk or with chunks after it) is reported as a terminal `finish{error}` here, so the loop
 //! never sees a malformed stream and never needs a second failure path for adapters.
 
+use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::sdk::Error;
-use keel_plugin_api::services::llm::{LlmFailure, LlmResponse, StreamChunk};
+use keel_plugin_api::services::llm::{LlmCode, LlmFailure, LlmResponse, StreamChunk};
 
 /// Code for an adapter answer that breaks the chunk protocol. Not retryable: it is a bug in the
 /// adapter, not provider trouble.
-pub const ADAPTER_PROTOCOL: &str = "ADAPTER_PROTOCOL";
+pub const ADAPTER_PROTOCOL: LlmCode = LlmCode::AdapterProtocol;
 
-/// A failure with an arbitrary wire code.
-pub fn failure(code: &str, message: impl Into<String>) -> LlmFailure {
-    LlmFailure {
-        message: message.into(),
-        code: code.to_owned(),
-        status: None,
-        provider_retry_after_ms: None,
-        request_id: None,
-    }
+/// A failure with `code`.
+pub fn failure(code: LlmCode, message: impl Into<String>) -> LlmFailure {
+    LlmFailure::new(code, message)
 }
 
 /// A response that is only a terminal error chunk.
@@ -30,24 +25,25 @@ pub fn failed(failure: LlmFailure) -> LlmResponse {
     }
 }
 
-/// An adapter's `Err` as a terminal chunk. The adapter's own code is kept (it is the most
-/// precise thing known, e.g. `CREDENTIAL_MISSING` or `PANIC`); the message names the service.
+/// An adapter's `Err` as a terminal chunk. An LLM code is kept (it is the most precise thing
+/// known, e.g. `CREDENTIAL_MISSING` or `PANIC`); an answer the contract could not decode is
+/// `ADAPTER_PROTOCOL`; any other code becomes `ADAPTER_FAILED`, its spelling kept in the
+/// message. The message names the service.
 pub fn from_adapter_error(service: &str, e: Error) -> LlmResponse {
+    let code = if e.is(ContractCode::InvalidAnswer) {
+        ADAPTER_PROTOCOL
+    } else if let Some(code) = e.code_as::<LlmCode>() {
+        code
+    } else {
+        return failed(failure(
+            LlmCode::AdapterFailed,
+            format!("LLM adapter '{service}' failed: [{}] {}", e.code, e.message),
+        ));
+    };
     failed(failure(
-        &e.code,
+        code,
         format!("LLM adapter '{service}' failed: {}", e.message),
     ))
-}
-
-/// Parses an adapter's answer and enforces the chunk protocol.
-pub fn from_adapter_answer(service: &str, answer: serde_json::Value) -> LlmResponse {
-    match serde_json::from_value::<LlmResponse>(answer) {
-        Ok(response) => enforce(service, response),
-        Err(e) => failed(failure(
-            ADAPTER_PROTOCOL,
-            format!("LLM adapter '{service}' answered something that is not an LlmResponse: {e}"),
-        )),
-    }
 }
 
 /// Keeps the chunks before the first `finish`; when that `finish` is missing or is not last,
@@ -86,7 +82,6 @@ pub fn is_well_formed(response: &LlmResponse) -> bool {
 mod tests {
     use super::*;
     use keel_plugin_api::services::llm::FinishReason;
-    use serde_json::json;
 
     fn text(t: &str) -> StreamChunk {
         StreamChunk::TextDelta {
@@ -101,11 +96,11 @@ mod tests {
         }
     }
 
-    fn error_code(r: &LlmResponse) -> Option<String> {
+    fn error_code(r: &LlmResponse) -> Option<LlmCode> {
         match r.chunks.last() {
             Some(StreamChunk::Finish {
                 reason: FinishReason::Error { failure },
-            }) => Some(failure.code.clone()),
+            }) => Some(failure.code),
             _ => None,
         }
     }
@@ -129,11 +124,11 @@ mod tests {
         );
         assert_eq!(r.chunks.len(), 2);
         assert_eq!(r.chunks[0], text("hi"));
-        assert_eq!(error_code(&r).as_deref(), Some(ADAPTER_PROTOCOL));
+        assert_eq!(error_code(&r), Some(ADAPTER_PROTOCOL));
         assert!(is_well_formed(&r));
         let empty = enforce("s", LlmResponse { chunks: vec![] });
         assert_eq!(empty.chunks.len(), 1);
-        assert_eq!(error_code(&empty).as_deref(), Some(ADAPTER_PROTOCOL));
+        assert_eq!(error_code(&empty), Some(ADAPTER_PROTOCOL));
     }
 
     #[test]
@@ -146,15 +141,20 @@ mod tests {
         );
         assert_eq!(r.chunks.len(), 2);
         assert_eq!(r.chunks[0], text("a"));
-        assert_eq!(error_code(&r).as_deref(), Some(ADAPTER_PROTOCOL));
+        assert_eq!(error_code(&r), Some(ADAPTER_PROTOCOL));
     }
 
     #[test]
     fn llm_04_unparseable_answer_and_adapter_error_become_chunks() {
-        let r = from_adapter_answer("svc", json!({"nope": 1}));
-        assert_eq!(error_code(&r).as_deref(), Some(ADAPTER_PROTOCOL));
-        let r = from_adapter_error("svc", Error::new("CREDENTIAL_MISSING", "set X"));
-        assert_eq!(error_code(&r).as_deref(), Some("CREDENTIAL_MISSING"));
+        let garbled = Error::coded(ContractCode::InvalidAnswer, "not an LlmResponse");
+        let r = from_adapter_error("svc", garbled);
+        assert_eq!(error_code(&r), Some(ADAPTER_PROTOCOL));
+        let r = from_adapter_error("svc", Error::coded(LlmCode::CredentialMissing, "set X"));
+        assert_eq!(error_code(&r), Some(LlmCode::CredentialMissing));
         assert!(is_well_formed(&r));
+        let r = from_adapter_error("svc", Error::new("SOMETHING_ELSE", "odd"));
+        assert_eq!(error_code(&r), Some(LlmCode::AdapterFailed));
+        let r = from_adapter_error("svc", Error::coded(ContractCode::Panic, "boom"));
+        assert_eq!(error_code(&r), Some(LlmCode::Panic));
     }
 }

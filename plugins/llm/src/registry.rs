@@ -8,21 +8,20 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use keel_plugin_api::services::llm::{FailureCode, LlmCallConfig, LlmFailure};
-use serde::Serialize;
+use keel_plugin_api::services::llm::{LlmCallConfig, LlmCode, LlmFailure, ProviderRoute};
 
 /// A registry refusal: a stable code (`DUPLICATE_ADAPTER`, `INVALID_ADAPTER`,
 /// `REGISTRATION_DISPOSED`) and a message naming the offending value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryError {
     /// Wire code.
-    pub code: &'static str,
+    pub code: LlmCode,
     /// Human-readable reason.
     pub message: String,
 }
 
 impl RegistryError {
-    fn new(code: &'static str, message: impl Into<String>) -> Self {
+    fn new(code: LlmCode, message: impl Into<String>) -> Self {
         RegistryError {
             code,
             message: message.into(),
@@ -31,16 +30,7 @@ impl RegistryError {
 }
 
 /// One provider route as `providers` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Route {
-    /// Provider name.
-    pub provider: String,
-    /// The adapter's service name.
-    pub service: String,
-    /// The model the adapter's row is configured with.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_model: Option<String>,
-}
+pub type Route = ProviderRoute;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -62,7 +52,7 @@ pub struct Registry {
 fn validate_providers(providers: &[String]) -> Result<(), RegistryError> {
     if providers.is_empty() {
         return Err(RegistryError::new(
-            "INVALID_ADAPTER",
+            LlmCode::InvalidAdapter,
             "an adapter must register at least one provider",
         ));
     }
@@ -70,13 +60,13 @@ fn validate_providers(providers: &[String]) -> Result<(), RegistryError> {
     for p in providers {
         if p.trim().is_empty() {
             return Err(RegistryError::new(
-                "INVALID_ADAPTER",
+                LlmCode::InvalidAdapter,
                 "provider names must not be empty",
             ));
         }
         if !seen.insert(p.as_str()) {
             return Err(RegistryError::new(
-                "DUPLICATE_ADAPTER",
+                LlmCode::DuplicateAdapter,
                 format!("provider '{p}' is listed twice"),
             ));
         }
@@ -98,7 +88,7 @@ impl Registry {
     ) -> Result<u64, RegistryError> {
         if service.trim().is_empty() {
             return Err(RegistryError::new(
-                "INVALID_ADAPTER",
+                LlmCode::InvalidAdapter,
                 "the adapter service name must not be empty",
             ));
         }
@@ -219,7 +209,7 @@ impl Registry {
             known.join(", ")
         };
         LlmFailure::new(
-            FailureCode::NoAdapter,
+            LlmCode::NoAdapter,
             format!("no LLM adapter is registered for provider '{provider}' (registered: {known})"),
         )
     }
@@ -237,7 +227,7 @@ impl Registry {
             {
                 let service = self.live.get(holder).map_or("?", |e| e.service.as_str());
                 return Err(RegistryError::new(
-                    "DUPLICATE_ADAPTER",
+                    LlmCode::DuplicateAdapter,
                     format!("provider '{p}' is already registered by '{service}'"),
                 ));
             }
@@ -248,7 +238,7 @@ impl Registry {
 
 fn disposed(registration: u64) -> RegistryError {
     RegistryError::new(
-        "REGISTRATION_DISPOSED",
+        LlmCode::RegistrationDisposed,
         format!("LLM adapter registration {registration} was disposed (or never issued)"),
     )
 }
@@ -287,13 +277,7 @@ impl PreparedCall {
 }
 
 fn invalid_prepared(message: &str) -> LlmFailure {
-    LlmFailure {
-        message: message.to_owned(),
-        code: "INVALID_PREPARED_CALL".to_owned(),
-        status: None,
-        provider_retry_after_ms: None,
-        request_id: None,
-    }
+    LlmFailure::new(LlmCode::InvalidPreparedCall, message)
 }
 
 #[cfg(test)]

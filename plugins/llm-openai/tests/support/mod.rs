@@ -209,7 +209,10 @@ pub fn request(text: &str) -> LlmRequest {
             ..LlmCallConfig::default()
         },
         system: None,
-        messages: vec![json!({"role": "user", "content": text})],
+        messages: vec![
+            keel_plugin_api::sdk::Frozen::freeze(&json!({"role": "user", "content": text}))
+                .unwrap(),
+        ],
         tools: vec![],
     }
 }
