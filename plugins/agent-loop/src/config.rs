@@ -1,39 +1,58 @@
 //! The `agent-loop` row config: which model route a turn starts from and the retry policy the
 //! `agent/request-error` default applies (B14 defaults).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The row config.
-#[derive(Debug, Clone, Deserialize)]
+/// The row config; its JSON Schema is derived from it (`Manifest::config_type`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoopConfig {
     /// Provider the default call config names (an adapter must be registered for it).
     #[serde(default = "default_provider")]
+    #[schemars(length(min = 1))]
     pub provider: String,
     /// Model; defaults to the adapter row's `model`.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub model: Option<String>,
     /// Output token cap written into the call config.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_tokens: Option<u64>,
     /// Sampling temperature written into the call config.
     #[serde(default)]
+    #[schemars(range(min = 0))]
     pub temperature: Option<f64>,
     /// Model requests one turn may make before it ends `max-steps`.
     #[serde(default = "default_max_steps")]
+    #[schemars(range(min = 1))]
     pub max_steps: u64,
     /// Retry policy for failed model calls.
     #[serde(default)]
     pub retry: RetryPolicy,
 }
 
+/// Which failures a policy retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RetryMode {
+    /// The codes whose retry class says a retry can help (docs/errors.md).
+    #[default]
+    Normal,
+    /// Every failure.
+    Always,
+    /// None.
+    Never,
+}
+
 /// B14's retry policy: which failures retry, how often, how long to wait.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryPolicy {
     /// `normal` retries the retryable codes; `always` retries every failure; `never` none.
-    #[serde(default = "default_mode")]
-    pub mode: String,
+    #[serde(default)]
+    pub mode: RetryMode,
     /// Retries after the first attempt.
     #[serde(default = "default_max_retries")]
     pub max_retries: u32,
@@ -51,7 +70,7 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
-            mode: default_mode(),
+            mode: RetryMode::Normal,
             max_retries: default_max_retries(),
             initial_backoff_ms: default_initial(),
             max_backoff_ms: default_max_backoff(),
@@ -66,9 +85,6 @@ fn default_provider() -> String {
 fn default_max_steps() -> u64 {
     200
 }
-fn default_mode() -> String {
-    "normal".to_owned()
-}
 fn default_max_retries() -> u32 {
     2
 }
@@ -80,30 +96,4 @@ fn default_max_backoff() -> u64 {
 }
 fn default_max_retry_after() -> u64 {
     60_000
-}
-
-/// The JSON Schema the kernel validates the row against.
-pub fn schema() -> serde_json::Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "provider": { "type": "string", "minLength": 1 },
-            "model": { "type": "string", "minLength": 1 },
-            "max_tokens": { "type": "integer", "minimum": 1 },
-            "temperature": { "type": "number", "minimum": 0 },
-            "max_steps": { "type": "integer", "minimum": 1 },
-            "retry": {
-                "type": "object",
-                "properties": {
-                    "mode": { "enum": ["normal", "always", "never"] },
-                    "max_retries": { "type": "integer", "minimum": 0 },
-                    "initial_backoff_ms": { "type": "integer", "minimum": 0 },
-                    "max_backoff_ms": { "type": "integer", "minimum": 0 },
-                    "max_retry_after_ms": { "type": "integer", "minimum": 0 }
-                },
-                "additionalProperties": false
-            }
-        },
-        "additionalProperties": false
-    })
 }

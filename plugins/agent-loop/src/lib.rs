@@ -257,7 +257,7 @@ impl Plugin for AgentLoop {
             .requires::<Llm>()
             .requires::<Tools>()
             .optional::<SystemPrompt>()
-            .config_schema(config::schema())
+            .config_type::<config::LoopConfig>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {

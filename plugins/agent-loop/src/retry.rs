@@ -7,7 +7,7 @@ use std::hash::BuildHasher as _;
 use keel_plugin_api::codes::{ErrorCode, Retry};
 use keel_plugin_api::services::llm::LlmFailure;
 
-use crate::config::RetryPolicy;
+use crate::config::{RetryMode, RetryPolicy};
 
 /// Retry after `delay_ms`, or fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,10 +26,10 @@ pub fn decide(policy: &RetryPolicy, failure: &LlmFailure, attempt: u32, jitter: 
     // The code's retry class decides (docs/errors.md): transient codes go to the policy,
     // `once` codes are capped at one retry whatever the mode, the rest fail.
     let class = failure.code.retry();
-    let retryable = match policy.mode.as_str() {
-        "always" => true,
-        "never" => false,
-        _ => matches!(class, Retry::Later | Retry::Once),
+    let retryable = match policy.mode {
+        RetryMode::Always => true,
+        RetryMode::Never => false,
+        RetryMode::Normal => matches!(class, Retry::Later | Retry::Once),
     };
     let cap = if class == Retry::Once {
         policy.max_retries.min(1)
@@ -106,14 +106,14 @@ mod tests {
     #[test]
     fn invalid_request_is_retried_once_at_most() {
         let f = failure(LlmCode::InvalidRequest);
-        for mode in ["normal", "always"] {
+        for mode in [RetryMode::Normal, RetryMode::Always] {
             let p = RetryPolicy {
-                mode: mode.into(),
+                mode,
                 max_retries: 5,
                 ..RetryPolicy::default()
             };
             assert!(matches!(decide(&p, &f, 0, 0.5), Decision::Retry { .. }));
-            assert_eq!(decide(&p, &f, 1, 0.5), Decision::Fail, "{mode}");
+            assert_eq!(decide(&p, &f, 1, 0.5), Decision::Fail, "{mode:?}");
         }
         let none = RetryPolicy {
             max_retries: 0,
@@ -146,7 +146,7 @@ mod tests {
             assert!((9_000..=11_000).contains(&delay_ms), "{delay_ms}");
         }
         let never = RetryPolicy {
-            mode: "never".into(),
+            mode: RetryMode::Never,
             ..RetryPolicy::default()
         };
         assert_eq!(decide(&never, &f, 0, 0.5), Decision::Fail);
@@ -163,7 +163,7 @@ mod tests {
 
     fn mode(mode: &str) -> RetryPolicy {
         RetryPolicy {
-            mode: mode.into(),
+            mode: serde_json::from_value(serde_json::json!(mode)).unwrap(),
             ..RetryPolicy::default()
         }
     }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -24,24 +25,30 @@ pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_FIRST_BYTE_TIMEOUT_MS: u64 = 90_000;
 
 /// The row config.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// API root, e.g. `https://api.openai.com/v1`; `/chat/completions` is appended.
+    #[schemars(regex(pattern = "^https?://"))]
     pub base_url: String,
     /// The row's model; registered as the provider's default model.
+    #[schemars(length(min = 1))]
     pub model: String,
     /// Name of the credential (an environment-variable-style reference), never the key.
     #[serde(default = "default_key_ref")]
+    #[schemars(regex(pattern = "^[A-Za-z_][A-Za-z0-9_]*$"))]
     pub api_key_ref: String,
     /// Provider name this row registers with `keel.llm`.
     #[serde(default = "default_provider")]
+    #[schemars(length(min = 1))]
     pub provider: String,
     /// Output cap used when the call config has none.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_tokens: Option<u64>,
     /// Temperature used when the call config has none.
     #[serde(default)]
+    #[schemars(range(min = 0))]
     pub temperature: Option<f64>,
     /// Extra request headers (they may override `User-Agent`, never `Authorization`).
     #[serde(default)]
@@ -49,21 +56,26 @@ pub struct Config {
     /// Idle watchdog: once the response head has arrived, the longest wait for the next
     /// stream event (or error-body chunk).
     #[serde(default = "default_timeout")]
+    #[schemars(range(min = 1))]
     pub timeout_ms: u64,
     /// Connect timeout (TCP and TLS), part of the first-byte wait.
     #[serde(default = "default_connect_timeout")]
+    #[schemars(range(min = 1))]
     pub connect_timeout_ms: u64,
     /// First-byte deadline: the longest wait from sending the request (connecting included)
     /// to the response head.
     #[serde(default = "default_first_byte_timeout")]
+    #[schemars(range(min = 1))]
     pub first_byte_timeout_ms: u64,
     /// `tool_choice` sent with every request that offers tools (never without tools). Default
     /// `"auto"`: some servers (llama-cpp-python) read a missing `tool_choice` as `"none"` and
     /// the model then never calls a tool (issue 11 item 1).
     #[serde(default = "ToolChoice::auto")]
+    #[schemars(schema_with = "tool_choice_schema")]
     pub tool_choice: ToolChoice,
     /// Whether requests stream: `true`, `false` or `"auto"` (default; see [`StreamMode`]).
     #[serde(default)]
+    #[schemars(schema_with = "stream_schema")]
     pub stream: StreamMode,
 }
 
@@ -200,48 +212,36 @@ fn default_first_byte_timeout() -> u64 {
     DEFAULT_FIRST_BYTE_TIMEOUT_MS
 }
 
-/// The JSON Schema of [`Config`].
+/// The JSON Schema the kernel validates the row against: derived from [`Config`], with
+/// `tool_choice` and `stream` spelled by hand so a bad value is told what it should be.
 pub fn schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "base_url": { "type": "string", "pattern": "^https?://" },
-            "model": { "type": "string", "minLength": 1 },
-            "api_key_ref": { "type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$" },
-            "provider": { "type": "string", "minLength": 1 },
-            "max_tokens": { "type": "integer", "minimum": 1 },
-            "temperature": { "type": "number", "minimum": 0 },
-            "headers": {
-                "type": "object",
-                "additionalProperties": { "type": "string" }
-            },
-            "timeout_ms": { "type": "integer", "minimum": 1 },
-            "connect_timeout_ms": { "type": "integer", "minimum": 1 },
-            "first_byte_timeout_ms": { "type": "integer", "minimum": 1 },
-            // if/then/else rather than oneOf, so a bad value is told what it should be.
-            "tool_choice": {
-                "type": ["string", "object"],
-                "if": { "type": "string" },
-                "then": { "enum": ["auto", "none", "required"] },
-                "else": {
-                    "properties": {
-                        "type": { "const": "function" },
-                        "function": {
-                            "type": "object",
-                            "properties": { "name": { "type": "string", "minLength": 1 } },
-                            "required": ["name"],
-                            "additionalProperties": false
-                        }
-                    },
-                    "required": ["type", "function"],
+    schemars::schema_for!(Config).to_value()
+}
+
+// if/then/else rather than oneOf, so a bad value is told what it should be.
+fn tool_choice_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": ["string", "object"],
+        "if": { "type": "string" },
+        "then": { "enum": ["auto", "none", "required"] },
+        "else": {
+            "properties": {
+                "type": { "const": "function" },
+                "function": {
+                    "type": "object",
+                    "properties": { "name": { "type": "string", "minLength": 1 } },
+                    "required": ["name"],
                     "additionalProperties": false
                 }
             },
-            "stream": { "enum": [true, false, "auto"] }
-        },
-        "required": ["base_url", "model"],
-        "additionalProperties": false
+            "required": ["type", "function"],
+            "additionalProperties": false
+        }
     })
+}
+
+fn stream_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "enum": [true, false, "auto"] })
 }
 
 #[cfg(test)]
@@ -278,8 +278,8 @@ mod tests {
         .unwrap();
         assert_eq!((c.first_byte_timeout_ms, c.timeout_ms), (250, 300_000));
         assert_eq!(
-            schema()["properties"]["first_byte_timeout_ms"],
-            json!({ "type": "integer", "minimum": 1 })
+            schema()["properties"]["first_byte_timeout_ms"]["minimum"],
+            json!(1)
         );
     }
 
@@ -329,7 +329,7 @@ mod tests {
             assert!(parse(bad.clone()).is_err(), "{bad} was accepted");
         }
         let props = &schema()["properties"];
-        assert_eq!(props["stream"], json!({"enum": [true, false, "auto"]}));
+        assert_eq!(props["stream"]["enum"], json!([true, false, "auto"]));
         assert_eq!(
             props["tool_choice"]["then"],
             json!({"enum": ["auto", "none", "required"]})
