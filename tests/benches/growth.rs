@@ -344,6 +344,12 @@ fn measure(samples: &[Sample]) -> Result<Measured, String> {
     Ok(m)
 }
 
+/// The 1-minute load average (`None` without `/proc/loadavg`).
+fn loadavg() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
 fn median(values: impl Iterator<Item = f64>) -> f64 {
     summarize(values.collect()).median
 }
@@ -356,6 +362,8 @@ fn run(quick: bool) -> Result<(), String> {
     let release = release_dir()?;
     let keel = release.join("keel");
     let runs = if quick { 1 } else { 3 };
+    // Wall times on a shared 2-core machine depend on what else runs; the JSON keeps the load.
+    let load_before = loadavg();
     let mut all = Vec::new();
     for i in 0..runs {
         let m = session(&keel)?;
@@ -434,6 +442,7 @@ fn run(quick: bool) -> Result<(), String> {
     };
     let json = json!({
         "machine": machine(),
+        "loadavg": { "before": load_before, "after": loadavg() },
         "steps": STEPS,
         "command": COMMAND,
         "runs": runs,
