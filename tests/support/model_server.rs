@@ -218,7 +218,11 @@ struct State {
     arrived: Condvar,
     stop: AtomicBool,
     personality: Personality,
+    hook: Mutex<Option<Hook>>,
 }
+
+/// Sees each chat-completions request before it is answered ([`ModelServer::on_completion`]).
+pub type Hook = Arc<dyn Fn(&Request) + Send + Sync>;
 
 #[derive(Default)]
 struct Script {
@@ -301,6 +305,13 @@ impl ModelServer {
         self.requests().into_iter().filter(is_completion).collect()
     }
 
+    /// Calls `hook` on the connection's thread with each chat-completions request once it is
+    /// read and before it is answered, while the client waits: a benchmark reads the client's
+    /// `/proc` state at the moment request N arrives (the growth bench, issue 12).
+    pub fn on_completion(&self, hook: impl Fn(&Request) + Send + Sync + 'static) {
+        *self.state.hook.lock().expect("model server hook") = Some(Arc::new(hook));
+    }
+
     /// How many replies of the script were consumed.
     pub fn consumed(&self) -> usize {
         self.lock().consumed
@@ -373,6 +384,10 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
         .get("connection")
         .is_some_and(|v| v.eq_ignore_ascii_case("close"));
     let completion = is_completion(&request);
+    let hook = state.hook.lock().ok().and_then(|h| h.clone());
+    if let Some(hook) = hook.filter(|_| completion) {
+        hook(&request);
+    }
     // The personality's verdict comes first: a refused request consumes no reply.
     let screen = state.personality.screen(&request.body);
     let reply = {
