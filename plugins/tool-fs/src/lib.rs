@@ -34,8 +34,8 @@ use keel_plugin_api::events::fs::{EditIntent, FsIntent, FsObserved, Observed, Wr
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::sandbox::{Access, CallRef, CheckPathRequest, Sandbox};
 use keel_plugin_api::services::tools::{
-    ToolCode, ToolExecutor, ToolInvocation, ToolProvider, ToolResult, Tools,
-    provider_service_name, register_until_unload,
+    ToolCode, ToolExecutor, ToolInvocation, ToolProvider, ToolResult, Tools, provider_service_name,
+    register_until_unload,
 };
 use serde_json::Value;
 
@@ -134,9 +134,8 @@ impl ToolExecutor for Provider {
             .spawn(move || {
                 let _ = tx.send(tools.execute(&call));
             })?;
-        rx.await.map_err(|_| {
-            Error::coded(ToolCode::ToolFailed, "the file tool's worker thread died")
-        })
+        rx.await
+            .map_err(|_| Error::coded(ToolCode::ToolFailed, "the file tool's worker thread died"))
     }
 }
 

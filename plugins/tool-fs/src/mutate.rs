@@ -19,10 +19,10 @@ use serde_json::json;
 use crate::atomic::{Publish, publish};
 use crate::content::{as_text, lf, version_of};
 use crate::error::{FsError, FsErrorCode, FsResult};
-use keel_plugin_api::codes::ErrorCode as _;
 use crate::hooks::{EditDecision, Observation, WriteDecision, edit_decision, write_decision};
 use crate::path::{recheck, target_key, writable_target};
 use crate::tools::{FsTools, Scope};
+use keel_plugin_api::codes::ErrorCode as _;
 
 /// `write_file` arguments.
 #[derive(Debug, Deserialize)]

@@ -54,7 +54,6 @@ impl Default for FsConfig {
     }
 }
 
-
 /// Who is calling and where relative paths start.
 #[derive(Debug, Clone, Copy)]
 pub struct Scope<'a> {

@@ -28,8 +28,8 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::approval::Approval;
 use keel_plugin_api::services::session::Sessions;
 use keel_plugin_api::services::tools::{
-    BatchOutcome, BatchRequest, CancelRequest, ListRequest, RegisterRequest, Registered,
-    ToolList, Tools, ToolsProvider, UnregisterRequest,
+    BatchOutcome, BatchRequest, CancelRequest, ListRequest, RegisterRequest, Registered, ToolList,
+    Tools, ToolsProvider, UnregisterRequest,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -175,7 +175,8 @@ pub async fn run_batch<P: Pipeline>(
     type Fut<'a, O> = BoxFuture<'a, O>;
     let mut admitting: Option<Fut<'_, Event<P::Ticket, P::Committed>>> = None;
     let mut committing: Option<Fut<'_, Event<P::Ticket, P::Committed>>> = None;
-    let mut bodies: FuturesUnordered<Fut<'_, Event<P::Ticket, P::Committed>>> = FuturesUnordered::new();
+    let mut bodies: FuturesUnordered<Fut<'_, Event<P::Ticket, P::Committed>>> =
+        FuturesUnordered::new();
 
     loop {
         let cancelled = cancel.load(Ordering::SeqCst);

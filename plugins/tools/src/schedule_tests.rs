@@ -291,7 +291,10 @@ fn tool08_denied_call_records_its_reason_and_the_batch_continues() {
     calls[1].admit = Admit::Deny;
     let mock = Mock::new(calls);
     let out = mock.run(10).unwrap();
-    assert_eq!(codes_of(&out), [None, Some(ToolCode::ToolDenied.code()), None]);
+    assert_eq!(
+        codes_of(&out),
+        [None, Some(ToolCode::ToolDenied.code()), None]
+    );
     assert_eq!(out.failure, None);
     assert!(!mock.log().iter().any(|l| l.starts_with("start 1")));
     // No post-execute for a call that had no body.
@@ -346,7 +349,10 @@ fn execute_and_post_execute_failures_stop_the_batch_too() {
     let mock = Mock::new(calls);
     let out = mock.run(10).unwrap();
     assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
-    assert_eq!(code(&out.results[2]), Some(ToolCode::AbortedBeforeDispatch.code()));
+    assert_eq!(
+        code(&out.results[2]),
+        Some(ToolCode::AbortedBeforeDispatch.code())
+    );
     assert!(out.failure.unwrap().message.contains("tools/post-execute"));
 }
 
@@ -397,7 +403,10 @@ fn tool09_cancel_during_admission_keeps_the_body_from_starting() {
     let out = mock.run(10).unwrap();
     assert_eq!(
         codes_of(&out),
-        [Some(ToolCode::Aborted.code()), Some(ToolCode::AbortedBeforeDispatch.code())]
+        [
+            Some(ToolCode::Aborted.code()),
+            Some(ToolCode::AbortedBeforeDispatch.code())
+        ]
     );
     assert!(mock.log().contains(&"admit 1".to_owned()));
     assert!(!mock.log().iter().any(|l| l.starts_with("start 1")));

@@ -442,7 +442,10 @@ fn an_answer_that_is_not_a_tool_result_is_invalid_output() {
     let mut host = FakeHost::new();
     host.exec = Box::new(|_| Ok(j(json!([1, 2]))));
     let out = run(&host, &[("read_file", "{}")]).unwrap();
-    assert_eq!(code(&out.results[0]), Some(ToolCode::InvalidToolOutput.code()));
+    assert_eq!(
+        code(&out.results[0]),
+        Some(ToolCode::InvalidToolOutput.code())
+    );
     assert_eq!(out.failure, None);
 }
 
@@ -452,7 +455,10 @@ fn a_failing_execute_listener_is_a_stage_failure() {
     host.exec = Box::new(|_| Err(Error::new("CHECKPOINT", "flush failed")));
     let out = run(&host, &[("write_file", "{}"), ("write_file", "{}")]).unwrap();
     assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
-    assert_eq!(code(&out.results[1]), Some(ToolCode::AbortedBeforeDispatch.code()));
+    assert_eq!(
+        code(&out.results[1]),
+        Some(ToolCode::AbortedBeforeDispatch.code())
+    );
     assert!(out.failure.unwrap().message.contains("tools/execute"));
 }
 
