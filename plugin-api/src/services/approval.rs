@@ -61,7 +61,7 @@ pub struct AskAnswer {
 }
 
 /// `mode` of the approval row (and of a per-session override).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalMode {
     /// Calls run without asking.
