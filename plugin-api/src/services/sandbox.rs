@@ -98,7 +98,7 @@ pub struct SandboxStatus {
 }
 
 /// The three modes (B10). They govern file effects; network is a separate row switch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     /// Nothing may be written (except `/dev/null`).
