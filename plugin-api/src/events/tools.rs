@@ -45,7 +45,7 @@ pub struct ToolOutcome {
 
 declare_event! {
     /// Policy before anything runs. Output: a
-    /// [`PreDecision`](crate::services::tools::PreDecision): `{"kind":"allow"}`,
+    /// `services::tools::PreDecision`: `{"kind":"allow"}`,
     /// `{"kind":"deny","reason"}` or `{"kind":"ask","reason"?}`. Arguments cannot be rewritten here. The terminal allows.
     pub struct PreExecute: async_waterfall("tools/pre-execute") -> ToolExecution => Json;
 }
@@ -59,7 +59,7 @@ declare_event! {
     pub struct Execute: async_waterfall("tools/execute") -> ToolExecution => Json;
 }
 declare_event! {
-    /// After the body. Output: a [`PostDecision`](crate::services::tools::PostDecision):
+    /// After the body. Output: a `services::tools::PostDecision`:
     /// `{"kind":"accept","content"?}` or `{"kind":"block","feedback"}`
     /// (the result becomes an error the model reads). The terminal accepts.
     pub struct PostExecute: async_waterfall("tools/post-execute") -> ToolOutcome => Json;
