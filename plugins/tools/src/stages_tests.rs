@@ -23,6 +23,8 @@ struct FakeHost {
     exec: Script<Json>,
     post: Script<Json>,
     refuse_append: Option<&'static str>,
+    /// The body's snapshot, handed back beside its document (as the kernel host does).
+    body_snapshot: Mutex<Option<Snapshot>>,
 }
 
 fn j(v: Value) -> Json {
@@ -48,6 +50,7 @@ impl FakeHost {
             }),
             post: Box::new(|_| Ok(j(json!({"kind": "accept"})))),
             refuse_append: None,
+            body_snapshot: Mutex::new(None),
         }
     }
 
@@ -89,7 +92,14 @@ impl Host for FakeHost {
     }
     async fn execute(&self, exec: ToolExecution) -> Result<Executed> {
         self.stage("execute", &exec);
-        (self.exec)(&exec).map(Executed::from)
+        let snapshot = self.body_snapshot.lock().unwrap().clone();
+        match snapshot {
+            Some(snapshot) => Ok(Executed {
+                json: snapshot.json(),
+                snapshot: Some(snapshot),
+            }),
+            None => (self.exec)(&exec).map(Executed::from),
+        }
     }
     async fn post_execute(&self, outcome: ToolOutcome) -> Result<Json> {
         self.stage("post", &outcome.exec);
@@ -485,4 +495,42 @@ fn tool10_classification_needs_parallel_safe_and_parsed_arguments() {
     assert_eq!(classify(read.as_ref(), "3"), Mode::Exclusive);
     assert_eq!(classify(write.as_ref(), "{}"), Mode::Exclusive);
     assert_eq!(classify(None, "{}"), Mode::Exclusive);
+}
+
+fn run_frozen(host: &FakeHost) -> Vec<FrozenResult> {
+    let registry = registry();
+    let request = request(&[("read_file", "{}")]);
+    let pipeline = CallPipeline {
+        host,
+        registry: &registry,
+        request: &request,
+        timeout_ms: 600_000,
+    };
+    let out = block_on(run_batch(&pipeline, 1, 10, &AtomicBool::new(false))).unwrap();
+    out.results
+}
+
+// Issue 12 item 2 / TOOL-04: a result nobody changed is encoded once, by the body: the loop
+// gets that very buffer, and post-execute and tools/result read its text.
+#[test]
+fn tool04_an_unchanged_result_is_frozen_once_by_the_body() {
+    let host = FakeHost::new();
+    let body = Snapshot::of(ToolResult::ok("x".repeat(8192))).unwrap();
+    *host.body_snapshot.lock().unwrap() = Some(body.clone());
+    let results = run_frozen(&host);
+    assert!(results[0].frozen().same(body.frozen.frozen()));
+    let notified = host.notified.lock().unwrap();
+    assert_eq!(notified[0].result.text.as_str(), body.frozen.as_str());
+}
+
+// A post-execute listener that replaces the content gets a new snapshot (the change is kept).
+#[test]
+fn tool04_a_changed_result_is_frozen_again() {
+    let mut host = FakeHost::new();
+    host.post = Box::new(|_| Ok(j(json!({"kind": "accept", "content": "scrubbed"}))));
+    let body = Snapshot::of(ToolResult::ok("secret")).unwrap();
+    *host.body_snapshot.lock().unwrap() = Some(body.clone());
+    let results = run_frozen(&host);
+    assert!(!results[0].frozen().same(body.frozen.frozen()));
+    assert_eq!(results[0].parse().unwrap().content, "scrubbed");
 }
