@@ -247,7 +247,7 @@ pub struct BatchRequest {
     pub calls: Vec<ModelCall>,
 }
 
-/// What a provider's `"execute"` receives.
+/// What a provider's `execute` receives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolInvocation {
     /// Tool name.
