@@ -74,4 +74,12 @@ pub trait ErrorCode: Copy + 'static {
 }
 
 /// Every code set, in the order `docs/errors.md` lists them.
-pub const CATALOG: &[CodeSet] = &[ContractCode::SET, crate::services::prompt::PromptCode::SET];
+pub const CATALOG: &[CodeSet] = &[
+    ContractCode::SET,
+    crate::services::prompt::PromptCode::SET,
+    crate::services::tools::ToolCode::SET,
+    crate::services::tools::FsCode::SET,
+    crate::services::tools::ShellCode::SET,
+    crate::services::approval::ApprovalCode::SET,
+    crate::services::sandbox::SandboxCode::SET,
+];

@@ -44,8 +44,9 @@ pub struct ToolOutcome {
 }
 
 declare_event! {
-    /// Policy before anything runs. Output: `{"kind":"allow"}`, `{"kind":"deny","reason"}` or
-    /// `{"kind":"ask","reason"?}`. Arguments cannot be rewritten here. The terminal allows.
+    /// Policy before anything runs. Output: a
+    /// `services::tools::PreDecision`: `{"kind":"allow"}`,
+    /// `{"kind":"deny","reason"}` or `{"kind":"ask","reason"?}`. Arguments cannot be rewritten here. The terminal allows.
     pub struct PreExecute: async_waterfall("tools/pre-execute") -> ToolExecution => Json;
 }
 declare_event! {
@@ -58,7 +59,8 @@ declare_event! {
     pub struct Execute: async_waterfall("tools/execute") -> ToolExecution => Json;
 }
 declare_event! {
-    /// After the body. Output: `{"kind":"accept","content"?}` or `{"kind":"block","feedback"}`
+    /// After the body. Output: a `services::tools::PostDecision`:
+    /// `{"kind":"accept","content"?}` or `{"kind":"block","feedback"}`
     /// (the result becomes an error the model reads). The terminal accepts.
     pub struct PostExecute: async_waterfall("tools/post-execute") -> ToolOutcome => Json;
 }

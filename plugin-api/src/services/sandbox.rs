@@ -10,34 +10,95 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdk::{CallHandle, Service};
-
-/// The `sandbox` plugin's service. Methods (a call's `mode` overrides the row's):
-///
-/// - `"policy"`: `{cwd, mode?}` → [`Policy`] (`workspace_root` is the canonical `cwd`).
-/// - `"confine"`: [`ConfineRequest`] → [`Confined`]: the argv to spawn instead. In
-///   `danger-full-access` the argv comes back unchanged with enforcement `none`. In a confined
-///   mode without a usable runner the call fails with [`SANDBOX_UNAVAILABLE`] — never a silent
-///   pass-through (SBX-06).
-/// - `"check_path"`: [`CheckPathRequest`] → [`PathVerdict`]. The path is canonicalised freshly
-///   (deepest existing ancestor, FS-06). Reads are always allowed; writes only under a writable
-///   root in `workspace-write`, never in `read-only`, always in `danger-full-access`.
-///
-/// Unknown modes fail with `INVALID_MODE`.
-#[derive(Debug, Clone, Copy)]
-pub struct Sandbox;
-
-impl Service for Sandbox {
-    const NAME: &'static str = "keel.sandbox";
-    type Handle = CallHandle;
+crate::contract! {
+    /// The `sandbox` plugin's service. A call's `mode` overrides the row's (a wider one than
+    /// the effective mode only with an approved escalation for the call, SBX-08).
+    pub contract Sandbox = "keel.sandbox", version 1;
+    provider SandboxProvider;
+    client SandboxClient;
+    /// The policy for a working directory (`workspace_root` is the canonical `cwd`).
+    fn policy(PolicyRequest) -> Policy;
+    /// The argv to spawn instead. In `danger-full-access` the argv comes back unchanged with
+    /// enforcement `none`. In a confined mode without a usable runner the call fails with
+    /// `SANDBOX_UNAVAILABLE` — never a silent pass-through (SBX-06).
+    fn confine(ConfineRequest) -> Confined;
+    /// The path is canonicalised freshly (deepest existing ancestor, FS-06). Reads are always
+    /// allowed; writes only under a writable root in `workspace-write`, never in `read-only`,
+    /// always in `danger-full-access`.
+    fn check_path(CheckPathRequest) -> PathVerdict;
+    /// Sets the row's mode for this process (the headless driver's `--sandbox`); an unknown
+    /// mode is `INVALID_MODE`.
+    fn set_mode(SetModeRequest) -> ModeAnswer;
+    /// The effective mode and which runner confines (for reports).
+    fn status(StatusRequest) -> SandboxStatus;
 }
 
-/// No usable runner for a confined mode (SBX-06), or a runner failed to start the child
-/// (SBX-09). Consumers surface this code as is, never behind a generic error.
-pub const SANDBOX_UNAVAILABLE: &str = "SANDBOX_UNAVAILABLE";
+crate::error_codes! {
+    /// The sandbox (`keel.sandbox`, B10, SBX-04…09).
+    pub enum SandboxCode in "sandbox" {
+        /// No usable runner for a confined mode (SBX-06), or a runner failed to start the
+        /// child (SBX-09). Consumers surface this code as is, never behind a generic error.
+        Unavailable = "SANDBOX_UNAVAILABLE", by "`keel.sandbox` `confine`; `tool-shell`; the headless driver", retry Never;
+        /// A request for a wider mode than the effective one without an approved escalation
+        /// for that call (SBX-08).
+        EscalationNotApproved = "ESCALATION_NOT_APPROVED", by "`keel.sandbox` `confine`, `check_path`", retry Changed;
+        /// A mode name that is not `read-only`, `workspace-write` or `danger-full-access`.
+        InvalidMode = "INVALID_MODE", by "`keel.sandbox` `set_mode`", retry Changed;
+        /// A path could not be resolved, or `KEEL_HOME` could not be created.
+        Io = "SANDBOX_IO", by "`keel.sandbox`", retry Once;
+    }
+}
+
+/// What `policy` takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyRequest {
+    /// The session's working directory.
+    pub cwd: PathBuf,
+    /// The mode to look at (default: the effective one).
+    #[serde(default)]
+    pub mode: Option<SandboxMode>,
+}
+
+/// What `set_mode` takes: the user's text, checked by the provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetModeRequest {
+    /// `read-only`, `workspace-write` or `danger-full-access`.
+    pub mode: String,
+}
+
+/// What `set_mode` answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModeAnswer {
+    /// The mode now in effect.
+    pub mode: SandboxMode,
+}
+
+/// What `status` takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusRequest {
+    /// The mode to report on (default: the effective one).
+    #[serde(default)]
+    pub mode: Option<SandboxMode>,
+}
+
+/// What `status` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxStatus {
+    /// The mode.
+    pub mode: SandboxMode,
+    /// Whether confined processes may use the network.
+    pub network: bool,
+    /// The runner that confines (`bwrap`, `landlock`), none while probing or when none works.
+    pub runner: Option<String>,
+    /// How completely it fences.
+    pub enforcement: Enforcement,
+    /// Why no runner is usable.
+    pub unavailable_reason: Option<String>,
+}
 
 /// The three modes (B10). They govern file effects; network is a separate row switch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     /// Nothing may be written (except `/dev/null`).
@@ -74,7 +135,7 @@ impl SandboxMode {
     }
 }
 
-/// What `"policy"` answers.
+/// What `policy` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
     /// The effective mode.
@@ -197,7 +258,7 @@ pub fn denial_marker(mode: SandboxMode) -> String {
     format!("[sandbox: file access denied under {} mode]", mode.as_str())
 }
 
-/// What `"confine"` takes.
+/// What `confine` takes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfineRequest {
     /// The command to confine, program first.
@@ -207,7 +268,7 @@ pub struct ConfineRequest {
     pub cwd: PathBuf,
     /// The mode this call asks for. Narrower than (or equal to) the effective mode: used as
     /// is. Wider: only with an approved escalation for `call` (SBX-08), else
-    /// [`ESCALATION_NOT_APPROVED`].
+    /// `ESCALATION_NOT_APPROVED`.
     #[serde(default)]
     pub mode: Option<SandboxMode>,
     /// The tool call this is for (needed to use an escalation grant).
@@ -223,10 +284,6 @@ pub struct CallRef {
     /// Call id.
     pub call_id: String,
 }
-
-/// A request for a wider mode than the effective one without an approved escalation for that
-/// call (SBX-08).
-pub const ESCALATION_NOT_APPROVED: &str = "ESCALATION_NOT_APPROVED";
 
 /// The argument naming the mode a call asks to be escalated to (SBX-08). Shell and file tools
 /// share it; it must come with [`JUSTIFICATION_ARG`].
@@ -381,7 +438,7 @@ impl RunnerFailureRule {
     }
 }
 
-/// What `"confine"` answers.
+/// What `confine` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Confined {
     /// Spawn exactly this.
@@ -400,7 +457,7 @@ pub struct Confined {
     pub runner_failure: RunnerFailureRule,
 }
 
-/// File access kinds for `"check_path"`.
+/// File access kinds for `check_path`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Access {
@@ -410,7 +467,7 @@ pub enum Access {
     Write,
 }
 
-/// What `"check_path"` takes.
+/// What `check_path` takes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckPathRequest {
     /// Absolute, or relative to `cwd`.
@@ -427,7 +484,7 @@ pub struct CheckPathRequest {
     pub call: Option<CallRef>,
 }
 
-/// What `"check_path"` answers.
+/// What `check_path` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathVerdict {
     /// Whether the access may proceed.

@@ -10,7 +10,9 @@ use keel_plugin_api::services::llm::{
 };
 use keel_plugin_api::services::prompt::{AssembleRequest, SystemPrompt};
 use keel_plugin_api::services::session::Sessions;
-use keel_plugin_api::services::tools::{BatchRequest, ToolDefinition, ToolResult, Tools};
+use keel_plugin_api::services::tools::{
+    BatchRequest, CancelRequest, ListRequest, ResultFlags, Tools, ToolsClient,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -20,23 +22,23 @@ pub struct Seams {
     pub ctx: Context,
     session: ServiceRef<Sessions>,
     llm: LlmClient,
-    tools: ServiceRef<Tools>,
+    tools: ToolsClient,
     /// The row config.
     pub config: crate::config::LoopConfig,
 }
 
-/// What `run_batch` answers.
-#[derive(Debug, Deserialize)]
+/// What `run_batch` answers, as the loop needs it: the results themselves are in the log (the
+/// history is projected from it), so only their flags are read here.
+#[derive(Debug)]
 pub struct BatchOutcome {
     /// One per call, model order.
-    pub results: Vec<ToolResult>,
+    pub results: Vec<ResultFlags>,
     /// A pipeline stage failed (a listener error): the turn ends with this error.
-    #[serde(default)]
     pub failure: Option<StageFailure>,
 }
 
 /// A failed stage.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct StageFailure {
     /// Code.
     pub code: String,
@@ -55,7 +57,7 @@ impl Seams {
             config,
             session: ctx.service::<Sessions>()?,
             llm: ctx.client::<Llm>()?,
-            tools: ctx.service::<Tools>()?,
+            tools: ctx.client::<Tools>()?,
             ctx,
         })
     }
@@ -153,10 +155,9 @@ impl Seams {
 
     /// The registered tools.
     pub async fn tool_list(&self) -> Result<Vec<ModelTool>> {
-        let v = self.tools.call("list", json!({})).await?;
-        let defs: Vec<ToolDefinition> =
-            parse("tools", v.get("tools").cloned().unwrap_or(Value::Null))?;
-        Ok(defs
+        let list = self.tools.list(ListRequest {}).await?;
+        Ok(list
+            .tools
             .into_iter()
             .map(|d| ModelTool {
                 name: d.name,
@@ -168,19 +169,27 @@ impl Seams {
 
     /// Runs one assistant message's calls (the B9 pipeline; it logs calls and results).
     pub async fn run_batch(&self, batch: &BatchRequest) -> Result<BatchOutcome> {
-        let v = self
-            .tools
-            .call("run_batch", serde_json::to_value(batch)?)
-            .await?;
-        parse("run_batch", v)
+        let outcome = self.tools.run_batch(batch.clone()).await?;
+        Ok(BatchOutcome {
+            results: outcome
+                .results
+                .iter()
+                .map(|r| r.flags())
+                .collect::<Result<_>>()?,
+            failure: outcome.failure.map(|f| StageFailure {
+                code: f.code,
+                message: f.message,
+            }),
+        })
     }
 
     /// Stops the running batch of `session_id` (started bodies drain).
     pub async fn cancel_tools(&self, session_id: &str) -> Result<()> {
         self.tools
-            .call("cancel", json!({ "session_id": session_id }))
+            .cancel(CancelRequest {
+                session_id: session_id.to_owned(),
+            })
             .await
-            .map(|_| ())
     }
 
     // ---- system prompt ---------------------------------------------------------------------

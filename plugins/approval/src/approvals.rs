@@ -4,6 +4,7 @@
 //!
 //! Session writes are behind [`Audit`] so the flow is tested without the kernel.
 
+use keel_plugin_api::services::approval::ApprovalCode;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +19,7 @@ use serde_json::{Value, json};
 use crate::policy::{CallView, Decision, Mode, decide};
 
 /// An ask for a session without an open turn (TOOL-05).
-pub const NO_OPEN_TURN: &str = "NO_OPEN_TURN";
+pub const NO_OPEN_TURN: ApprovalCode = ApprovalCode::NoOpenTurn;
 
 /// Who answers an ask: the `approval/answer` seam in the plugin, a script in tests.
 pub trait Responder: Sync {
@@ -130,7 +131,7 @@ impl Approvals {
         request: &ApprovalRequest,
     ) -> Result<ApprovalOutcome> {
         if !self.in_turn(&request.session_id) {
-            return Err(keel_plugin_api::sdk::Error::new(
+            return Err(keel_plugin_api::sdk::Error::coded(
                 NO_OPEN_TURN,
                 format!(
                     "session {} has no open turn: an approval can only be asked for a call of \
@@ -293,7 +294,7 @@ mod tests {
         let approvals = Approvals::new(Mode::Ask);
         let log = Log::default();
         let err = block_on(approvals.ask(&log, &NoResponder, &request(None))).unwrap_err();
-        assert_eq!(err.code, NO_OPEN_TURN);
+        assert!(err.is(NO_OPEN_TURN));
         assert!(log.events.lock().unwrap().is_empty());
         approvals.turn("s1", true);
         block_on(approvals.ask(&log, &NoResponder, &request(None))).unwrap();

@@ -10,16 +10,10 @@
 //! `rules = { allow = [...], ask = [...], deny = [...] }` of `tool` / `tool(pattern)` entries
 //! (see [`rules`]): deny > ask > allow, and none loosens another listener's decision.
 //!
-//! Methods:
-//! - `ask` [`ApprovalRequest`] → `{outcome: "allowed-once"|"rejected"|"cancelled"|"unavailable"}`
-//!   answered by the first `approval/answer` listener (an interactive front end or an approver
-//!   plugin), `unavailable` when none answers; an audit append that fails is an `Err`, never a
-//!   decision;
-//! - `mode {session_id?}` → `{mode}` (the session's override, else the row's);
-//! - `set_mode {session_id, mode}` → `{}`: a per-session override (`--approval never|ask`);
-//!   `INVALID_MODE` for anything else.
-//!
-//! Other codes: `INVALID_ARGS`, `UNKNOWN_METHOD`.
+//! The service is the typed [`Approval`] contract (methods `ask`, `mode`, `set_mode`; shapes
+//! and codes in `keel_plugin_api::services::approval`): `ask` is answered by the first
+//! `approval/answer` listener (an interactive front end or an approver plugin), `unavailable`
+//! when none answers; an audit append that fails is an `Err`, never a decision.
 
 pub mod approvals;
 pub mod policy;
@@ -30,10 +24,13 @@ use std::sync::Arc;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::tools::PreExecute;
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::approval::{Approval, ApprovalRequest};
+use keel_plugin_api::services::approval::{
+    Approval, ApprovalCode, ApprovalProvider, ApprovalRequest, AskAnswer, ModeAnswer, ModeRequest,
+    SetModeRequest,
+};
 use keel_plugin_api::services::session::Sessions;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use approvals::{Approvals, Audit, Responder};
@@ -42,11 +39,8 @@ use keel_plugin_api::events::session::{SessionEvent, SessionEventNotice};
 use keel_plugin_api::services::approval::ApprovalOutcome;
 use policy::{CallView, Mode};
 
-/// `set_mode` with a mode that is not `never` or `ask`.
-pub const INVALID_MODE: &str = "INVALID_MODE";
-
 /// The row config.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Config {
     #[serde(default = "default_mode")]
@@ -58,24 +52,6 @@ struct Config {
 
 fn default_mode() -> Mode {
     Mode::Ask
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ModeArgs {
-    #[serde(default)]
-    session_id: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SetModeArgs {
-    session_id: String,
-    mode: String,
-}
-
-fn args<T: DeserializeOwned>(method: &str, v: Value) -> Result<T> {
-    serde_json::from_value(v).map_err(|e| Error::new("INVALID_ARGS", format!("{method}: {e}")))
 }
 
 /// `keel.session` as the audit log.
@@ -123,33 +99,35 @@ impl Responder for SeamResponder {
     }
 }
 
-async fn call(ctx: Context, state: &Approvals, method: &str, a: Value) -> Result<Value> {
-    match method {
-        "ask" => {
-            let request: ApprovalRequest = args(method, a)?;
-            let audit = SessionAudit {
-                sessions: ctx.service::<Sessions>()?,
-            };
-            let outcome = state.ask(&audit, &SeamResponder { ctx }, &request).await?;
-            Ok(json!({"outcome": outcome}))
-        }
-        "mode" => {
-            let a: ModeArgs = args(method, a)?;
-            Ok(json!({"mode": state.mode(a.session_id.as_deref())}))
-        }
-        "set_mode" => {
-            let a: SetModeArgs = args(method, a)?;
-            let mode = a
-                .mode
-                .parse::<Mode>()
-                .map_err(|e| Error::new(INVALID_MODE, e))?;
-            state.set_mode(&a.session_id, mode);
-            Ok(json!({}))
-        }
-        other => Err(Error::new(
-            "UNKNOWN_METHOD",
-            format!("keel.approval has no method '{other}'"),
-        )),
+/// The service: the shared state and the fiber's context.
+struct Service {
+    ctx: Context,
+    state: Arc<Approvals>,
+}
+
+impl ApprovalProvider for Service {
+    async fn ask(&self, request: ApprovalRequest) -> Result<AskAnswer> {
+        let audit = SessionAudit {
+            sessions: self.ctx.service::<Sessions>()?,
+        };
+        let responder = SeamResponder { ctx: self.ctx };
+        let outcome = self.state.ask(&audit, &responder, &request).await?;
+        Ok(AskAnswer { outcome })
+    }
+
+    async fn mode(&self, request: ModeRequest) -> Result<ModeAnswer> {
+        Ok(ModeAnswer {
+            mode: self.state.mode(request.session_id.as_deref()),
+        })
+    }
+
+    async fn set_mode(&self, request: SetModeRequest) -> Result<()> {
+        let mode = request
+            .mode
+            .parse::<Mode>()
+            .map_err(|e| Error::coded(ApprovalCode::InvalidMode, e))?;
+        self.state.set_mode(&request.session_id, mode);
+        Ok(())
     }
 }
 
@@ -165,28 +143,14 @@ impl Plugin for ApprovalPlugin {
             .requires::<Sessions>()
             .declares::<Answer>()
             .guard_row()
-            .config_schema(json!({
-                "type": "object",
-                "properties": {
-                    "mode": { "enum": ["never", "ask"] },
-                    "rules": {
-                        "type": "object",
-                        "properties": {
-                            "allow": { "type": "array", "items": { "type": "string", "minLength": 1 } },
-                            "ask": { "type": "array", "items": { "type": "string", "minLength": 1 } },
-                            "deny": { "type": "array", "items": { "type": "string", "minLength": 1 } }
-                        },
-                        "additionalProperties": false
-                    }
-                },
-                "additionalProperties": false
-            }))
+            .config_type::<Config>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: Config = ctx.config()?;
         let rules = Arc::new(
-            rules::Rules::parse(&config.rules).map_err(|e| Error::new("APPROVAL_RULE", e))?,
+            rules::Rules::parse(&config.rules)
+                .map_err(|e| Error::coded(ApprovalCode::InvalidRule, e))?,
         );
         let state = Arc::new(Approvals::new(config.mode));
 
@@ -228,10 +192,7 @@ impl Plugin for ApprovalPlugin {
             Ok(())
         })?;
 
-        ctx.provide::<Approval>(CallHandle::new(move |method, a| {
-            let state = Arc::clone(&state);
-            async move { call(ctx, &state, &method, a).await }
-        }))?;
+        ctx.serve::<Approval, _>(Service { ctx, state })?;
         Ok(())
     }
 }

@@ -5,70 +5,13 @@
 //! The policy only tightens (TOOL-02): a downstream deny stays a deny, a downstream ask stays an
 //! ask; only an allow can become an ask.
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// `mode` of the approval row (and of a per-session override).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Calls run without asking.
-    Never,
-    /// Mutating calls ask first.
-    Ask,
-}
+pub use keel_plugin_api::services::approval::ApprovalMode as Mode;
 
-impl Mode {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Never => "never",
-            Mode::Ask => "ask",
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "never" => Ok(Mode::Never),
-            "ask" => Ok(Mode::Ask),
-            other => Err(format!(
-                "approval mode must be \"never\" or \"ask\", got {other:?}"
-            )),
-        }
-    }
-}
-
-/// A `tools/pre-execute` decision (the event's output shape).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Decision {
-    /// Run it.
-    Allow,
-    /// Do not run it.
-    Deny {
-        /// Why (the model reads it).
-        #[serde(default)]
-        reason: String,
-    },
-    /// Ask the approver first.
-    Ask {
-        /// Why approval is needed.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
-    },
-}
+/// A `tools/pre-execute` decision (the event's output shape, declared in plugin-api).
+pub use keel_plugin_api::services::tools::PreDecision as Decision;
 
 /// What the policy may look at.
 #[derive(Debug, Clone, Copy)]

@@ -15,17 +15,20 @@ use serde_json::Value;
 use crate::policy::{CallView, Decision};
 
 /// The row config's `rules` table.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RulesConfig {
     /// Run without asking.
     #[serde(default)]
+    #[schemars(inner(length(min = 1)))]
     pub allow: Vec<String>,
     /// Ask first.
     #[serde(default)]
+    #[schemars(inner(length(min = 1)))]
     pub ask: Vec<String>,
     /// Never run.
     #[serde(default)]
+    #[schemars(inner(length(min = 1)))]
     pub deny: Vec<String>,
 }
 

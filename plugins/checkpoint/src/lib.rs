@@ -69,7 +69,7 @@ impl Plugin for Checkpoint {
                 // `tool/call` is durable before the side effect. A failed checkpoint is an
                 // error result the model reads; the body never runs.
                 if let Err(e) = flush(&s, exec.session_id.as_str()).await {
-                    return Json::of(&ToolResult::error(&e.code, &e.message));
+                    return Json::of(&ToolResult::from_error(&e));
                 }
                 next.run(exec).await
             }

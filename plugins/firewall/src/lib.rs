@@ -290,7 +290,7 @@ impl Plugin for FirewallPlugin {
                     }
                     // The body never runs: the message names the alias, never its value.
                     hooks::Filled::Refused(why) => {
-                        Some(ToolResult::error(codes::SECRET_UNFILLABLE, why))
+                        Some(ToolResult::with_code(codes::SECRET_UNFILLABLE, why))
                     }
                 };
                 async move {

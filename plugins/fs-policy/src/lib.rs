@@ -20,6 +20,11 @@ use keel_plugin_api::prelude::*;
 
 pub use table::{Observation, ObservationTable};
 
+/// The row config: nothing to set (an unknown key is an error).
+#[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Config {}
+
 /// The plugin value.
 #[derive(Default)]
 struct FsPolicy;
@@ -34,10 +39,7 @@ impl Plugin for FsPolicy {
     fn manifest(&self) -> Manifest {
         Manifest::new("fs-policy", env!("CARGO_PKG_VERSION"))
             .description("file tools: writes and edits need a prior read of the same version")
-            .config_schema(serde_json::json!({
-                "type": "object",
-                "additionalProperties": false
-            }))
+            .config_type::<Config>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {

@@ -95,13 +95,13 @@ async fn driver_call(
             profile::Decision::Proceed(None) => {}
         }
     }
-    let approval = ctx.get_service::<Approval>()?;
-    let sandbox = ctx.get_service::<Sandbox>()?;
+    let approval = ctx.get_client::<Approval>()?;
+    let sandbox = ctx.get_client::<Sandbox>()?;
     let interrupts: Interrupts = state.stops.listen();
     let services = Services {
         agent: &state.agent,
-        approval: approval.as_deref(),
-        sandbox: sandbox.as_deref(),
+        approval: approval.as_ref(),
+        sandbox: sandbox.as_ref(),
     };
     let env = RunEnv {
         hub: Arc::clone(&state.hub),

@@ -21,7 +21,9 @@ use futures::FutureExt as _;
 use futures::channel::oneshot;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::RunReport;
+use keel_plugin_api::services::approval::{self, ApprovalClient};
 use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation};
+use keel_plugin_api::services::sandbox::{self, SandboxClient};
 use serde_json::{Value, json};
 
 use crate::feed::{Feed, FeedOptions, Hub, Notice, Sink};
@@ -167,9 +169,9 @@ pub struct Services<'a> {
     /// `keel.agent`.
     pub agent: &'a CallHandle,
     /// `keel.approval`, when a row provides it.
-    pub approval: Option<&'a CallHandle>,
+    pub approval: Option<&'a ApprovalClient>,
     /// `keel.sandbox`, when a row provides it.
-    pub sandbox: Option<&'a CallHandle>,
+    pub sandbox: Option<&'a SandboxClient>,
 }
 
 /// Reads all of stdin (run on a thread of its own).
@@ -359,7 +361,10 @@ impl Run<'_> {
         let agent = self.services.agent;
         if let (Some(mode), Some(approval)) = (&self.options.approval, self.services.approval) {
             let set = approval
-                .call("set_mode", json!({"session_id": id, "mode": mode}))
+                .set_mode(approval::SetModeRequest {
+                    session_id: id.to_owned(),
+                    mode: mode.clone(),
+                })
                 .await;
             if let Err(e) = set {
                 self.feed.err(format::error_line(&e.code, &e.message));
@@ -372,7 +377,7 @@ impl Run<'_> {
             // process). A confined mode without a sandbox row is refused, never run unconfined.
             let set = match self.services.sandbox {
                 Some(sandbox) => sandbox
-                    .call("set_mode", json!({"mode": mode}))
+                    .set_mode(sandbox::SetModeRequest { mode: mode.clone() })
                     .await
                     .map(|_| ()),
                 None if mode == "danger-full-access" => Ok(()),

@@ -5,20 +5,39 @@
 use super::*;
 use pretty_assertions::assert_eq;
 
-fn approval_handle(calls: Calls, fails: bool) -> CallHandle {
-    CallHandle::new(move |method, args| {
-        calls
-            .lock()
-            .unwrap()
-            .push((format!("approval.{method}"), args));
-        async move {
-            if fails {
-                Err(Error::new("UNKNOWN_METHOD", "no set_mode"))
-            } else {
-                Ok(json!({}))
-            }
+use keel_plugin_api::services::approval::{
+    Approval, ApprovalClient, ApprovalProvider, ApprovalRequest, AskAnswer, ModeAnswer,
+    ModeRequest, SetModeRequest,
+};
+
+/// A fake `keel.approval`: records `set_mode`, or refuses it.
+struct FakeApproval {
+    calls: Calls,
+    fails: bool,
+}
+
+impl ApprovalProvider for FakeApproval {
+    async fn ask(&self, _: ApprovalRequest) -> Result<AskAnswer> {
+        Err(Error::msg("not asked in these tests"))
+    }
+    async fn mode(&self, _: ModeRequest) -> Result<ModeAnswer> {
+        Err(Error::msg("not asked in these tests"))
+    }
+    async fn set_mode(&self, request: SetModeRequest) -> Result<()> {
+        self.calls.lock().unwrap().push((
+            "approval.set_mode".to_owned(),
+            serde_json::to_value(&request).unwrap(),
+        ));
+        if self.fails {
+            return Err(Error::new("UNKNOWN_METHOD", "no set_mode"));
         }
-    })
+        Ok(())
+    }
+}
+
+fn approval_handle(calls: Calls, fails: bool) -> ApprovalClient {
+    let handle = ContractHandle::serve::<Approval, _>("approval", FakeApproval { calls, fails });
+    ContractClient::<Approval>::new(handle, "headless").into()
 }
 
 #[test]

@@ -174,7 +174,7 @@ fn inv(command: &str, prompt: Option<&str>, options: Value) -> DriverInvocation 
 fn drive_with(
     inv: &DriverInvocation,
     script: Script,
-    approval: Option<&CallHandle>,
+    approval: Option<&keel_plugin_api::services::approval::ApprovalClient>,
     stdin: &'static str,
 ) -> Harness {
     let calls = Calls::default();

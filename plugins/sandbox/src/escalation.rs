@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use keel_plugin_api::services::sandbox::{
-    CallRef, ESCALATION_NOT_APPROVED, EscalationRequest, SandboxMode, is_wider,
+    CallRef, EscalationRequest, SandboxCode, SandboxMode, is_wider,
 };
 use serde_json::{Value, json};
 
@@ -114,14 +114,14 @@ impl Grants {
     /// than `effective`, or when `call` holds a grant for exactly it.
     ///
     /// # Errors
-    /// A wider mode without a grant: [`ESCALATION_NOT_APPROVED`], with the message the tool
+    /// A wider mode without a grant: `ESCALATION_NOT_APPROVED`, with the message the tool
     /// returns.
     pub fn mode_for(
         &self,
         effective: SandboxMode,
         requested: Option<SandboxMode>,
         call: Option<&CallRef>,
-    ) -> Result<SandboxMode, (&'static str, String)> {
+    ) -> Result<SandboxMode, (SandboxCode, String)> {
         let Some(requested) = requested else {
             return Ok(effective);
         };
@@ -132,7 +132,7 @@ impl Grants {
             return Ok(requested);
         }
         Err((
-            ESCALATION_NOT_APPROVED,
+            SandboxCode::EscalationNotApproved,
             format!(
                 "running in {} mode (wider than the effective {} mode) needs an approved \
                  escalation for this call, and there is none",
@@ -205,7 +205,7 @@ mod tests {
         let err = g
             .mode_for(WorkspaceWrite, Some(DangerFullAccess), Some(&call("c1")))
             .unwrap_err();
-        assert_eq!(err.0, ESCALATION_NOT_APPROVED);
+        assert_eq!(err.0, SandboxCode::EscalationNotApproved);
         grant(&g, call("c1"), DangerFullAccess);
         assert_eq!(
             g.mode_for(WorkspaceWrite, Some(DangerFullAccess), Some(&call("c1"))),

@@ -23,15 +23,19 @@ mod test_dirs;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::tools::{Guard, PreExecute, ToolsResult};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::sandbox::{
-    CallRef, CheckPathRequest, ConfineRequest, Confined, Enforcement, RunnerFailureRule,
-    SANDBOX_UNAVAILABLE, Sandbox, SandboxMode,
+    CallRef, CheckPathRequest, ConfineRequest, Confined, Enforcement, ModeAnswer, PathVerdict,
+    Policy, PolicyRequest, RunnerFailureRule, Sandbox, SandboxCode, SandboxMode, SandboxProvider,
+    SandboxStatus, SetModeRequest, StatusRequest,
 };
+use keel_plugin_api::services::tools::PreDecision;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use policy::Rules;
 pub use runner::{Chosen, Runner, RunnerKind};
@@ -40,7 +44,7 @@ pub use runner::{Chosen, Runner, RunnerKind};
 pub const PLUGIN_ID: &str = "sandbox";
 
 /// The row config.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxConfig {
     /// The mode calls get unless they name one.
@@ -51,9 +55,11 @@ pub struct SandboxConfig {
     pub network: bool,
     /// The bubblewrap binary.
     #[serde(default = "default_bwrap")]
+    #[schemars(length(min = 1))]
     pub bwrap: String,
     /// The runner chain, tried in order (SBX-04): the first usable one confines.
     #[serde(default = "default_runners")]
+    #[schemars(length(min = 1), extend("uniqueItems" = true))]
     pub runners: Vec<RunnerKind>,
     /// The Landlock launcher; empty = `keel-landlock` beside the `keel` binary.
     #[serde(default)]
@@ -75,29 +81,6 @@ fn default_bwrap() -> String {
     "bwrap".to_owned()
 }
 
-impl SandboxConfig {
-    /// The JSON Schema of the row config.
-    pub fn schema() -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "mode": { "enum": ["read-only", "workspace-write", "danger-full-access"] },
-                "network": { "type": "boolean" },
-                "bwrap": { "type": "string", "minLength": 1 },
-                "runners": {
-                    "type": "array",
-                    "items": { "enum": ["bwrap", "landlock"] },
-                    "minItems": 1,
-                    "uniqueItems": true
-                },
-                "landlock": { "type": "string" },
-                "require_full_enforcement": { "type": "boolean" }
-            },
-            "additionalProperties": false
-        })
-    }
-}
-
 /// The service's state: the rules and the probed runner.
 #[derive(Debug, Clone)]
 pub struct State {
@@ -116,69 +99,62 @@ pub struct State {
 }
 
 impl State {
-    /// Handles one call.
+    /// `set_mode`: the override of the row's mode for this process.
     ///
     /// # Errors
-    /// `UNKNOWN_METHOD`, `INVALID_MODE`, `INVALID_ARGUMENTS`, `SANDBOX_UNAVAILABLE`,
-    /// `SANDBOX_IO`.
-    pub fn handle(&self, method: &str, args: Value) -> Result<Value> {
-        let effective = self.effective_mode();
-        let asked = mode_of(&args)?;
-        // Queries may look at any mode; enforcement (confine, check_path) decides below.
-        let mode = asked.or(Some(effective));
-        match method {
-            "set_mode" => {
-                let Some(mode) = asked else {
-                    return Err(Error::new("INVALID_ARGUMENTS", "set_mode needs {mode}"));
-                };
-                *self
-                    .override_mode
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(mode);
-                Ok(json!({ "mode": mode }))
-            }
-            "policy" => {
-                let cwd: PathBuf =
-                    serde_json::from_value(args.get("cwd").cloned().ok_or_else(|| {
-                        Error::new("INVALID_ARGUMENTS", "policy needs {cwd, mode?}")
-                    })?)?;
-                Ok(serde_json::to_value(self.rules.policy(&cwd, mode))?)
-            }
-            "confine" => {
-                let mut req: ConfineRequest = serde_json::from_value(args)
-                    .map_err(|e| Error::new("INVALID_ARGUMENTS", e.to_string()))?;
-                req.mode = Some(self.enforced_mode(effective, asked, req.call.as_ref())?);
-                Ok(serde_json::to_value(self.confine(&req)?)?)
-            }
-            "check_path" => {
-                let mut req: CheckPathRequest = serde_json::from_value(args)
-                    .map_err(|e| Error::new("INVALID_ARGUMENTS", e.to_string()))?;
-                req.mode = Some(self.enforced_mode(effective, asked, req.call.as_ref())?);
-                let verdict = self
-                    .rules
-                    .check_path(&req.path, &req.cwd, req.access, req.mode)
-                    .map_err(|e| {
-                        Error::new(
-                            "SANDBOX_IO",
-                            format!("cannot resolve {}: {e}", req.path.display()),
-                        )
-                    })?;
-                Ok(serde_json::to_value(verdict)?)
-            }
-            "status" => {
-                let verdict = self.runner.get();
-                Ok(json!({
-                    "mode": mode.unwrap_or(self.rules.mode),
-                    "network": self.rules.network,
-                    "runner": verdict.as_ref().ok().map(|c| c.kind.as_str()),
-                    "enforcement": verdict.as_ref().map_or(Enforcement::None, |c| c.enforcement),
-                    "unavailable_reason": verdict.as_ref().err(),
-                }))
-            }
-            other => Err(Error::new(
-                "UNKNOWN_METHOD",
-                format!("keel.sandbox has no method '{other}'"),
-            )),
+    /// `INVALID_MODE` for a name that is not a mode.
+    pub fn set_mode(&self, mode: &str) -> Result<SandboxMode> {
+        let mode = SandboxMode::parse(mode).ok_or_else(|| {
+            Error::coded(
+                SandboxCode::InvalidMode,
+                format!(
+                    "unknown sandbox mode '{mode}' (read-only, workspace-write, danger-full-access)"
+                ),
+            )
+        })?;
+        *self
+            .override_mode
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(mode);
+        Ok(mode)
+    }
+
+    /// `check_path`, in the mode the request may use.
+    ///
+    /// # Errors
+    /// `ESCALATION_NOT_APPROVED`, `SANDBOX_IO`.
+    pub fn check_path(&self, mut req: CheckPathRequest) -> Result<PathVerdict> {
+        req.mode = Some(self.enforced_mode(self.effective_mode(), req.mode, req.call.as_ref())?);
+        self.rules
+            .check_path(&req.path, &req.cwd, req.access, req.mode)
+            .map_err(|e| {
+                Error::coded(
+                    SandboxCode::Io,
+                    format!("cannot resolve {}: {e}", req.path.display()),
+                )
+            })
+    }
+
+    /// `confine`, in the mode the request may use.
+    ///
+    /// # Errors
+    /// As [`State::confine`], and `ESCALATION_NOT_APPROVED`.
+    pub fn confine_call(&self, mut req: ConfineRequest) -> Result<Confined> {
+        req.mode = Some(self.enforced_mode(self.effective_mode(), req.mode, req.call.as_ref())?);
+        self.confine(&req)
+    }
+
+    /// `status`.
+    pub fn status(&self, mode: Option<SandboxMode>) -> SandboxStatus {
+        let verdict = self.runner.get();
+        SandboxStatus {
+            mode: mode.unwrap_or(self.rules.mode),
+            network: self.rules.network,
+            runner: verdict.as_ref().ok().map(|c| c.kind.as_str().to_owned()),
+            enforcement: verdict
+                .as_ref()
+                .map_or(Enforcement::None, |c| c.enforcement),
+            unavailable_reason: verdict.as_ref().err().cloned(),
         }
     }
 
@@ -199,7 +175,7 @@ impl State {
     ) -> Result<SandboxMode> {
         self.grants
             .mode_for(effective, asked, call)
-            .map_err(|(code, message)| Error::new(code, message))
+            .map_err(|(code, message)| Error::coded(code, message))
     }
 
     /// `confine`: the runner's argv, the argv unchanged in `danger-full-access`, or
@@ -209,7 +185,10 @@ impl State {
     /// `INVALID_ARGUMENTS` for an empty argv; `SANDBOX_UNAVAILABLE`.
     pub fn confine(&self, req: &ConfineRequest) -> Result<Confined> {
         if req.argv.is_empty() {
-            return Err(Error::new("INVALID_ARGUMENTS", "argv must not be empty"));
+            return Err(Error::coded(
+                ContractCode::InvalidArguments,
+                "argv must not be empty",
+            ));
         }
         let policy = self.rules.policy(&req.cwd, req.mode);
         if !policy.mode.is_confined() {
@@ -230,16 +209,16 @@ impl State {
         match self.runner.get() {
             Ok(chosen) if chosen.kind == RunnerKind::Landlock => {
                 match landlock::unenforceable(&policy) {
-                    Some(why) => Err(Error::new(
-                        SANDBOX_UNAVAILABLE,
+                    Some(why) => Err(Error::coded(
+                        SandboxCode::Unavailable,
                         format!("nothing was run: {why}"),
                     )),
                     None => Ok(chosen.confined(&policy, &req.argv)),
                 }
             }
             Ok(chosen) => Ok(chosen.confined(&policy, &req.argv)),
-            Err(why) => Err(Error::new(
-                SANDBOX_UNAVAILABLE,
+            Err(why) => Err(Error::coded(
+                SandboxCode::Unavailable,
                 format!(
                     "no usable sandbox runner for {} mode, so nothing was run: {why}",
                     policy.mode.as_str()
@@ -249,22 +228,31 @@ impl State {
     }
 }
 
-/// The call's `mode`, when given; an unknown one is `INVALID_MODE`.
-fn mode_of(args: &Value) -> Result<Option<SandboxMode>> {
-    match args.get("mode") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => SandboxMode::parse(s).map(Some).ok_or_else(|| {
-            Error::new(
-                "INVALID_MODE",
-                format!(
-                    "unknown sandbox mode '{s}' (read-only, workspace-write, danger-full-access)"
-                ),
-            )
-        }),
-        Some(other) => Err(Error::new(
-            "INVALID_MODE",
-            format!("mode must be a string, not {other}"),
-        )),
+/// The service over the shared state.
+struct Service(Arc<State>);
+
+impl SandboxProvider for Service {
+    async fn policy(&self, r: PolicyRequest) -> Result<Policy> {
+        let mode = r.mode.or(Some(self.0.effective_mode()));
+        Ok(self.0.rules.policy(&r.cwd, mode))
+    }
+
+    async fn confine(&self, r: ConfineRequest) -> Result<Confined> {
+        self.0.confine_call(r)
+    }
+
+    async fn check_path(&self, r: CheckPathRequest) -> Result<PathVerdict> {
+        self.0.check_path(r)
+    }
+
+    async fn set_mode(&self, r: SetModeRequest) -> Result<ModeAnswer> {
+        Ok(ModeAnswer {
+            mode: self.0.set_mode(&r.mode)?,
+        })
+    }
+
+    async fn status(&self, r: StatusRequest) -> Result<SandboxStatus> {
+        Ok(self.0.status(r.mode.or(Some(self.0.effective_mode()))))
     }
 }
 
@@ -280,7 +268,7 @@ fn listen_for_escalations(ctx: Context, state: &Arc<State>) -> Result<()> {
             let req = match escalation::plan(state.effective_mode(), &args) {
                 escalation::Plan::PassOn => return next.run(exec).await,
                 escalation::Plan::Deny(reason) => {
-                    return Json::of(&json!({"kind": "deny", "reason": reason}));
+                    return Json::of(&PreDecision::Deny { reason });
                 }
                 escalation::Plan::Ask(req) => req,
             };
@@ -328,8 +316,8 @@ fn keel_home(ctx: &Context) -> Result<PathBuf> {
             .mode(0o700)
             .create(&home)
             .map_err(|e| {
-                Error::new(
-                    "SANDBOX_IO",
+                Error::coded(
+                    SandboxCode::Io,
                     format!("cannot create KEEL_HOME {}: {e}", home.display()),
                 )
             })?;
@@ -347,7 +335,7 @@ impl Plugin for SandboxPlugin {
             .description("sandbox policy root: bwrap confinement for shell, containment for files")
             .provides::<Sandbox>()
             .guard_row()
-            .config_schema(SandboxConfig::schema())
+            .config_type::<SandboxConfig>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
@@ -384,10 +372,7 @@ impl Plugin for SandboxPlugin {
                 .map(|p| p.to_string_lossy().into_owned()),
         });
         listen_for_escalations(ctx, &state)?;
-        ctx.provide::<Sandbox>(CallHandle::new(move |method, args| {
-            let state = Arc::clone(&state);
-            async move { state.handle(&method, args) }
-        }))?;
+        ctx.serve::<Sandbox, _>(Service(state))?;
         Ok(())
     }
 }

@@ -7,11 +7,28 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use keel_plugin_api::services::sandbox::{
-    ConfineRequest, Confined, Enforcement, SANDBOX_UNAVAILABLE, SandboxMode,
-};
+use keel_plugin_api::services::sandbox::{ConfineRequest, Confined, Enforcement, SandboxMode};
 
 use crate::{Rules, State, bwrap};
+
+const SANDBOX_UNAVAILABLE: &str = "SANDBOX_UNAVAILABLE";
+
+/// Calls `method` through the real contract dispatch (requests and answers as JSON, the way a
+/// client built against another version would send them).
+fn handle(
+    s: &State,
+    method: &str,
+    args: serde_json::Value,
+) -> keel_plugin_api::sdk::Result<serde_json::Value> {
+    use keel_plugin_api::sdk::{ContractClient, ContractHandle};
+    use keel_plugin_api::services::sandbox::Sandbox;
+    let handle = ContractHandle::serve::<Sandbox, _>(
+        "sandbox",
+        crate::Service(std::sync::Arc::new(s.clone())),
+    );
+    let client = ContractClient::<Sandbox>::new(handle, "test");
+    futures::executor::block_on(client.call(method, 1, &args))
+}
 
 fn state(mode: SandboxMode, network: bool, runner: Result<String, String>) -> State {
     State {
@@ -211,26 +228,30 @@ fn sbx06_no_runner_fails_closed() {
 fn sbx05_service_methods_share_the_policy() {
     let s = state(SandboxMode::WorkspaceWrite, false, Err("none".to_owned()));
     let ws = outside();
-    let p = s
-        .handle("policy", serde_json::json!({ "cwd": ws.path() }))
-        .unwrap();
+    let p = handle(&s, "policy", serde_json::json!({ "cwd": ws.path() })).unwrap();
     let root = std::fs::canonicalize(ws.path()).unwrap();
     assert_eq!(p["mode"], "workspace-write");
     assert_eq!(p["workspace_root"], root.to_string_lossy().as_ref());
     assert_eq!(p["network"], false);
-    let v = s
-        .handle(
-            "check_path",
-            serde_json::json!({ "path": "../x", "cwd": ws.path(), "access": "write" }),
-        )
-        .unwrap();
+    let v = handle(
+        &s,
+        "check_path",
+        serde_json::json!({ "path": "../x", "cwd": ws.path(), "access": "write" }),
+    )
+    .unwrap();
     assert_eq!(v["allowed"], false);
-    let e = s
-        .handle("policy", serde_json::json!({ "cwd": "/", "mode": "yolo" }))
-        .unwrap_err();
+    // A typed request refuses a mode that is not one; `set_mode` takes the user's text.
+    let e = handle(
+        &s,
+        "policy",
+        serde_json::json!({ "cwd": "/", "mode": "yolo" }),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, "INVALID_ARGUMENTS");
+    let e = handle(&s, "set_mode", serde_json::json!({ "mode": "yolo" })).unwrap_err();
     assert_eq!(e.code, "INVALID_MODE");
     assert_eq!(
-        s.handle("nope", serde_json::json!({})).unwrap_err().code,
+        handle(&s, "nope", serde_json::json!({})).unwrap_err().code,
         "UNKNOWN_METHOD"
     );
 }
@@ -240,33 +261,30 @@ fn set_mode_overrides_the_row_mode_for_later_calls() {
     let s = state(SandboxMode::WorkspaceWrite, false, Err("none".into()));
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().to_string_lossy().into_owned();
-    let before = s.handle("policy", serde_json::json!({"cwd": cwd})).unwrap();
+    let before = handle(&s, "policy", serde_json::json!({"cwd": cwd})).unwrap();
     assert_eq!(before["mode"], "workspace-write");
-    s.handle("set_mode", serde_json::json!({"mode": "read-only"}))
-        .unwrap();
-    let after = s.handle("policy", serde_json::json!({"cwd": cwd})).unwrap();
+    handle(&s, "set_mode", serde_json::json!({"mode": "read-only"})).unwrap();
+    let after = handle(&s, "policy", serde_json::json!({"cwd": cwd})).unwrap();
     assert_eq!(after["mode"], "read-only");
-    let write = s
-        .handle(
-            "check_path",
-            serde_json::json!({"path": "x.txt", "cwd": cwd, "access": "write"}),
-        )
-        .unwrap();
+    let write = handle(
+        &s,
+        "check_path",
+        serde_json::json!({"path": "x.txt", "cwd": cwd, "access": "write"}),
+    )
+    .unwrap();
     assert_eq!(
         write["allowed"], false,
         "read-only denies writes in the workspace"
     );
-    assert!(
-        s.handle("set_mode", serde_json::json!({"mode": "bogus"}))
-            .is_err()
-    );
+    assert!(handle(&s, "set_mode", serde_json::json!({"mode": "bogus"})).is_err());
 }
 
 // SBX-08 through the service: a wider mode is refused without the call's grant, honoured with
 // it, for that call only; a narrower one needs none.
 #[test]
 fn sbx08_confine_widens_only_with_the_calls_grant() {
-    use keel_plugin_api::services::sandbox::{CallRef, ESCALATION_NOT_APPROVED};
+    use keel_plugin_api::services::sandbox::CallRef;
+    const ESCALATION_NOT_APPROVED: &str = "ESCALATION_NOT_APPROVED";
     use serde_json::json;
     let s = state(SandboxMode::WorkspaceWrite, false, Ok("bwrap".to_owned()));
     let call = |id: &str| CallRef {
@@ -274,36 +292,30 @@ fn sbx08_confine_widens_only_with_the_calls_grant() {
         call_id: id.into(),
     };
     let ask = |id: &str, mode: &str| json!({"argv": ["true"], "cwd": "/", "mode": mode, "call": call(id)});
-    let e = s
-        .handle("confine", ask("c1", "danger-full-access"))
-        .unwrap_err();
+    let e = handle(&s, "confine", ask("c1", "danger-full-access")).unwrap_err();
     assert_eq!(e.code, ESCALATION_NOT_APPROVED);
-    let e = s
-        .handle(
-            "check_path",
-            json!({"path": "/etc/x", "cwd": "/", "access": "write",
+    let e = handle(
+        &s,
+        "check_path",
+        json!({"path": "/etc/x", "cwd": "/", "access": "write",
             "mode": "danger-full-access", "call": call("c1")}),
-        )
-        .unwrap_err();
+    )
+    .unwrap_err();
     assert_eq!(e.code, ESCALATION_NOT_APPROVED);
     s.grants.pend(call("c1"), SandboxMode::DangerFullAccess);
     assert_eq!(
-        s.handle("confine", ask("c1", "danger-full-access"))
+        handle(&s, "confine", ask("c1", "danger-full-access"))
             .unwrap_err()
             .code,
         ESCALATION_NOT_APPROVED,
         "pending is not granted"
     );
     assert!(s.grants.approve(&call("c1")));
-    let ok = s
-        .handle("confine", ask("c1", "danger-full-access"))
-        .unwrap();
+    let ok = handle(&s, "confine", ask("c1", "danger-full-access")).unwrap();
     assert_eq!(ok["argv"], json!(["true"]));
     assert_eq!(ok["enforcement"], "none");
-    let e = s
-        .handle("confine", ask("c2", "danger-full-access"))
-        .unwrap_err();
+    let e = handle(&s, "confine", ask("c2", "danger-full-access")).unwrap_err();
     assert_eq!(e.code, ESCALATION_NOT_APPROVED);
-    let narrower = s.handle("confine", ask("c2", "read-only")).unwrap();
+    let narrower = handle(&s, "confine", ask("c2", "read-only")).unwrap();
     assert_eq!(narrower["mode"], "read-only");
 }

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::{PLUGIN_ID, bwrap, landlock};
 
 /// A backend of the chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RunnerKind {
     /// bubblewrap: namespaces and bind mounts; full enforcement.

@@ -8,86 +8,17 @@
 use std::io;
 use std::path::Path;
 
-use keel_plugin_api::services::tools::{ToolResult, codes};
+use keel_plugin_api::codes::ContractCode;
+use keel_plugin_api::services::tools::{ToolCode, ToolResult};
 
-/// B11 `FsErrorCode`: one of these, never anything else, for a file-system failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FsErrorCode {
-    /// The target does not exist.
-    NotFound,
-    /// A directory was expected.
-    NotDirectory,
-    /// The file is not UTF-8 text (NUL bytes or invalid UTF-8).
-    NotText,
-    /// A regular file was expected (a directory, socket, device …).
-    NotRegularFile,
-    /// The file is above the read limit and no range was given.
-    TooLarge,
-    /// The OS refused access.
-    PermissionDenied,
-    /// The sandbox refused the target (FS-06).
-    SandboxDenied,
-    /// Any other I/O failure.
-    IoError,
-    /// The target changed (or vanished) since the session read it.
-    StaleVersion,
-    /// The target exists but the session has not read it.
-    NotObserved,
-    /// `old_string` occurs more than once and `replace_all` was not set.
-    AmbiguousEdit,
-    /// `old_string` does not occur.
-    EditNotFound,
-    /// The operation was cancelled.
-    Aborted,
-}
-
-impl FsErrorCode {
-    /// Every code, in B11 order.
-    pub const ALL: [FsErrorCode; 13] = [
-        FsErrorCode::NotFound,
-        FsErrorCode::NotDirectory,
-        FsErrorCode::NotText,
-        FsErrorCode::NotRegularFile,
-        FsErrorCode::TooLarge,
-        FsErrorCode::PermissionDenied,
-        FsErrorCode::SandboxDenied,
-        FsErrorCode::IoError,
-        FsErrorCode::StaleVersion,
-        FsErrorCode::NotObserved,
-        FsErrorCode::AmbiguousEdit,
-        FsErrorCode::EditNotFound,
-        FsErrorCode::Aborted,
-    ];
-
-    /// The wire code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FsErrorCode::NotFound => "FS_NOT_FOUND",
-            FsErrorCode::NotDirectory => "FS_NOT_DIRECTORY",
-            FsErrorCode::NotText => "FS_NOT_TEXT",
-            FsErrorCode::NotRegularFile => "FS_NOT_REGULAR_FILE",
-            FsErrorCode::TooLarge => "FS_TOO_LARGE",
-            FsErrorCode::PermissionDenied => "FS_PERMISSION_DENIED",
-            FsErrorCode::SandboxDenied => "FS_SANDBOX_DENIED",
-            FsErrorCode::IoError => "FS_IO_ERROR",
-            FsErrorCode::StaleVersion => "FS_STALE_VERSION",
-            FsErrorCode::NotObserved => "FS_NOT_OBSERVED",
-            FsErrorCode::AmbiguousEdit => "FS_AMBIGUOUS_EDIT",
-            FsErrorCode::EditNotFound => "FS_EDIT_NOT_FOUND",
-            FsErrorCode::Aborted => "FS_ABORTED",
-        }
-    }
-
-    /// Parses a wire code (a policy's `{"kind":"error","code"}` decision).
-    pub fn parse(code: &str) -> Option<FsErrorCode> {
-        FsErrorCode::ALL.into_iter().find(|c| c.as_str() == code)
-    }
-}
+/// B11 `FsErrorCode`: one of these, never anything else, for a file-system failure. The set
+/// is declared in plugin-api ([`FsCode`]) so `docs/errors.md` lists it.
+pub use keel_plugin_api::services::tools::FsCode as FsErrorCode;
 
 /// A failed call: a code and a message for the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FsError {
-    /// An [`FsErrorCode`] wire code, `INVALID_ARGUMENTS` or `TOOL_FAILED`.
+    /// The wire spelling of an [`FsErrorCode`], `INVALID_ARGUMENTS` or `TOOL_FAILED`.
     pub code: &'static str,
     /// What went wrong and what to do about it.
     pub message: String,
@@ -97,7 +28,7 @@ impl FsError {
     /// A B11 failure.
     pub fn fs(code: FsErrorCode, message: impl Into<String>) -> Self {
         FsError {
-            code: code.as_str(),
+            code: code.code(),
             message: message.into(),
         }
     }
@@ -105,7 +36,7 @@ impl FsError {
     /// Arguments that do not fit the tool's schema.
     pub fn invalid_args(message: impl Into<String>) -> Self {
         FsError {
-            code: codes::INVALID_ARGUMENTS,
+            code: ContractCode::InvalidArguments.code(),
             message: message.into(),
         }
     }
@@ -114,7 +45,7 @@ impl FsError {
     /// fails closed: nothing was written.
     pub fn policy(message: impl Into<String>) -> Self {
         FsError {
-            code: codes::TOOL_FAILED,
+            code: ToolCode::ToolFailed.code(),
             message: message.into(),
         }
     }
@@ -144,7 +75,7 @@ impl FsError {
 
     /// The error result the model reads.
     pub fn into_result(self) -> ToolResult {
-        ToolResult::error(self.code, self.message)
+        ToolResult::with_code(self.code, self.message)
     }
 }
 
@@ -154,11 +85,18 @@ pub type FsResult<T> = Result<T, FsError>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keel_plugin_api::codes::ErrorCode;
+    use keel_plugin_api::services::tools::FsCode;
+
+    #[test]
+    fn codes_parse_back() {
+        assert_eq!(FsCode::parse("FS_NOT_FOUND"), Some(FsCode::NotFound));
+    }
 
     // B11: the code set is exactly the thirteen FsErrorCode values.
     #[test]
     fn b11_code_set_is_exact_and_round_trips() {
-        let wire: Vec<&str> = FsErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        let wire: Vec<&str> = FsErrorCode::ALL.iter().map(|c| c.code()).collect();
         assert_eq!(
             wire,
             [
@@ -177,7 +115,7 @@ mod tests {
                 "FS_ABORTED",
             ]
         );
-        for c in FsErrorCode::ALL {
+        for &c in FsErrorCode::ALL {
             assert_eq!(FsErrorCode::parse(c.as_str()), Some(c));
         }
         assert_eq!(FsErrorCode::parse("FS_WHATEVER"), None);

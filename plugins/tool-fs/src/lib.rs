@@ -2,8 +2,8 @@
 //! `grep` (ARCHITECTURE §8, requirements C10 FS-01…05, B11).
 //!
 //! The bodies are plain Rust ([`FsTools`]) behind an [`FsHooks`] seam; this file adapts them
-//! to the kernel: the manifest and row config (`max_read_bytes`, `max_results`), the provider
-//! service `keel.tool.tool-fs` whose `execute` runs each call on its own std thread (file I/O
+//! to the kernel: the manifest and row config (`max_read_bytes`, `max_results`), the
+//! [`ToolProvider`] served as `keel.tool.tool-fs` whose `execute` runs each call on its own std thread (file I/O
 //! never blocks the kernel's async workers), the registration with `keel.tools`, and the hooks
 //! that dispatch `fs/write-intent`, `fs/edit-intent` and `fs/observed`. Without a policy
 //! plugin the intents keep the terminal's `unconditional` decision (FS-01). When a
@@ -32,12 +32,12 @@ use futures::channel::oneshot;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::fs::{EditIntent, FsIntent, FsObserved, Observed, WriteIntent};
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::sdk::register_until_unload;
-use keel_plugin_api::services::sandbox::{Access, CallRef, CheckPathRequest, PathVerdict, Sandbox};
+use keel_plugin_api::services::sandbox::{Access, CallRef, CheckPathRequest, Sandbox};
 use keel_plugin_api::services::tools::{
-    PROVIDER_METHOD, ToolInvocation, Tools, provider_service_name,
+    ToolCode, ToolExecutor, ToolInvocation, ToolProvider, ToolResult, Tools, provider_service_name,
+    register_until_unload,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use error::{FsError, FsErrorCode};
 pub use hooks::{FsHooks, Intent, NoPolicy, Observation};
@@ -73,9 +73,9 @@ impl FsHooks for KernelHooks {
 
     fn check_write(&self, scope: Scope<'_>, target: &Path) -> Result<(), FsError> {
         let denied = |message: String| FsError::fs(FsErrorCode::SandboxDenied, message);
-        let sandbox = match self.ctx.get_service::<Sandbox>() {
+        let sandbox = match self.ctx.get_client::<Sandbox>() {
             Ok(None) => return Ok(()),
-            Ok(Some(s)) => (*s).clone(),
+            Ok(Some(s)) => s,
             Err(e) => return Err(denied(format!("the sandbox could not be reached: {e}"))),
         };
         let request = CheckPathRequest {
@@ -88,17 +88,13 @@ impl FsHooks for KernelHooks {
                 call_id: scope.call_id.to_owned(),
             }),
         };
-        let args = serde_json::to_value(&request).map_err(|e| denied(e.to_string()))?;
         // On the tool's worker thread: the sandbox's check does no waiting on the kernel.
-        let answer =
-            futures::executor::block_on(sandbox.call("check_path", args)).map_err(|e| {
-                denied(format!(
-                    "the sandbox could not check {}: {e}",
-                    target.display()
-                ))
-            })?;
-        let verdict: PathVerdict = serde_json::from_value(answer)
-            .map_err(|e| denied(format!("the sandbox answered something unexpected: {e}")))?;
+        let verdict = futures::executor::block_on(sandbox.check_path(request)).map_err(|e| {
+            denied(format!(
+                "the sandbox could not check {}: {e}",
+                target.display()
+            ))
+        })?;
         if verdict.allowed {
             return Ok(());
         }
@@ -126,25 +122,21 @@ impl FsHooks for KernelHooks {
     }
 }
 
-/// One `execute` call: parse, run the body on a std thread, hand the result back.
-async fn execute(tools: Arc<FsTools>, method: &str, args: Value) -> Result<Value> {
-    if method != PROVIDER_METHOD {
-        return Err(Error::new(
-            "UNKNOWN_METHOD",
-            format!("{PLUGIN_ID} provides only '{PROVIDER_METHOD}', not '{method}'"),
-        ));
+/// The provider: each `execute` runs the body on a std thread and hands the result back.
+struct Provider(Arc<FsTools>);
+
+impl ToolExecutor for Provider {
+    async fn execute(&self, call: ToolInvocation) -> Result<ToolResult> {
+        let tools = Arc::clone(&self.0);
+        let (tx, rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name(format!("keel-{PLUGIN_ID}"))
+            .spawn(move || {
+                let _ = tx.send(tools.execute(&call));
+            })?;
+        rx.await
+            .map_err(|_| Error::coded(ToolCode::ToolFailed, "the file tool's worker thread died"))
     }
-    let call: ToolInvocation = serde_json::from_value(args)?;
-    let (tx, rx) = oneshot::channel();
-    std::thread::Builder::new()
-        .name(format!("keel-{PLUGIN_ID}"))
-        .spawn(move || {
-            let _ = tx.send(tools.execute(&call));
-        })?;
-    let result = rx
-        .await
-        .map_err(|_| Error::new("TOOL_FAILED", "the file tool's worker thread died"))?;
-    Ok(serde_json::to_value(result)?)
 }
 
 /// The plugin value.
@@ -158,7 +150,7 @@ impl Plugin for ToolFs {
             .provides_named(&provider_service_name(PLUGIN_ID), false)
             .requires::<Tools>()
             .optional::<Sandbox>()
-            .config_schema(FsConfig::schema())
+            .config_type::<FsConfig>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
@@ -167,21 +159,8 @@ impl Plugin for ToolFs {
             FsTools::new(config, Arc::new(KernelHooks { ctx })).with_keel_home(ctx.keel_home()?),
         );
         let service = provider_service_name(PLUGIN_ID);
-        ctx.provide_named(
-            &service,
-            CallHandle::new(move |method, args| {
-                let tools = Arc::clone(&tools);
-                async move { execute(tools, &method, args).await }
-            }),
-        )?;
-        let registry: CallHandle = (*ctx.service::<Tools>()?).clone();
-        register_until_unload(
-            &ctx,
-            registry,
-            json!({ "service": service, "tools": definitions() }),
-            "unregister the file tools",
-        )
-        .await?;
+        ctx.serve_named::<ToolProvider, _>(&service, Provider(tools))?;
+        register_until_unload(&ctx, &service, definitions(), "unregister the file tools").await?;
         Ok(())
     }
 }

@@ -22,6 +22,7 @@ use crate::error::{FsError, FsErrorCode, FsResult};
 use crate::hooks::{EditDecision, Observation, WriteDecision, edit_decision, write_decision};
 use crate::path::{recheck, target_key, writable_target};
 use crate::tools::{FsTools, Scope};
+use keel_plugin_api::codes::ErrorCode as _;
 
 /// `write_file` arguments.
 #[derive(Debug, Deserialize)]

@@ -12,7 +12,7 @@ use keel_plugin_api::services::sandbox::{
     EscalationRequest, JUSTIFICATION_ARG, SANDBOX_PERMISSIONS_ARG, SandboxMode,
     escalation_parameters,
 };
-use keel_plugin_api::services::tools::{ToolDefinition, ToolInvocation, ToolResult, codes};
+use keel_plugin_api::services::tools::{ToolCode, ToolDefinition, ToolInvocation, ToolResult};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -23,15 +23,17 @@ use crate::mutate::{self, TargetLocks};
 use crate::{read, search};
 
 /// The row config.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FsConfig {
     /// A whole-file `read_file` above this size is refused with `FS_TOO_LARGE`; it also caps
     /// the text one ranged read returns.
     #[serde(default = "default_max_read_bytes")]
+    #[schemars(range(min = 1))]
     pub max_read_bytes: u64,
     /// Most entries `list_dir` and `glob` return, and most lines `grep` returns.
     #[serde(default = "default_max_results")]
+    #[schemars(range(min = 1))]
     pub max_results: usize,
 }
 
@@ -49,20 +51,6 @@ impl Default for FsConfig {
             max_read_bytes: default_max_read_bytes(),
             max_results: default_max_results(),
         }
-    }
-}
-
-impl FsConfig {
-    /// The JSON Schema of the row config.
-    pub fn schema() -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "max_read_bytes": { "type": "integer", "minimum": 1 },
-                "max_results": { "type": "integer", "minimum": 1 }
-            },
-            "additionalProperties": false
-        })
     }
 }
 
@@ -145,7 +133,7 @@ impl FsTools {
             "glob" => parse(args).and_then(|a| search::glob(self, scope, a)),
             "grep" => parse(args).and_then(|a| search::grep(self, scope, a)),
             other => Err(FsError {
-                code: codes::UNKNOWN_TOOL,
+                code: ToolCode::UnknownTool.code(),
                 message: format!("this provider has no tool named '{other}'"),
             }),
         };

@@ -5,11 +5,10 @@
 //! denial signatures add the shared `[sandbox: …]` marker to the result.
 //!
 //! The [`Confiner`] seam keeps the tool body plain Rust: the plugin passes one that calls the
-//! service, tests pass one built by hand.
+//! service (through the typed [`SandboxClient`]), tests pass one built by hand.
 
-use keel_plugin_api::prelude::CallHandle;
 use keel_plugin_api::sdk::Error;
-use keel_plugin_api::services::sandbox::{ConfineRequest, Confined};
+use keel_plugin_api::services::sandbox::{ConfineRequest, Confined, SandboxClient};
 use std::ffi::OsString;
 
 /// Turns a command's argv into the argv to spawn.
@@ -25,18 +24,11 @@ pub trait Confiner: Send + Sync {
 
 /// A confiner backed by the `keel.sandbox` service. Called from the tool's worker thread, so
 /// it blocks on the call (the sandbox's `confine` does no I/O and never waits on the kernel).
-pub struct SandboxService(pub CallHandle);
+pub struct SandboxService(pub SandboxClient);
 
 impl Confiner for SandboxService {
     fn confine(&self, request: ConfineRequest) -> Result<Confined, Error> {
-        let args = serde_json::to_value(&request)?;
-        let answer = futures::executor::block_on(self.0.call("confine", args))?;
-        serde_json::from_value(answer).map_err(|e| {
-            Error::new(
-                "INVALID_ANSWER",
-                format!("keel.sandbox confine answered something unexpected: {e}"),
-            )
-        })
+        futures::executor::block_on(self.0.confine(request))
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! The run itself is plain blocking Rust ([`Shell`], [`run`]); this file adapts it to the
 //! kernel: the manifest and row config (`default_timeout_ms`, `max_timeout_ms`, `grace_ms`,
-//! `max_output_bytes`, `env`), the provider service `keel.tool.tool-shell` whose `execute` runs
+//! `max_output_bytes`, `env`), the [`ToolProvider`] served as `keel.tool.tool-shell` whose `execute` runs
 //! each call on a std thread and hands the result back over a oneshot channel (no tokio: the
 //! kernel's executor only ever awaits the channel), the registration with `keel.tools`, and
 //! disposal, which terminates and joins every process tree still running (SBX-02). When a
@@ -28,12 +28,11 @@ use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::sdk::register_until_unload;
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::tools::{
-    PROVIDER_METHOD, ToolInvocation, Tools, provider_service_name,
+    ToolCode, ToolExecutor, ToolInvocation, ToolProvider, ToolResult, Tools, provider_service_name,
+    register_until_unload,
 };
-use serde_json::{Value, json};
 
 pub use confine::{Confiner, SandboxService};
 pub use group::LiveGroups;
@@ -45,33 +44,30 @@ pub const PLUGIN_ID: &str = "tool-shell";
 /// Extra time disposal waits, beyond the grace period, for trees to be gone.
 const DISPOSE_SLACK: Duration = Duration::from_secs(5);
 
-/// One `execute` call: parse, find the sandbox (when one is loaded), run on a std thread, hand
-/// the result back.
-async fn execute(ctx: Context, shell: Arc<Shell>, method: &str, args: Value) -> Result<Value> {
-    if method != PROVIDER_METHOD {
-        return Err(Error::new(
-            "UNKNOWN_METHOD",
-            format!("{PLUGIN_ID} provides only '{PROVIDER_METHOD}', not '{method}'"),
-        ));
+/// The provider: each `execute` finds the sandbox (when one is loaded), runs on a std thread
+/// and hands the result back.
+struct Provider {
+    ctx: Context,
+    shell: Arc<Shell>,
+}
+
+impl ToolExecutor for Provider {
+    async fn execute(&self, call: ToolInvocation) -> Result<ToolResult> {
+        // Looked up per call: the sandbox row may come and go with reloads.
+        let sandbox = self.ctx.get_client::<Sandbox>()?.map(SandboxService);
+        let shell = Arc::clone(&self.shell);
+        let (tx, rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name(format!("keel-{PLUGIN_ID}"))
+            .spawn(move || {
+                // The receiver is dropped when the caller stops waiting: terminate the tree.
+                let confiner = sandbox.as_ref().map(|s| s as &dyn Confiner);
+                let result = shell.execute_with(&call, &|| tx.is_canceled(), confiner);
+                let _ = tx.send(result);
+            })?;
+        rx.await
+            .map_err(|_| Error::coded(ToolCode::ToolFailed, "the shell tool's worker thread died"))
     }
-    let call: ToolInvocation = serde_json::from_value(args)?;
-    // Looked up per call: the sandbox row may come and go with reloads.
-    let sandbox = ctx
-        .get_service::<Sandbox>()?
-        .map(|s| SandboxService((*s).clone()));
-    let (tx, rx) = oneshot::channel();
-    std::thread::Builder::new()
-        .name(format!("keel-{PLUGIN_ID}"))
-        .spawn(move || {
-            // The receiver is dropped when the caller stops waiting: terminate the tree.
-            let confiner = sandbox.as_ref().map(|s| s as &dyn Confiner);
-            let result = shell.execute_with(&call, &|| tx.is_canceled(), confiner);
-            let _ = tx.send(result);
-        })?;
-    let result = rx
-        .await
-        .map_err(|_| Error::new("TOOL_FAILED", "the shell tool's worker thread died"))?;
-    Ok(serde_json::to_value(result)?)
 }
 
 /// The plugin value.
@@ -87,7 +83,7 @@ impl Plugin for ToolShell {
             .optional::<Sandbox>()
             // `env` reaches the runner process itself, before it confines anything.
             .guard_keys(&["env"])
-            .config_schema(ShellConfig::schema())
+            .config_type::<ShellConfig>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
@@ -97,13 +93,7 @@ impl Plugin for ToolShell {
         let tools = vec![definition(&config)];
         let shell = Arc::new(Shell::new(config, Arc::clone(&groups)));
         let service = provider_service_name(PLUGIN_ID);
-        ctx.provide_named(
-            &service,
-            CallHandle::new(move |method, args| {
-                let shell = Arc::clone(&shell);
-                async move { execute(ctx, shell, &method, args).await }
-            }),
-        )?;
+        ctx.serve_named::<ToolProvider, _>(&service, Provider { ctx, shell })?;
         // Effects run last-in first-out: the tool is unregistered first, then running trees
         // are stopped and joined (SBX-02).
         ctx.effect("stop running shell commands", move || async move {
@@ -115,14 +105,7 @@ impl Plugin for ToolShell {
             groups.kill_all();
             Ok(())
         })?;
-        let registry: CallHandle = (*ctx.service::<Tools>()?).clone();
-        register_until_unload(
-            &ctx,
-            registry,
-            json!({ "service": service, "tools": tools }),
-            "unregister the shell tool",
-        )
-        .await?;
+        register_until_unload(&ctx, &service, tools, "unregister the shell tool").await?;
         Ok(())
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use keel_plugin_api::sdk::Error;
 use keel_plugin_api::services::sandbox::{
-    ConfineRequest, Confined, Enforcement, RunnerFailureRule, SANDBOX_UNAVAILABLE, SandboxMode,
+    ConfineRequest, Confined, Enforcement, RunnerFailureRule, SandboxCode, SandboxMode,
 };
 use keel_plugin_api::services::tools::{ToolInvocation, ToolResult};
 use serde_json::json;
@@ -45,7 +45,7 @@ struct Unavailable;
 
 impl Confiner for Unavailable {
     fn confine(&self, _request: ConfineRequest) -> Result<Confined, Error> {
-        Err(Error::new(SANDBOX_UNAVAILABLE, "no usable runner"))
+        Err(Error::coded(SandboxCode::Unavailable, "no usable runner"))
     }
 }
 
@@ -89,7 +89,7 @@ fn sbx04_the_confined_argv_is_what_runs() {
 fn sbx06_unavailable_sandbox_runs_nothing() {
     let ws = tempfile::tempdir().unwrap();
     let r = run(&Unavailable, ws.path(), "touch ran");
-    assert_eq!(code(&r), Some(SANDBOX_UNAVAILABLE), "{r:?}");
+    assert_eq!(code(&r), Some(SandboxCode::Unavailable.code()), "{r:?}");
     assert!(!ws.path().join("ran").exists());
 }
 
@@ -105,7 +105,7 @@ fn sbx09_child_failure_versus_runner_failure() {
         ws.path(),
         "echo \"bwrap: Can't mount proc\" >&2; exit 1",
     );
-    assert_eq!(code(&r), Some(SANDBOX_UNAVAILABLE), "{r:?}");
+    assert_eq!(code(&r), Some(SandboxCode::Unavailable.code()), "{r:?}");
     let r = run(
         &c,
         ws.path(),

@@ -9,12 +9,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_plugin_api::services::tools::{ToolDefinition, ToolInvocation, ToolResult, codes};
+use keel_plugin_api::codes::ContractCode;
+use keel_plugin_api::services::tools::{
+    ShellCode, ToolCode, ToolDefinition, ToolInvocation, ToolResult,
+};
 use serde::Deserialize;
 use serde_json::json;
 
 use keel_plugin_api::services::sandbox::{
-    CallRef, ConfineRequest, Confined, EscalationRequest, SANDBOX_UNAVAILABLE, denial_marker,
+    CallRef, ConfineRequest, Confined, EscalationRequest, SandboxCode, denial_marker,
     escalation_marker, escalation_parameters,
 };
 
@@ -26,27 +29,30 @@ use crate::group::LiveGroups;
 use crate::run::{Ending, Outcome, RunSpec, run};
 
 /// The command exited with a non-zero code or was killed by a signal.
-pub const SHELL_EXIT: &str = "SHELL_EXIT";
+pub const SHELL_EXIT: ShellCode = ShellCode::Exit;
 /// The command ran past its timeout; its process group was terminated.
-pub const SHELL_TIMEOUT: &str = "SHELL_TIMEOUT";
+pub const SHELL_TIMEOUT: ShellCode = ShellCode::Timeout;
 /// The command could not be started (missing workdir, no shell, resources).
-pub const SHELL_SPAWN: &str = "SHELL_SPAWN";
+pub const SHELL_SPAWN: ShellCode = ShellCode::Spawn;
 
 /// The row config.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShellConfig {
     /// Timeout when the call gives none, ms.
     #[serde(default = "default_timeout_ms")]
+    #[schemars(range(min = 1))]
     pub default_timeout_ms: u64,
     /// Largest timeout a call may ask for, ms (larger requests are capped).
     #[serde(default = "max_timeout_ms")]
+    #[schemars(range(min = 1))]
     pub max_timeout_ms: u64,
     /// SIGTERM → SIGKILL grace, ms.
     #[serde(default = "grace_ms")]
     pub grace_ms: u64,
     /// Bytes kept per stream (head and tail halves).
     #[serde(default = "max_output_bytes")]
+    #[schemars(range(min = 1))]
     pub max_output_bytes: usize,
     /// Variables added to the scrubbed environment.
     #[serde(default)]
@@ -75,23 +81,6 @@ impl Default for ShellConfig {
             max_output_bytes: max_output_bytes(),
             env: BTreeMap::new(),
         }
-    }
-}
-
-impl ShellConfig {
-    /// The JSON Schema of the row config.
-    pub fn schema() -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "default_timeout_ms": { "type": "integer", "minimum": 1 },
-                "max_timeout_ms": { "type": "integer", "minimum": 1 },
-                "grace_ms": { "type": "integer", "minimum": 0 },
-                "max_output_bytes": { "type": "integer", "minimum": 1 },
-                "env": { "type": "object", "additionalProperties": { "type": "string" } }
-            },
-            "additionalProperties": false
-        })
     }
 }
 
@@ -154,7 +143,7 @@ impl Shell {
     ) -> ToolResult {
         if call.name != SHELL_SCRIPT.tool {
             return ToolResult::error(
-                codes::UNKNOWN_TOOL,
+                ToolCode::UnknownTool,
                 format!("this provider has no tool named '{}'", call.name),
             );
         }
@@ -163,18 +152,18 @@ impl Shell {
         let mut call_args = call.args.clone();
         let secrets = match SecretEnv::take(&mut call_args) {
             Ok(s) => s,
-            Err(e) => return ToolResult::error(codes::INVALID_ARGUMENTS, e),
+            Err(e) => return ToolResult::error(ContractCode::InvalidArguments, e),
         };
         let args: ShellArgs = match serde_json::from_value(call_args) {
             Ok(a) => a,
-            Err(e) => return ToolResult::error(codes::INVALID_ARGUMENTS, e.to_string()),
+            Err(e) => return ToolResult::error(ContractCode::InvalidArguments, e.to_string()),
         };
         if args.command.trim().is_empty() {
-            return ToolResult::error(codes::INVALID_ARGUMENTS, "command must not be empty");
+            return ToolResult::error(ContractCode::InvalidArguments, "command must not be empty");
         }
         let cwd = match workdir(Path::new(&call.cwd), args.workdir.as_deref()) {
             Ok(d) => d,
-            Err(message) => return ToolResult::error(SHELL_SPAWN, message),
+            Err(message) => return ToolResult::error(ShellCode::Spawn, message),
         };
         let timeout_ms = args
             .timeout_ms
@@ -190,7 +179,7 @@ impl Shell {
         // only with this call's approved grant.
         let escalation = match EscalationRequest::from_args(&call.args) {
             Ok(e) => e,
-            Err(message) => return ToolResult::error(codes::INVALID_ARGUMENTS, message),
+            Err(message) => return ToolResult::error(ContractCode::InvalidArguments, message),
         };
         let confined = match confiner {
             None => None,
@@ -225,7 +214,10 @@ impl Shell {
                 Some((c, _)) => sandboxed(render(&outcome, timeout_ms), &outcome, c),
                 None => render(&outcome, timeout_ms),
             },
-            Err(e) => ToolResult::error(SHELL_SPAWN, format!("could not start the command: {e}")),
+            Err(e) => ToolResult::error(
+                ShellCode::Spawn,
+                format!("could not start the command: {e}"),
+            ),
         }
     }
 }
@@ -247,7 +239,7 @@ fn workdir(cwd: &Path, workdir: Option<&str>) -> Result<PathBuf, String> {
 
 /// The sandbox refused to confine the command: nothing ran.
 fn refused(e: &keel_plugin_api::sdk::Error) -> ToolResult {
-    ToolResult::error(
+    ToolResult::with_code(
         &e.code,
         format!(
             "the sandbox refused to run the command; nothing was run: {}",
@@ -269,7 +261,7 @@ fn sandboxed(result: ToolResult, o: &Outcome, c: &Confined) -> ToolResult {
         return ToolResult {
             meta: Some(meta),
             ..ToolResult::error(
-                SANDBOX_UNAVAILABLE,
+                SandboxCode::Unavailable,
                 format!(
                     "the sandbox runner ({}) failed to start the command; it did not run\n{}",
                     c.runner, result.content
@@ -332,17 +324,17 @@ fn render(o: &Outcome, timeout_ms: u64) -> ToolResult {
     });
     let result = match o.ending {
         Ending::TimedOut => ToolResult::error(
-            SHELL_TIMEOUT,
+            ShellCode::Timeout,
             format!(
                 "the command timed out after {timeout_ms} ms; its process group was terminated\n{body}"
             ),
         ),
         Ending::Cancelled => ToolResult::error(
-            codes::ABORTED,
+            ToolCode::Aborted,
             format!("the call was cancelled; its process group was terminated\n{body}"),
         ),
         Ending::Exited if o.exit_code == Some(0) => ToolResult::ok(body),
-        Ending::Exited => ToolResult::error(SHELL_EXIT, body),
+        Ending::Exited => ToolResult::error(ShellCode::Exit, body),
     };
     ToolResult {
         meta: Some(meta),

@@ -1,9 +1,10 @@
 //! The [`Host`] over the kernel: the session's `append`, the four `tools/*` dispatches with
 //! their terminals, `keel.approval`, and the body (the `tools/execute` terminal) that calls the
-//! provider's named service under the call's deadline on the host timer and under the batch's
-//! cancellation.
+//! provider's `execute` under the call's deadline on the host timer and under the batch's
+//! cancellation. The body's result is frozen once, here; the pipeline keeps the snapshot as long
+//! as no listener changes the result.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use keel_plugin_api::events::Json;
@@ -12,15 +13,17 @@ use keel_plugin_api::events::tools::{
 };
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
-use keel_plugin_api::services::approval::{Approval, ApprovalOutcome, ApprovalRequest};
+use keel_plugin_api::services::approval::{ApprovalClient, ApprovalRequest};
 use keel_plugin_api::services::session::Sessions;
-use keel_plugin_api::services::tools::{PROVIDER_METHOD, ToolInvocation, ToolResult, codes};
+use keel_plugin_api::services::tools::{
+    PostDecision, PreDecision, ToolCode, ToolInvocation, ToolProvider, ToolResult,
+};
 use serde_json::{Value, json};
 
 use crate::batches::Cancel;
 use crate::provider::run_body;
 use crate::registry::Registry;
-use crate::stages::{AskAnswer, Host};
+use crate::stages::{AskAnswer, Executed, Host, Snapshot};
 
 /// One batch's view of the kernel.
 pub struct KernelHost {
@@ -29,7 +32,7 @@ pub struct KernelHost {
     /// `keel.session`.
     pub sessions: ServiceRef<Sessions>,
     /// `keel.approval`, when loaded.
-    pub approval: Option<ServiceRef<Approval>>,
+    pub approval: Option<ApprovalClient>,
     /// The registry (the body looks the provider up at run time).
     pub registry: Arc<Registry>,
     /// The batch's session.
@@ -47,7 +50,7 @@ impl Host for KernelHost {
     async fn pre_execute(&self, exec: ToolExecution) -> Result<Json> {
         self.ctx
             .run_async_waterfall::<PreExecute, _, _>(exec, |_| async {
-                Json::of(&json!({"kind": "allow"}))
+                Json::of(&PreDecision::Allow)
             })
             .await
     }
@@ -56,19 +59,11 @@ impl Host for KernelHost {
         let Some(approval) = &self.approval else {
             return AskAnswer::NoService;
         };
-        let args = match serde_json::to_value(&request) {
-            Ok(a) => a,
-            Err(e) => return AskAnswer::Failed(e.into()),
-        };
-        match approval.call("ask", args).await {
+        // An answer that is not one of the four outcomes fails to decode: the call is denied
+        // as `APPROVAL_UNAVAILABLE` (TOOL-05).
+        match approval.ask(request).await {
             Err(e) => AskAnswer::Failed(e),
-            // An answer that is not one of the four outcomes is normalised to `unavailable`
-            // (TOOL-05).
-            Ok(v) => AskAnswer::Outcome(
-                v.get("outcome")
-                    .and_then(|o| serde_json::from_value(o.clone()).ok())
-                    .unwrap_or(ApprovalOutcome::Unavailable),
-            ),
+            Ok(answer) => AskAnswer::Outcome(answer.outcome),
         }
     }
 
@@ -76,23 +71,35 @@ impl Host for KernelHost {
         self.ctx.serial::<Guard>(exec).await
     }
 
-    async fn execute(&self, exec: ToolExecution) -> Result<Json> {
+    async fn execute(&self, exec: ToolExecution) -> Result<Executed> {
         let ctx = self.ctx;
         let registry = Arc::clone(&self.registry);
         let cancel = Arc::clone(&self.cancel);
-        self.ctx
+        // The body's snapshot, beside the text the waterfall carries (its only encode).
+        let kept: Arc<Mutex<Option<Snapshot>>> = Arc::default();
+        let slot = Arc::clone(&kept);
+        let json = self
+            .ctx
             .run_async_waterfall::<Execute, _, _>(exec, move |exec| {
                 let registry = Arc::clone(&registry);
                 let cancel = Arc::clone(&cancel);
-                async move { Json::of(&body(ctx, &registry, &cancel, exec).await) }
+                let slot = Arc::clone(&slot);
+                async move {
+                    let snapshot = Snapshot::of(body(ctx, &registry, &cancel, exec).await)?;
+                    let json = snapshot.json();
+                    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
+                    Ok(json)
+                }
             })
-            .await
+            .await?;
+        let snapshot = kept.lock().unwrap_or_else(PoisonError::into_inner).take();
+        Ok(Executed { json, snapshot })
     }
 
     async fn post_execute(&self, outcome: ToolOutcome) -> Result<Json> {
         self.ctx
             .run_async_waterfall::<PostExecute, _, _>(outcome, |_| async {
-                Json::of(&json!({"kind": "accept"}))
+                Json::of(&PostDecision::Accept { content: None })
             })
             .await
     }
@@ -106,7 +113,7 @@ impl Host for KernelHost {
     }
 }
 
-/// The tool body: the provider's `"execute"` under `exec.timeout_ms` and `cancel`.
+/// The tool body: the provider's `execute` under `exec.timeout_ms` and `cancel`.
 async fn body(
     ctx: Context,
     registry: &Registry,
@@ -120,21 +127,21 @@ async fn body(
     let name = exec.name.as_str();
     let Some(entry) = registry.lookup(name) else {
         return ToolResult::error(
-            codes::UNKNOWN_TOOL,
+            ToolCode::UnknownTool,
             format!("the tool '{name}' was unregistered before it ran"),
         );
     };
-    let handle = match ctx.named_service(&entry.service) {
+    let provider = match ctx.named_client::<ToolProvider>(&entry.service) {
         Ok(Some(h)) => h,
         Ok(None) => {
             return ToolResult::error(
-                codes::TOOL_FAILED,
+                ToolCode::ToolFailed,
                 format!("the provider of '{name}' ({}) is not active", entry.service),
             );
         }
         Err(e) => {
             return ToolResult::error(
-                codes::TOOL_FAILED,
+                ToolCode::ToolFailed,
                 format!("the provider of '{name}' cannot be reached: {e}"),
             );
         }
@@ -143,7 +150,7 @@ async fn body(
         Ok(a) => a,
         Err(e) => {
             return ToolResult::error(
-                codes::TOOL_FAILED,
+                ToolCode::ToolFailed,
                 format!("an execute listener left arguments that are not JSON: {e}"),
             );
         }
@@ -156,13 +163,9 @@ async fn body(
         args,
         timeout_ms: exec.timeout_ms,
     };
-    let invocation = match serde_json::to_value(&invocation) {
-        Ok(v) => v,
-        Err(e) => return ToolResult::error(codes::TOOL_FAILED, e.to_string()),
-    };
     let deadline = (exec.timeout_ms > 0).then(|| sleep(Duration::from_millis(exec.timeout_ms)));
     run_body(
-        handle.call(PROVIDER_METHOD, invocation),
+        provider.execute(invocation),
         deadline,
         cancel.fired(),
         exec.timeout_ms,

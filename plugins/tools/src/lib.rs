@@ -5,21 +5,13 @@
 //! pure batch scheduler: pool, barriers, model-order commit, cancellation), [`stages`] (the
 //! stages of one call over a `Host` seam), [`provider`] (the body under its deadline), and
 //! [`kernel`] (the `Host` over the kernel). This file is the glue: manifest, row config, and
-//! the JSON methods.
+//! the [`ToolsProvider`] methods (their shapes and codes are declared with the `Tools` contract
+//! in `keel_plugin_api::services::tools`; `register` emits `tools/change {tools: [name]}`, all
+//! current names, and so does `unregister`).
 //!
-//! Methods (shapes in `keel_plugin_api::services::tools::Tools`):
-//! - `register {service, tools}` → `{registration}` (`DUPLICATE_TOOL`,
-//!   `INVALID_TOOL_DEFINITION`); emits `tools/change {tools: [name]}` (all current names);
-//! - `unregister {registration}` → `{}` (`UNKNOWN_REGISTRATION`); emits `tools/change`;
-//! - `list {}` → `{tools: [ToolDefinition]}`;
-//! - `run_batch BatchRequest` → `{results: [ToolResult], failure?: {code, message}}`; `failure`
-//!   (code `TOOL_STAGE_FAILED`) means a stage listener failed and the turn must end in error;
-//!   an `Err` means the session refused an append;
-//! - `cancel {session_id}` → `{}`: the running batch starts nothing more, and a body that is
-//!   running is stopped at once (its provider call is dropped, as at the deadline) and answers
-//!   `ABORTED`.
-//!
-//! Other codes: `INVALID_ARGS`, `UNKNOWN_METHOD`.
+//! A result is encoded once: the body's answer is frozen in [`kernel`], the snapshot is what
+//! `tools/execute`, `tools/post-execute`, `tools/result` and the loop get, and it is encoded
+//! again only when a listener changed the result.
 
 pub mod batches;
 pub mod kernel;
@@ -35,10 +27,13 @@ use keel_plugin_api::events::tools::Change;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::approval::Approval;
 use keel_plugin_api::services::session::Sessions;
-use keel_plugin_api::services::tools::{BatchRequest, ToolDefinition, Tools};
+use keel_plugin_api::services::tools::{
+    BatchOutcome, BatchRequest, CancelRequest, ListRequest, RegisterRequest, Registered, ToolList,
+    Tools, ToolsProvider, UnregisterRequest,
+};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use batches::Batches;
 use kernel::KernelHost;
@@ -46,11 +41,12 @@ use registry::Registry;
 use stages::CallPipeline;
 
 /// The row config.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Config {
     /// Cap of the parallel pool (TOOL-10).
     #[serde(default = "default_max_parallel")]
+    #[schemars(range(min = 1))]
     max_parallel: usize,
     /// Deadline handed to `tools/execute` for every body, ms (0 = none).
     #[serde(default = "default_timeout_ms")]
@@ -65,34 +61,11 @@ fn default_timeout_ms() -> u64 {
     600_000
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RegisterArgs {
-    service: String,
-    tools: Vec<ToolDefinition>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UnregisterArgs {
-    registration: u64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SessionArgs {
-    session_id: String,
-}
-
 struct State {
     ctx: Context,
     config: Config,
     registry: Arc<Registry>,
     batches: Arc<Batches>,
-}
-
-fn args<T: DeserializeOwned>(method: &str, v: Value) -> Result<T> {
-    serde_json::from_value(v).map_err(|e| Error::new("INVALID_ARGS", format!("{method}: {e}")))
 }
 
 impl State {
@@ -104,40 +77,12 @@ impl State {
         }
     }
 
-    async fn call(&self, method: &str, a: Value) -> Result<Value> {
-        match method {
-            "register" => {
-                let a: RegisterArgs = args(method, a)?;
-                let id = self.registry.register(&a.service, a.tools)?;
-                self.changed();
-                Ok(json!({"registration": id}))
-            }
-            "unregister" => {
-                let a: UnregisterArgs = args(method, a)?;
-                self.registry.unregister(a.registration)?;
-                self.changed();
-                Ok(json!({}))
-            }
-            "list" => Ok(json!({"tools": self.registry.list()})),
-            "run_batch" => self.run_batch(args(method, a)?).await,
-            "cancel" => {
-                let a: SessionArgs = args(method, a)?;
-                self.batches.cancel(&a.session_id);
-                Ok(json!({}))
-            }
-            other => Err(Error::new(
-                "UNKNOWN_METHOD",
-                format!("keel.tools has no method '{other}'"),
-            )),
-        }
-    }
-
-    async fn run_batch(&self, request: BatchRequest) -> Result<Value> {
+    async fn run_batch(&self, request: BatchRequest) -> Result<BatchOutcome> {
         let guard = self.batches.begin(&request.session_id);
         let host = KernelHost {
             ctx: self.ctx,
             sessions: self.ctx.service::<Sessions>()?,
-            approval: self.ctx.get_service::<Approval>()?,
+            approval: self.ctx.get_client::<Approval>()?,
             registry: Arc::clone(&self.registry),
             session_id: request.session_id.clone(),
             cancel: Arc::clone(&guard.cancel),
@@ -155,7 +100,42 @@ impl State {
             guard.cancel.flag(),
         )
         .await?;
-        Ok(serde_json::to_value(&outcome)?)
+        Ok(BatchOutcome {
+            results: outcome.results,
+            failure: outcome.failure,
+        })
+    }
+}
+
+/// The service: one `State` shared by every call.
+struct Service(Arc<State>);
+
+impl ToolsProvider for Service {
+    async fn register(&self, r: RegisterRequest) -> Result<Registered> {
+        let registration = self.0.registry.register(&r.service, r.tools)?;
+        self.0.changed();
+        Ok(Registered { registration })
+    }
+
+    async fn unregister(&self, r: UnregisterRequest) -> Result<()> {
+        self.0.registry.unregister(r.registration)?;
+        self.0.changed();
+        Ok(())
+    }
+
+    async fn list(&self, _: ListRequest) -> Result<ToolList> {
+        Ok(ToolList {
+            tools: self.0.registry.list(),
+        })
+    }
+
+    async fn run_batch(&self, request: BatchRequest) -> Result<BatchOutcome> {
+        self.0.run_batch(request).await
+    }
+
+    async fn cancel(&self, r: CancelRequest) -> Result<()> {
+        self.0.batches.cancel(&r.session_id);
+        Ok(())
     }
 }
 
@@ -172,14 +152,7 @@ impl Plugin for ToolsPlugin {
             .provides::<Tools>()
             .requires::<Sessions>()
             .optional::<Approval>()
-            .config_schema(json!({
-                "type": "object",
-                "properties": {
-                    "max_parallel": { "type": "integer", "minimum": 1 },
-                    "default_timeout_ms": { "type": "integer", "minimum": 0 }
-                },
-                "additionalProperties": false
-            }))
+            .config_type::<Config>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
@@ -190,10 +163,7 @@ impl Plugin for ToolsPlugin {
             registry: Arc::new(Registry::new()),
             batches: Arc::new(Batches::default()),
         });
-        ctx.provide::<Tools>(CallHandle::new(move |method, a| {
-            let state = Arc::clone(&state);
-            async move { state.call(&method, a).await }
-        }))?;
+        ctx.serve::<Tools, _>(Service(state))?;
         Ok(())
     }
 }

@@ -1,4 +1,4 @@
-//! The body: the terminal of `tools/execute`. It calls the provider's `"execute"` under the
+//! The body: the terminal of `tools/execute`. It calls the provider's `execute` under the
 //! call's deadline and the batch's cancellation, and turns whatever comes back into a
 //! [`ToolResult`]: a provider error is `TOOL_FAILED`, an answer that is not a result is
 //! `INVALID_TOOL_OUTPUT`, a deadline that fires first is `TOOL_TIMEOUT`, a cancel that comes
@@ -10,27 +10,27 @@
 use std::future::Future;
 
 use futures::future::{Either, select};
+use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::sdk::Result;
-use keel_plugin_api::services::tools::{ToolResult, codes};
-use serde_json::Value;
+use keel_plugin_api::services::tools::{ToolCode, ToolResult};
 
-/// Turns a provider's answer into a result.
-pub fn settle(answer: Result<Value>) -> ToolResult {
+/// Turns a provider's answer into a result (the SDK decoded it once: an answer that is not a
+/// `ToolResult` arrives as `INVALID_ANSWER`).
+pub fn settle(answer: Result<ToolResult>) -> ToolResult {
     match answer {
-        Err(e) => ToolResult::error(codes::TOOL_FAILED, format!("the tool failed: {e}")),
-        Ok(v) => serde_json::from_value::<ToolResult>(v).unwrap_or_else(|e| {
-            ToolResult::error(
-                codes::INVALID_TOOL_OUTPUT,
-                format!("the tool's answer is not a tool result: {e}"),
-            )
-        }),
+        Ok(result) => result,
+        Err(e) if e.is(ContractCode::InvalidAnswer) => ToolResult::error(
+            ToolCode::InvalidToolOutput,
+            format!("the tool's answer is not a tool result: {}", e.message),
+        ),
+        Err(e) => ToolResult::error(ToolCode::ToolFailed, format!("the tool failed: {e}")),
     }
 }
 
 /// The result of a body stopped by a cancel (the turn was aborted while it ran).
 pub fn stopped_by_cancel() -> ToolResult {
     ToolResult::error(
-        codes::ABORTED,
+        ToolCode::Aborted,
         "the call was cancelled while it ran and was stopped before it finished",
     )
 }
@@ -45,7 +45,7 @@ pub async fn run_body<B, D, C>(
     timeout_ms: u64,
 ) -> ToolResult
 where
-    B: Future<Output = Result<Value>>,
+    B: Future<Output = Result<ToolResult>>,
     D: Future<Output = ()>,
     C: Future<Output = ()>,
 {
@@ -59,7 +59,7 @@ where
     match select(std::pin::pin!(body), select(deadline, cancelled)).await {
         Either::Left((answer, _)) => settle(answer),
         Either::Right((Either::Left(((), _)), _)) => ToolResult::error(
-            codes::TOOL_TIMEOUT,
+            ToolCode::ToolTimeout,
             format!("the tool ran past its {timeout_ms} ms deadline and was stopped"),
         ),
         Either::Right((Either::Right(((), _)), _)) => stopped_by_cancel(),
@@ -76,6 +76,10 @@ mod tests {
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
+    fn result(v: serde_json::Value) -> Result<ToolResult> {
+        Ok(serde_json::from_value(v).unwrap())
+    }
+
     fn code(r: &ToolResult) -> Option<&str> {
         r.error.as_ref().map(|e| e.code.as_str())
     }
@@ -87,7 +91,7 @@ mod tests {
             let _ = never.await;
         };
         let r = block_on(run_body(
-            async { Ok(json!({"content": "ok", "meta": {"exit": 0}})) },
+            async { result(json!({"content": "ok", "meta": {"exit": 0}})) },
             Some(deadline),
             pending(),
             50,
@@ -98,21 +102,21 @@ mod tests {
 
     #[test]
     fn a_deadline_that_fires_first_is_a_timeout_and_stops_the_body() {
-        let (_tx, never) = oneshot::channel::<Result<Value>>();
+        let (_tx, never) = oneshot::channel::<Result<ToolResult>>();
         let body = async move {
             never
                 .await
-                .unwrap_or_else(|_| Ok(json!({"content": "late"})))
+                .unwrap_or_else(|_| result(json!({"content": "late"})))
         };
         let r = block_on(run_body(body, Some(async {}), pending(), 250));
-        assert_eq!(code(&r), Some(codes::TOOL_TIMEOUT));
+        assert_eq!(code(&r), Some("TOOL_TIMEOUT"));
         assert!(r.content.contains("250 ms"));
     }
 
     #[test]
     fn no_deadline_waits_for_the_body() {
         let r = block_on(run_body(
-            async { Ok(json!({"content": "done"})) },
+            async { result(json!({"content": "done"})) },
             None::<std::future::Ready<()>>,
             pending(),
             0,
@@ -125,14 +129,14 @@ mod tests {
     #[test]
     fn tool09_a_cancel_stops_a_running_body_and_drops_it() {
         for deadline in [None, Some(pending())] {
-            let (tx, never) = oneshot::channel::<Result<Value>>();
+            let (tx, never) = oneshot::channel::<Result<ToolResult>>();
             let body = async move {
                 never
                     .await
-                    .unwrap_or_else(|_| Ok(json!({"content": "late"})))
+                    .unwrap_or_else(|_| result(json!({"content": "late"})))
             };
             let r = block_on(run_body(body, deadline, async {}, 0));
-            assert_eq!(code(&r), Some(codes::ABORTED));
+            assert_eq!(code(&r), Some("ABORTED"));
             assert!(r.is_error);
             assert!(tx.is_canceled(), "the body's future was dropped");
         }
@@ -141,11 +145,11 @@ mod tests {
     #[test]
     fn provider_errors_and_bad_answers_become_error_results() {
         let r = settle(Err(Error::new("PANIC", "plugin panicked: x")));
-        assert_eq!(code(&r), Some(codes::TOOL_FAILED));
+        assert_eq!(code(&r), Some("TOOL_FAILED"));
         assert!(r.content.contains("PANIC"));
-        let r = settle(Ok(json!({"text": "no content field"})));
-        assert_eq!(code(&r), Some(codes::INVALID_TOOL_OUTPUT));
-        let r = settle(Ok(
+        let r = settle(Err(Error::new("INVALID_ANSWER", "missing field `content`")));
+        assert_eq!(code(&r), Some("INVALID_TOOL_OUTPUT"));
+        let r = settle(result(
             json!({"content": "x", "is_error": true, "error": {"code": "FS_NOT_FOUND"}}),
         ));
         assert_eq!(code(&r), Some("FS_NOT_FOUND"));

@@ -4,15 +4,15 @@
 use std::sync::{Mutex, MutexGuard};
 
 use keel_plugin_api::sdk::{Error, Result};
-use keel_plugin_api::services::tools::ToolDefinition;
+use keel_plugin_api::services::tools::{ToolCode, ToolDefinition};
 
 /// `register` with a name that is already taken (or repeated in the same request).
-pub const DUPLICATE_TOOL: &str = "DUPLICATE_TOOL";
+pub const DUPLICATE_TOOL: ToolCode = ToolCode::DuplicateTool;
 /// `register` with a malformed definition (name not `[A-Za-z0-9_-]{1,64}`, parameters not an
 /// object schema) or an empty service name.
-pub const INVALID_TOOL_DEFINITION: &str = "INVALID_TOOL_DEFINITION";
+pub const INVALID_TOOL_DEFINITION: ToolCode = ToolCode::InvalidToolDefinition;
 /// `unregister` with an id that is not registered.
-pub const UNKNOWN_REGISTRATION: &str = "UNKNOWN_REGISTRATION";
+pub const UNKNOWN_REGISTRATION: ToolCode = ToolCode::UnknownRegistration;
 
 /// A registered tool and the provider service that runs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,26 +66,26 @@ impl Registry {
     /// `DUPLICATE_TOOL`, `INVALID_TOOL_DEFINITION`; nothing is registered then.
     pub fn register(&self, service: &str, tools: Vec<ToolDefinition>) -> Result<u64> {
         if service.is_empty() {
-            return Err(Error::new(
+            return Err(Error::coded(
                 INVALID_TOOL_DEFINITION,
                 "service must not be empty",
             ));
         }
         for (i, t) in tools.iter().enumerate() {
             if !valid_name(&t.name) {
-                return Err(Error::new(
+                return Err(Error::coded(
                     INVALID_TOOL_DEFINITION,
                     format!("tool name '{}' is not [A-Za-z0-9_-]{{1,64}}", t.name),
                 ));
             }
             if !t.parameters.is_object() {
-                return Err(Error::new(
+                return Err(Error::coded(
                     INVALID_TOOL_DEFINITION,
                     format!("tool '{}': parameters must be a JSON Schema object", t.name),
                 ));
             }
             if tools.iter().take(i).any(|o| o.name == t.name) {
-                return Err(Error::new(
+                return Err(Error::coded(
                     DUPLICATE_TOOL,
                     format!("tool '{}' appears twice in one registration", t.name),
                 ));
@@ -98,7 +98,7 @@ impl Registry {
                 .iter()
                 .find(|g| g.tools.iter().any(|o| o.name == t.name))
             {
-                return Err(Error::new(
+                return Err(Error::coded(
                     DUPLICATE_TOOL,
                     format!("tool '{}' is already registered by '{}'", t.name, g.service),
                 ));
@@ -123,7 +123,7 @@ impl Registry {
         let before = inner.groups.len();
         inner.groups.retain(|g| g.id != id);
         if inner.groups.len() == before {
-            return Err(Error::new(
+            return Err(Error::coded(
                 UNKNOWN_REGISTRATION,
                 format!("no registration {id}"),
             ));
@@ -201,12 +201,12 @@ mod tests {
         let err = r
             .register("keel.tool.x", vec![def("grep"), def("read_file")])
             .unwrap_err();
-        assert_eq!(err.code, DUPLICATE_TOOL);
+        assert!(err.is(DUPLICATE_TOOL));
         assert_eq!(names(&r), ["read_file"]);
         let err = r
             .register("keel.tool.x", vec![def("grep"), def("grep")])
             .unwrap_err();
-        assert_eq!(err.code, DUPLICATE_TOOL);
+        assert!(err.is(DUPLICATE_TOOL));
         assert_eq!(names(&r), ["read_file"]);
     }
 
@@ -215,17 +215,19 @@ mod tests {
         let r = Registry::new();
         for bad in ["", "has space", &"x".repeat(65)] {
             let err = r.register("keel.tool.x", vec![def(bad)]).unwrap_err();
-            assert_eq!(err.code, INVALID_TOOL_DEFINITION, "{bad:?}");
+            assert!(err.is(INVALID_TOOL_DEFINITION), "{bad:?}");
         }
         let mut d = def("ok");
         d.parameters = json!("string");
-        assert_eq!(
-            r.register("keel.tool.x", vec![d]).unwrap_err().code,
-            INVALID_TOOL_DEFINITION
+        assert!(
+            r.register("keel.tool.x", vec![d])
+                .unwrap_err()
+                .is(INVALID_TOOL_DEFINITION)
         );
-        assert_eq!(
-            r.register("", vec![def("ok")]).unwrap_err().code,
-            INVALID_TOOL_DEFINITION
+        assert!(
+            r.register("", vec![def("ok")])
+                .unwrap_err()
+                .is(INVALID_TOOL_DEFINITION)
         );
         assert!(names(&r).is_empty());
     }
@@ -236,7 +238,7 @@ mod tests {
         let id = r.register("keel.tool.fs", vec![def("read_file")]).unwrap();
         r.unregister(id).unwrap();
         assert!(names(&r).is_empty());
-        assert_eq!(r.unregister(id).unwrap_err().code, UNKNOWN_REGISTRATION);
+        assert!(r.unregister(id).unwrap_err().is(UNKNOWN_REGISTRATION));
         r.register("keel.tool.other", vec![def("read_file")])
             .unwrap();
         assert_eq!(r.lookup("read_file").unwrap().service, "keel.tool.other");

@@ -25,7 +25,7 @@ use futures::FutureExt as _;
 use futures::future::{BoxFuture, poll_fn};
 use futures::stream::{FuturesUnordered, StreamExt as _};
 use keel_plugin_api::sdk::{Error, Result};
-use keel_plugin_api::services::tools::{ToolResult, codes};
+use keel_plugin_api::services::tools::{BatchFailure, ToolCode, ToolResult};
 use serde::Serialize;
 
 /// How a call may share the pool (TOOL-10).
@@ -35,15 +35,6 @@ pub enum Mode {
     Parallel,
     /// A barrier: runs alone.
     Exclusive,
-}
-
-/// Why a batch ended early: a listener of some stage failed. The loop ends the turn with it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BatchFailure {
-    /// Machine-readable code.
-    pub code: String,
-    /// What failed, naming the stage and the call.
-    pub message: String,
 }
 
 /// A stage's verdict on one call: the result so far and, when a listener broke, the failure
@@ -75,11 +66,11 @@ pub enum Admission<T> {
     Settled(T, Settled),
 }
 
-/// The answer of a whole batch: `{results: [ToolResult], failure?: {code, message}}`.
+/// The answer of a whole batch: one committed result per call, and the failure.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BatchOutcome {
-    /// One result per call, in model order.
-    pub results: Vec<ToolResult>,
+pub struct BatchOutcome<C> {
+    /// One committed result per call, in model order.
+    pub results: Vec<C>,
     /// Set when a listener failure stopped the batch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<BatchFailure>,
@@ -90,6 +81,8 @@ pub struct BatchOutcome {
 pub trait Pipeline: Sync {
     /// What admission hands to the later stages of the same call.
     type Ticket: Send + Sync;
+    /// What a committed call yields (the frozen result).
+    type Committed: Send;
 
     /// Classifies call `index` (asked again before every start attempt).
     fn classify(&self, index: usize) -> Mode;
@@ -113,7 +106,7 @@ pub trait Pipeline: Sync {
         &self,
         ticket: &Self::Ticket,
         result: ToolResult,
-    ) -> impl Future<Output = Result<ToolResult>> + Send;
+    ) -> impl Future<Output = Result<Self::Committed>> + Send;
 
     /// Logs `tool/call` for a call that will never start.
     fn skip(&self, index: usize) -> impl Future<Output = Result<Self::Ticket>> + Send;
@@ -122,7 +115,7 @@ pub trait Pipeline: Sync {
 /// The result of a call that never reached its body.
 pub fn aborted_before_dispatch() -> ToolResult {
     ToolResult::error(
-        codes::ABORTED_BEFORE_DISPATCH,
+        ToolCode::AbortedBeforeDispatch,
         "tool call aborted before dispatch",
     )
 }
@@ -130,7 +123,7 @@ pub fn aborted_before_dispatch() -> ToolResult {
 /// What a successful body's result becomes when the batch was cancelled while it ran.
 pub fn aborted(ran: ToolResult) -> ToolResult {
     let mut out = ToolResult::error(
-        codes::ABORTED,
+        ToolCode::Aborted,
         format!(
             "the call was cancelled while it ran; it ran to completion and printed:\n{}",
             ran.content
@@ -154,10 +147,10 @@ enum Slot<T> {
     Skip,
 }
 
-enum Event<T> {
+enum Event<T, C> {
     Admitted(usize, Mode, Result<Admission<T>>),
     Ran(usize, Mode, T, Settled),
-    Committed(Option<BatchFailure>, Result<ToolResult>),
+    Committed(Option<BatchFailure>, Result<C>),
 }
 
 /// Runs `calls` calls through `pipeline` (see the module doc for the rules).
@@ -170,19 +163,20 @@ pub async fn run_batch<P: Pipeline>(
     calls: usize,
     max_parallel: usize,
     cancel: &AtomicBool,
-) -> Result<BatchOutcome> {
+) -> Result<BatchOutcome<P::Committed>> {
     let cap = max_parallel.max(1);
     let mut slots: Vec<Slot<P::Ticket>> = (0..calls).map(|_| Slot::Waiting).collect();
-    let mut results: Vec<ToolResult> = Vec::with_capacity(calls);
+    let mut results: Vec<P::Committed> = Vec::with_capacity(calls);
     let mut failure: Option<BatchFailure> = None;
     let mut fatal: Option<Error> = None;
     let mut next_start = 0usize;
     let mut running = 0usize;
     let mut exclusive_running = false;
     type Fut<'a, O> = BoxFuture<'a, O>;
-    let mut admitting: Option<Fut<'_, Event<P::Ticket>>> = None;
-    let mut committing: Option<Fut<'_, Event<P::Ticket>>> = None;
-    let mut bodies: FuturesUnordered<Fut<'_, Event<P::Ticket>>> = FuturesUnordered::new();
+    let mut admitting: Option<Fut<'_, Event<P::Ticket, P::Committed>>> = None;
+    let mut committing: Option<Fut<'_, Event<P::Ticket, P::Committed>>> = None;
+    let mut bodies: FuturesUnordered<Fut<'_, Event<P::Ticket, P::Committed>>> =
+        FuturesUnordered::new();
 
     loop {
         let cancelled = cancel.load(Ordering::SeqCst);
@@ -262,10 +256,10 @@ pub async fn run_batch<P: Pipeline>(
                 return Ok(BatchOutcome { results, failure });
             }
             // Unreachable by construction: something is always startable or committable.
-            return Err(Error::new(
-                "SCHEDULER",
-                format!("the tool batch stalled at call {}", results.len()),
-            ));
+            return Err(Error::msg(format!(
+                "the tool batch stalled at call {}",
+                results.len()
+            )));
         }
 
         let event = poll_fn(|cx| {

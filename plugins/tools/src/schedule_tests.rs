@@ -118,7 +118,7 @@ impl Mock {
         self.calls[i]
     }
 
-    fn run(&self, cap: usize) -> Result<BatchOutcome> {
+    fn run(&self, cap: usize) -> Result<BatchOutcome<ToolResult>> {
         block_on(run_batch(self, self.calls.len(), cap, &self.cancel))
     }
 }
@@ -130,9 +130,9 @@ fn bump(now: &AtomicUsize, max: &AtomicUsize) {
 
 fn broken(stage: &str, i: usize) -> Settled {
     Settled {
-        result: ToolResult::error(codes::TOOL_FAILED, format!("{stage} failed")),
+        result: ToolResult::error(ToolCode::ToolFailed, format!("{stage} failed")),
         failure: Some(BatchFailure {
-            code: "TOOL_STAGE_FAILED".into(),
+            code: "ToolCode::StageFailed.code()".into(),
             message: format!("{stage} failed for call {i}"),
         }),
     }
@@ -140,6 +140,7 @@ fn broken(stage: &str, i: usize) -> Settled {
 
 impl Pipeline for Mock {
     type Ticket = usize;
+    type Committed = ToolResult;
 
     fn classify(&self, index: usize) -> Mode {
         self.script(index).mode
@@ -155,7 +156,7 @@ impl Pipeline for Mock {
         };
         match self.script(i).admit {
             Admit::Run => Ok(Admission::Run(i)),
-            Admit::Deny => done(Settled::ok(ToolResult::error(codes::TOOL_DENIED, "no"))),
+            Admit::Deny => done(Settled::ok(ToolResult::error(ToolCode::ToolDenied, "no"))),
             Admit::Broken => done(broken("tools/pre-execute", i)),
             Admit::Fatal => {
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -211,7 +212,7 @@ fn code(r: &ToolResult) -> Option<&str> {
     r.error.as_ref().map(|e| e.code.as_str())
 }
 
-fn codes_of(out: &BatchOutcome) -> Vec<Option<&str>> {
+fn codes_of(out: &BatchOutcome<ToolResult>) -> Vec<Option<&str>> {
     out.results.iter().map(code).collect()
 }
 
@@ -290,7 +291,10 @@ fn tool08_denied_call_records_its_reason_and_the_batch_continues() {
     calls[1].admit = Admit::Deny;
     let mock = Mock::new(calls);
     let out = mock.run(10).unwrap();
-    assert_eq!(codes_of(&out), [None, Some(codes::TOOL_DENIED), None]);
+    assert_eq!(
+        codes_of(&out),
+        [None, Some(ToolCode::ToolDenied.code()), None]
+    );
     assert_eq!(out.failure, None);
     assert!(!mock.log().iter().any(|l| l.starts_with("start 1")));
     // No post-execute for a call that had no body.
@@ -308,14 +312,14 @@ fn listener_failure_fails_the_call_stops_new_starts_and_keeps_the_log_whole() {
         codes_of(&out),
         [
             None,
-            Some(codes::TOOL_FAILED),
-            Some(codes::ABORTED_BEFORE_DISPATCH),
-            Some(codes::ABORTED_BEFORE_DISPATCH)
+            Some(ToolCode::ToolFailed.code()),
+            Some(ToolCode::AbortedBeforeDispatch.code()),
+            Some(ToolCode::AbortedBeforeDispatch.code())
         ]
     );
     assert_eq!(out.results[0].content, "r0");
     let failure = out.failure.unwrap();
-    assert_eq!(failure.code, "TOOL_STAGE_FAILED");
+    assert_eq!(failure.code, "ToolCode::StageFailed.code()");
     assert!(failure.message.contains("tools/pre-execute"));
     assert!(!mock.log().iter().any(|l| l.starts_with("admit 2")));
     // Unstarted calls get their tool/call logged, then their result, in model order.
@@ -333,9 +337,9 @@ fn execute_and_post_execute_failures_stop_the_batch_too() {
     assert_eq!(
         codes_of(&out),
         [
-            Some(codes::TOOL_FAILED),
-            Some(codes::ABORTED_BEFORE_DISPATCH),
-            Some(codes::ABORTED_BEFORE_DISPATCH)
+            Some(ToolCode::ToolFailed.code()),
+            Some(ToolCode::AbortedBeforeDispatch.code()),
+            Some(ToolCode::AbortedBeforeDispatch.code())
         ]
     );
     assert!(out.failure.unwrap().message.contains("tools/execute"));
@@ -344,8 +348,11 @@ fn execute_and_post_execute_failures_stop_the_batch_too() {
     calls[0].post_broken = true;
     let mock = Mock::new(calls);
     let out = mock.run(10).unwrap();
-    assert_eq!(code(&out.results[0]), Some(codes::TOOL_FAILED));
-    assert_eq!(code(&out.results[2]), Some(codes::ABORTED_BEFORE_DISPATCH));
+    assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
+    assert_eq!(
+        code(&out.results[2]),
+        Some(ToolCode::AbortedBeforeDispatch.code())
+    );
     assert!(out.failure.unwrap().message.contains("tools/post-execute"));
 }
 
@@ -357,8 +364,8 @@ fn tool09_cancel_before_the_batch_starts_nothing() {
     assert_eq!(
         codes_of(&out),
         [
-            Some(codes::ABORTED_BEFORE_DISPATCH),
-            Some(codes::ABORTED_BEFORE_DISPATCH)
+            Some(ToolCode::AbortedBeforeDispatch.code()),
+            Some(ToolCode::AbortedBeforeDispatch.code())
         ]
     );
     assert_eq!(out.failure, None);
@@ -375,10 +382,10 @@ fn tool09_cancel_during_drains_started_bodies_as_aborted() {
     assert_eq!(
         codes_of(&out),
         [
-            Some(codes::ABORTED),
-            Some(codes::ABORTED),
-            Some(codes::ABORTED_BEFORE_DISPATCH),
-            Some(codes::ABORTED_BEFORE_DISPATCH)
+            Some(ToolCode::Aborted.code()),
+            Some(ToolCode::Aborted.code()),
+            Some(ToolCode::AbortedBeforeDispatch.code()),
+            Some(ToolCode::AbortedBeforeDispatch.code())
         ]
     );
     assert!(out.results[0].content.contains("r0"));
@@ -396,7 +403,10 @@ fn tool09_cancel_during_admission_keeps_the_body_from_starting() {
     let out = mock.run(10).unwrap();
     assert_eq!(
         codes_of(&out),
-        [Some(codes::ABORTED), Some(codes::ABORTED_BEFORE_DISPATCH)]
+        [
+            Some(ToolCode::Aborted.code()),
+            Some(ToolCode::AbortedBeforeDispatch.code())
+        ]
     );
     assert!(mock.log().contains(&"admit 1".to_owned()));
     assert!(!mock.log().iter().any(|l| l.starts_with("start 1")));

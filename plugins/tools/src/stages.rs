@@ -9,20 +9,78 @@
 //! plus a [`BatchFailure`] that stops the batch — it never leaves a call without a result.
 
 use std::future::Future;
+use std::sync::{Mutex, PoisonError};
 
+use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::tools::{ToolExecution, ToolOutcome};
 use keel_plugin_api::sdk::{Error, Result};
 use keel_plugin_api::services::approval::{ApprovalOutcome, ApprovalRequest};
-use keel_plugin_api::services::tools::{BatchRequest, ModelCall, ToolResult, codes};
-use serde::Deserialize;
+use keel_plugin_api::services::tools::{
+    BatchFailure, BatchRequest, FrozenResult, ModelCall, PostDecision, PreDecision, ToolCode,
+    ToolResult,
+};
 use serde_json::{Value, json};
 
 use crate::registry::{Entry, Registry};
-use crate::schedule::{Admission, BatchFailure, Mode, Pipeline, Settled};
+use crate::schedule::{Admission, Mode, Pipeline, Settled};
 
-/// The batch failure code: a listener of a pipeline stage failed.
-pub const TOOL_STAGE_FAILED: &str = "TOOL_STAGE_FAILED";
+/// A result and its one encoding (TOOL-04). The pipeline carries the pair so a result that no
+/// stage changed is never encoded again: the body's snapshot is what `tools/execute`,
+/// `tools/post-execute`, `tools/result`, the log and the loop all get.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// The result.
+    pub result: ToolResult,
+    /// Its encoding.
+    pub frozen: FrozenResult,
+}
+
+impl Snapshot {
+    /// Freezes `result` (a snapshot failure becomes an error result).
+    ///
+    /// # Errors
+    /// Only when even that error result cannot be encoded (it is plain strings: never).
+    pub fn of(result: ToolResult) -> Result<Snapshot> {
+        match FrozenResult::freeze(&result) {
+            Ok(frozen) => Ok(Snapshot { result, frozen }),
+            Err(e) => {
+                let result = ToolResult::error(
+                    ToolCode::ToolFailed,
+                    format!("the tool's result could not be snapshotted: {e}"),
+                );
+                let frozen = FrozenResult::freeze(&result)?;
+                Ok(Snapshot { result, frozen })
+            }
+        }
+    }
+
+    /// The snapshot as an event payload (a copy of the text, not an encode).
+    pub fn json(&self) -> Json {
+        Json {
+            text: self.frozen.as_str().into(),
+        }
+    }
+}
+
+/// What the execute stage returns: the document the waterfall ended with and, when the body
+/// produced it, the body's snapshot (used as is when no listener changed the document).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Executed {
+    /// The waterfall's output.
+    pub json: Json,
+    /// The body's result and its encoding.
+    pub snapshot: Option<Snapshot>,
+}
+
+impl From<Json> for Executed {
+    fn from(json: Json) -> Self {
+        Executed {
+            json,
+            snapshot: None,
+        }
+    }
+}
 
 /// What `keel.approval` answered.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,40 +104,11 @@ pub trait Host: Sync {
     /// Runs `tools/guard`: the first `{reason}` denies.
     fn guard(&self, exec: ToolExecution) -> impl Future<Output = Result<Option<Json>>> + Send;
     /// Runs `tools/execute` (terminal: the provider's body under its deadline).
-    fn execute(&self, exec: ToolExecution) -> impl Future<Output = Result<Json>> + Send;
+    fn execute(&self, exec: ToolExecution) -> impl Future<Output = Result<Executed>> + Send;
     /// Runs `tools/post-execute` (terminal: accept).
     fn post_execute(&self, outcome: ToolOutcome) -> impl Future<Output = Result<Json>> + Send;
     /// Emits `tools/result` (failures contained).
     fn notify(&self, outcome: &ToolOutcome);
-}
-
-/// A pre-execute decision.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-enum PreDecision {
-    Allow,
-    Deny {
-        #[serde(default)]
-        reason: String,
-    },
-    Ask {
-        #[serde(default)]
-        reason: Option<String>,
-    },
-}
-
-/// A post-execute decision.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-enum PostDecision {
-    Accept {
-        #[serde(default)]
-        content: Option<String>,
-    },
-    Block {
-        #[serde(default)]
-        feedback: String,
-    },
 }
 
 /// Parses the model's argument text: `""` is `{}`; anything but a JSON object is refused with a
@@ -125,29 +154,29 @@ pub fn approval_denial(tool: &str, reason: Option<&str>, answer: &AskAnswer) -> 
     let (code, message) = match answer {
         AskAnswer::Outcome(ApprovalOutcome::AllowedOnce) => return None,
         AskAnswer::Outcome(ApprovalOutcome::Rejected) => (
-            codes::APPROVAL_REJECTED,
+            ToolCode::ApprovalRejected,
             format!("the user rejected this '{tool}' call{why}"),
         ),
         AskAnswer::Outcome(ApprovalOutcome::Cancelled) => (
-            codes::APPROVAL_CANCELLED,
+            ToolCode::ApprovalCancelled,
             format!("the approval request for this '{tool}' call was cancelled{why}"),
         ),
         AskAnswer::Outcome(ApprovalOutcome::Unavailable) => (
-            codes::APPROVAL_UNAVAILABLE,
+            ToolCode::ApprovalUnavailable,
             format!(
                 "this '{tool}' call needs approval{why}, but nobody can answer (no interactive \
                  approver); it was not run"
             ),
         ),
         AskAnswer::NoService => (
-            codes::APPROVAL_UNAVAILABLE,
+            ToolCode::ApprovalUnavailable,
             format!(
                 "this '{tool}' call needs approval{why}, but no approval service is loaded; it \
                  was not run"
             ),
         ),
         AskAnswer::Failed(e) => (
-            codes::APPROVAL_UNAVAILABLE,
+            ToolCode::ApprovalUnavailable,
             format!(
                 "this '{tool}' call needs approval{why}, but the approval request failed ({e}); \
                  it was not run"
@@ -161,11 +190,11 @@ pub fn approval_denial(tool: &str, reason: Option<&str>, answer: &AskAnswer) -> 
 pub fn stage_failed(stage: &str, call: &ToolExecution, e: &Error) -> Settled {
     Settled {
         result: ToolResult::error(
-            codes::TOOL_FAILED,
+            ToolCode::ToolFailed,
             format!("the {stage} stage failed ({e}); the call did not complete"),
         ),
         failure: Some(BatchFailure {
-            code: TOOL_STAGE_FAILED.to_owned(),
+            code: ToolCode::StageFailed.code().to_owned(),
             message: format!(
                 "{stage} failed for call '{}' ({}): {e}",
                 call.call_id, call.name
@@ -174,46 +203,14 @@ pub fn stage_failed(stage: &str, call: &ToolExecution, e: &Error) -> Settled {
     }
 }
 
-/// Reads a tool result (from `tools/execute`) or says why it is not one.
+/// Reads a tool result (a `tools/execute` listener's document) or says why it is not one.
 pub fn read_result(json: &Json) -> ToolResult {
     serde_json::from_str::<ToolResult>(json.text.as_str()).unwrap_or_else(|e| {
         ToolResult::error(
-            codes::INVALID_TOOL_OUTPUT,
+            ToolCode::InvalidToolOutput,
             format!("the tool's answer is not a tool result: {e}"),
         )
     })
-}
-
-/// The frozen result (TOOL-04): the final value, serialised once; observers and the log get
-/// the same snapshot. `concludes_turn` only survives on success.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Frozen {
-    /// The result as returned to the loop.
-    pub result: ToolResult,
-    /// Its snapshot.
-    pub value: Value,
-}
-
-/// Freezes `result` (a snapshot failure becomes an error result).
-pub fn freeze(mut result: ToolResult) -> Frozen {
-    if result.is_error {
-        result.concludes_turn = false;
-    }
-    match serde_json::to_value(&result) {
-        Ok(value) => Frozen { result, value },
-        Err(e) => {
-            let result = ToolResult::error(
-                codes::TOOL_FAILED,
-                format!("the tool's result could not be snapshotted: {e}"),
-            );
-            let value = json!({
-                "content": result.content,
-                "is_error": true,
-                "error": {"code": codes::TOOL_FAILED},
-            });
-            Frozen { result, value }
-        }
-    }
 }
 
 /// The `tool/call` event (raw argument text, B9).
@@ -230,25 +227,57 @@ pub fn tool_call_event(request: &BatchRequest, call: &ModelCall) -> Value {
     })
 }
 
-/// The `tool/result` event: the snapshot's model-facing fields under the model's call id.
-pub fn tool_result_event(request: &BatchRequest, call_id: &str, frozen: &Value) -> Value {
+/// The `tool/result` event: the result's model-facing fields under the model's call id.
+pub fn tool_result_event(request: &BatchRequest, call_id: &str, result: &ToolResult) -> Value {
     let mut data = serde_json::Map::new();
     data.insert("turn".into(), request.turn.into());
     data.insert("step".into(), request.step.into());
     data.insert("call_id".into(), call_id.into());
-    for key in ["content", "is_error", "error", "meta"] {
-        if let Some(v) = frozen.get(key) {
-            data.insert(key.into(), v.clone());
-        }
+    data.insert("content".into(), result.content.as_str().into());
+    if result.is_error {
+        data.insert("is_error".into(), true.into());
+    }
+    if let Some(error) = &result.error {
+        data.insert("error".into(), json!({"code": error.code}));
+    }
+    if let Some(meta) = &result.meta {
+        data.insert("meta".into(), meta.clone());
     }
     json!({"type": "tool/result", "data": data, "surface_op": "append"})
 }
 
 /// What admission hands to the later stages.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Ticket {
     /// The call as every stage sees it.
     pub exec: ToolExecution,
+    /// The latest result and its encoding, once there is one.
+    snapshot: Mutex<Option<Snapshot>>,
+}
+
+impl Ticket {
+    fn new(exec: ToolExecution) -> Self {
+        Ticket {
+            exec,
+            snapshot: Mutex::new(None),
+        }
+    }
+
+    /// The snapshot of `result`: the kept one when it is of this very result, else a new one
+    /// (which is kept).
+    fn snapshot(&self, result: ToolResult) -> Result<Snapshot> {
+        let mut kept = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = kept.as_ref().filter(|s| s.result == result) {
+            return Ok(s.clone());
+        }
+        let fresh = Snapshot::of(result)?;
+        *kept = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    fn keep(&self, snapshot: Snapshot) {
+        *self.snapshot.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
+    }
 }
 
 /// The stages of one batch over a [`Host`].
@@ -268,7 +297,7 @@ impl<H: Host> CallPipeline<'_, H> {
         self.request
             .calls
             .get(index)
-            .ok_or_else(|| Error::new("SCHEDULER", format!("the batch has no call {index}")))
+            .ok_or_else(|| Error::msg(format!("the batch has no call {index}")))
     }
 
     fn exec(&self, call: &ModelCall, entry: Option<&Entry>, args: &Value) -> ToolExecution {
@@ -300,7 +329,7 @@ impl<H: Host> CallPipeline<'_, H> {
             Err(msg) => (Value::String(call.arguments.clone()), Err(msg)),
         };
         let exec = self.exec(call, entry.as_ref(), &args);
-        Ok((Ticket { exec }, entry, parsed))
+        Ok((Ticket::new(exec), entry, parsed))
     }
 
     /// Pre-execute, approval and guards; `Some` ends the call.
@@ -312,13 +341,13 @@ impl<H: Host> CallPipeline<'_, H> {
         };
         match serde_json::from_str::<PreDecision>(decision.text.as_str()) {
             Err(e) => {
-                let e = Error::new("INVALID_DECISION", format!("{e}: {}", decision.text));
+                let e = Error::coded(ToolCode::InvalidDecision, format!("{e}: {}", decision.text));
                 return Some(stage_failed("tools/pre-execute", exec, &e));
             }
             Ok(PreDecision::Allow) => {}
             Ok(PreDecision::Deny { reason }) => {
                 return Some(Settled::ok(ToolResult::error(
-                    codes::TOOL_DENIED,
+                    ToolCode::ToolDenied,
                     format!("this '{name}' call was denied by policy: {reason}"),
                 )));
             }
@@ -344,7 +373,7 @@ impl<H: Host> CallPipeline<'_, H> {
                     .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned))
                     .unwrap_or_else(|| reason.text.to_string());
                 Some(Settled::ok(ToolResult::error(
-                    codes::TOOL_DENIED,
+                    ToolCode::ToolDenied,
                     format!("this '{name}' call was denied by a guard: {reason}"),
                 )))
             }
@@ -355,6 +384,7 @@ impl<H: Host> CallPipeline<'_, H> {
 
 impl<H: Host> Pipeline for CallPipeline<'_, H> {
     type Ticket = Ticket;
+    type Committed = FrozenResult;
 
     fn classify(&self, index: usize) -> Mode {
         match self.request.calls.get(index) {
@@ -369,13 +399,13 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
         if entry.is_none() {
             let known = self.registry.names().join(", ");
             let result = ToolResult::error(
-                codes::UNKNOWN_TOOL,
+                ToolCode::UnknownTool,
                 format!("there is no tool named '{name}' (available: {known})"),
             );
             return Ok(Admission::Settled(ticket, Settled::ok(result)));
         }
         if let Err(msg) = parsed {
-            let result = ToolResult::error(codes::INVALID_ARGUMENTS, msg);
+            let result = ToolResult::error(ContractCode::InvalidArguments, msg);
             return Ok(Admission::Settled(ticket, Settled::ok(result)));
         }
         match self.policy(&ticket.exec).await {
@@ -386,50 +416,63 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
 
     async fn execute(&self, ticket: &Ticket) -> Settled {
         match self.host.execute(ticket.exec.clone()).await {
-            Ok(json) => Settled::ok(read_result(&json)),
+            // No listener changed the body's document: its snapshot is the result, unparsed.
+            Ok(Executed {
+                json,
+                snapshot: Some(snapshot),
+            }) if json.text.as_str() == snapshot.frozen.as_str() => {
+                let result = snapshot.result.clone();
+                ticket.keep(snapshot);
+                Settled::ok(result)
+            }
+            Ok(executed) => Settled::ok(read_result(&executed.json)),
             Err(e) => stage_failed("tools/execute", &ticket.exec, &e),
         }
     }
 
     async fn finish(&self, ticket: &Ticket, result: ToolResult) -> Settled {
-        let outcome = match Json::of(&result) {
-            Ok(json) => ToolOutcome {
-                exec: ticket.exec.clone(),
-                result: json,
-            },
+        let snapshot = match ticket.snapshot(result) {
+            Ok(s) => s,
             Err(e) => return stage_failed("tools/post-execute", &ticket.exec, &e),
+        };
+        let outcome = ToolOutcome {
+            exec: ticket.exec.clone(),
+            result: snapshot.json(),
         };
         let decision = match self.host.post_execute(outcome).await {
             Ok(d) => d,
             Err(e) => return stage_failed("tools/post-execute", &ticket.exec, &e),
         };
+        let result = snapshot.result;
         match serde_json::from_str::<PostDecision>(decision.text.as_str()) {
             Ok(PostDecision::Accept { content: None }) => Settled::ok(result),
             Ok(PostDecision::Accept {
                 content: Some(content),
             }) => Settled::ok(ToolResult { content, ..result }),
             Ok(PostDecision::Block { feedback }) => {
-                Settled::ok(ToolResult::error(codes::TOOL_BLOCKED, feedback))
+                Settled::ok(ToolResult::error(ToolCode::ToolBlocked, feedback))
             }
             Err(e) => {
-                let e = Error::new("INVALID_DECISION", format!("{e}: {}", decision.text));
+                let e = Error::coded(ToolCode::InvalidDecision, format!("{e}: {}", decision.text));
                 stage_failed("tools/post-execute", &ticket.exec, &e)
             }
         }
     }
 
-    async fn commit(&self, ticket: &Ticket, result: ToolResult) -> Result<ToolResult> {
-        let frozen = freeze(result);
+    async fn commit(&self, ticket: &Ticket, mut result: ToolResult) -> Result<FrozenResult> {
+        // TOOL-04: `concludes_turn` only survives on success.
+        if result.is_error {
+            result.concludes_turn = false;
+        }
+        let snapshot = ticket.snapshot(result)?;
         let outcome = ToolOutcome {
             exec: ticket.exec.clone(),
-            result: Json {
-                text: frozen.value.to_string().into(),
-            },
+            result: snapshot.json(),
         };
         self.host.notify(&outcome);
-        let event = tool_result_event(self.request, ticket.exec.call_id.as_str(), &frozen.value);
+        let event = tool_result_event(self.request, ticket.exec.call_id.as_str(), &snapshot.result);
         self.host.append(event).await?;
-        Ok(frozen.result)
+        Ok(snapshot.frozen)
     }
 
     async fn skip(&self, index: usize) -> Result<Ticket> {

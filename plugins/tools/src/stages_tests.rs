@@ -23,6 +23,8 @@ struct FakeHost {
     exec: Script<Json>,
     post: Script<Json>,
     refuse_append: Option<&'static str>,
+    /// The body's snapshot, handed back beside its document (as the kernel host does).
+    body_snapshot: Mutex<Option<Snapshot>>,
 }
 
 fn j(v: Value) -> Json {
@@ -48,6 +50,7 @@ impl FakeHost {
             }),
             post: Box::new(|_| Ok(j(json!({"kind": "accept"})))),
             refuse_append: None,
+            body_snapshot: Mutex::new(None),
         }
     }
 
@@ -87,9 +90,16 @@ impl Host for FakeHost {
         self.stage("guard", &exec);
         (self.guard)(&exec)
     }
-    async fn execute(&self, exec: ToolExecution) -> Result<Json> {
+    async fn execute(&self, exec: ToolExecution) -> Result<Executed> {
         self.stage("execute", &exec);
-        (self.exec)(&exec)
+        let snapshot = self.body_snapshot.lock().unwrap().clone();
+        match snapshot {
+            Some(snapshot) => Ok(Executed {
+                json: snapshot.json(),
+                snapshot: Some(snapshot),
+            }),
+            None => (self.exec)(&exec).map(Executed::from),
+        }
     }
     async fn post_execute(&self, outcome: ToolOutcome) -> Result<Json> {
         self.stage("post", &outcome.exec);
@@ -141,7 +151,8 @@ fn request(calls: &[(&str, &str)]) -> BatchRequest {
     }
 }
 
-fn run(host: &FakeHost, calls: &[(&str, &str)]) -> Result<BatchOutcome> {
+/// Runs the batch; the frozen results are parsed back (each is the one snapshot of its call).
+fn run(host: &FakeHost, calls: &[(&str, &str)]) -> Result<BatchOutcome<ToolResult>> {
     let registry = registry();
     let request = request(calls);
     let pipeline = CallPipeline {
@@ -150,12 +161,16 @@ fn run(host: &FakeHost, calls: &[(&str, &str)]) -> Result<BatchOutcome> {
         request: &request,
         timeout_ms: 600_000,
     };
-    block_on(run_batch(
+    let out = block_on(run_batch(
         &pipeline,
         calls.len(),
         10,
         &AtomicBool::new(false),
-    ))
+    ))?;
+    Ok(BatchOutcome {
+        results: out.results.iter().map(|f| f.parse().unwrap()).collect(),
+        failure: out.failure,
+    })
 }
 
 fn code(r: &ToolResult) -> Option<&str> {
@@ -224,7 +239,7 @@ fn concludes_turn_only_survives_on_success() {
 fn unknown_tool_gets_a_readable_error_and_no_policy_runs() {
     let host = FakeHost::new();
     let out = run(&host, &[("rm_rf", "{}")]).unwrap();
-    assert_eq!(code(&out.results[0]), Some(codes::UNKNOWN_TOOL));
+    assert_eq!(code(&out.results[0]), Some(ToolCode::UnknownTool.code()));
     assert!(out.results[0].content.contains("read_file, write_file"));
     assert!(host.stages().is_empty());
     assert_eq!(host.events().len(), 2);
@@ -234,9 +249,9 @@ fn unknown_tool_gets_a_readable_error_and_no_policy_runs() {
 fn invalid_arguments_get_the_parse_error_and_no_body() {
     let host = FakeHost::new();
     let out = run(&host, &[("read_file", "{nope"), ("read_file", "[1]")]).unwrap();
-    assert_eq!(code(&out.results[0]), Some(codes::INVALID_ARGUMENTS));
+    assert_eq!(code(&out.results[0]), Some("INVALID_ARGUMENTS"));
     assert!(out.results[0].content.contains("not valid JSON"));
-    assert_eq!(code(&out.results[1]), Some(codes::INVALID_ARGUMENTS));
+    assert_eq!(code(&out.results[1]), Some("INVALID_ARGUMENTS"));
     assert!(out.results[1].content.contains("got an array"));
     assert!(host.stages().is_empty());
     // The raw text is still what was logged.
@@ -259,7 +274,7 @@ fn pre_execute_deny_is_final() {
         ))
     });
     let out = run(&host, &[("write_file", "{}")]).unwrap();
-    assert_eq!(code(&out.results[0]), Some(codes::TOOL_DENIED));
+    assert_eq!(code(&out.results[0]), Some(ToolCode::ToolDenied.code()));
     assert!(out.results[0].content.contains("outside the workspace"));
     assert_eq!(host.stages(), ["pre c0"]);
     assert_eq!(out.failure, None);
@@ -281,20 +296,20 @@ fn tool03_approval_outcomes_have_distinct_codes_and_fail_closed() {
     let cases = [
         (
             AskAnswer::Outcome(ApprovalOutcome::Rejected),
-            codes::APPROVAL_REJECTED,
+            ToolCode::ApprovalRejected.code(),
         ),
         (
             AskAnswer::Outcome(ApprovalOutcome::Cancelled),
-            codes::APPROVAL_CANCELLED,
+            ToolCode::ApprovalCancelled.code(),
         ),
         (
             AskAnswer::Outcome(ApprovalOutcome::Unavailable),
-            codes::APPROVAL_UNAVAILABLE,
+            ToolCode::ApprovalUnavailable.code(),
         ),
-        (AskAnswer::NoService, codes::APPROVAL_UNAVAILABLE),
+        (AskAnswer::NoService, ToolCode::ApprovalUnavailable.code()),
         (
             AskAnswer::Failed(Error::new("SESSION_IO", "audit append failed")),
-            codes::APPROVAL_UNAVAILABLE,
+            ToolCode::ApprovalUnavailable.code(),
         ),
     ];
     let mut messages = Vec::new();
@@ -336,7 +351,7 @@ fn tool03_allowed_once_proceeds_and_guards_still_apply() {
     let mut host = ask_host(AskAnswer::Outcome(ApprovalOutcome::AllowedOnce));
     host.guard = Box::new(|_| Ok(Some(j(json!({"reason": "sandbox is read-only"})))));
     let out = run(&host, &[("write_file", "{}")]).unwrap();
-    assert_eq!(code(&out.results[0]), Some(codes::TOOL_DENIED));
+    assert_eq!(code(&out.results[0]), Some(ToolCode::ToolDenied.code()));
     assert!(out.results[0].content.contains("sandbox is read-only"));
 }
 
@@ -347,7 +362,7 @@ fn tool02_guard_denies_after_an_allowing_pre_execute() {
         Ok((e.name.as_str() == "write_file").then(|| j(json!({"reason": "no writes"}))))
     });
     let out = run(&host, &[("write_file", "{}"), ("read_file", "{}")]).unwrap();
-    assert_eq!(code(&out.results[0]), Some(codes::TOOL_DENIED));
+    assert_eq!(code(&out.results[0]), Some(ToolCode::ToolDenied.code()));
     assert_eq!(code(&out.results[1]), None);
     assert_eq!(out.failure, None);
 }
@@ -376,13 +391,13 @@ fn a_panicking_pre_execute_listener_fails_the_call_and_aborts_the_rest() {
         codes_seen,
         [
             None,
-            Some(codes::TOOL_FAILED),
-            Some(codes::ABORTED_BEFORE_DISPATCH)
+            Some(ToolCode::ToolFailed.code()),
+            Some(ToolCode::AbortedBeforeDispatch.code())
         ]
     );
     assert!(out.results[1].content.contains("tools/pre-execute"));
     let failure = out.failure.unwrap();
-    assert_eq!(failure.code, TOOL_STAGE_FAILED);
+    assert_eq!(failure.code, ToolCode::StageFailed.code());
     assert!(failure.message.contains("PANIC"));
     assert!(failure.message.contains("'c1'"));
     // Every call has its tool/call before its tool/result; results are in model order.
@@ -408,7 +423,7 @@ fn an_invalid_decision_is_a_stage_failure() {
     let mut host = FakeHost::new();
     host.pre = Box::new(|_| Ok(j(json!({"kind": "maybe"}))));
     let out = run(&host, &[("read_file", "{}")]).unwrap();
-    assert_eq!(code(&out.results[0]), Some(codes::TOOL_FAILED));
+    assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
     assert!(out.failure.unwrap().message.contains("INVALID_DECISION"));
 }
 
@@ -427,7 +442,7 @@ fn post_execute_can_replace_content_or_block() {
     let mut host = FakeHost::new();
     host.post = Box::new(|_| Ok(j(json!({"kind": "block", "feedback": "do not read .env"}))));
     let out = run(&host, &[("read_file", "{}")]).unwrap();
-    assert_eq!(code(&out.results[0]), Some(codes::TOOL_BLOCKED));
+    assert_eq!(code(&out.results[0]), Some(ToolCode::ToolBlocked.code()));
     assert!(out.results[0].content.contains("do not read .env"));
     assert_eq!(out.failure, None);
 }
@@ -437,7 +452,10 @@ fn an_answer_that_is_not_a_tool_result_is_invalid_output() {
     let mut host = FakeHost::new();
     host.exec = Box::new(|_| Ok(j(json!([1, 2]))));
     let out = run(&host, &[("read_file", "{}")]).unwrap();
-    assert_eq!(code(&out.results[0]), Some(codes::INVALID_TOOL_OUTPUT));
+    assert_eq!(
+        code(&out.results[0]),
+        Some(ToolCode::InvalidToolOutput.code())
+    );
     assert_eq!(out.failure, None);
 }
 
@@ -446,8 +464,11 @@ fn a_failing_execute_listener_is_a_stage_failure() {
     let mut host = FakeHost::new();
     host.exec = Box::new(|_| Err(Error::new("CHECKPOINT", "flush failed")));
     let out = run(&host, &[("write_file", "{}"), ("write_file", "{}")]).unwrap();
-    assert_eq!(code(&out.results[0]), Some(codes::TOOL_FAILED));
-    assert_eq!(code(&out.results[1]), Some(codes::ABORTED_BEFORE_DISPATCH));
+    assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
+    assert_eq!(
+        code(&out.results[1]),
+        Some(ToolCode::AbortedBeforeDispatch.code())
+    );
     assert!(out.failure.unwrap().message.contains("tools/execute"));
 }
 
@@ -474,4 +495,42 @@ fn tool10_classification_needs_parallel_safe_and_parsed_arguments() {
     assert_eq!(classify(read.as_ref(), "3"), Mode::Exclusive);
     assert_eq!(classify(write.as_ref(), "{}"), Mode::Exclusive);
     assert_eq!(classify(None, "{}"), Mode::Exclusive);
+}
+
+fn run_frozen(host: &FakeHost) -> Vec<FrozenResult> {
+    let registry = registry();
+    let request = request(&[("read_file", "{}")]);
+    let pipeline = CallPipeline {
+        host,
+        registry: &registry,
+        request: &request,
+        timeout_ms: 600_000,
+    };
+    let out = block_on(run_batch(&pipeline, 1, 10, &AtomicBool::new(false))).unwrap();
+    out.results
+}
+
+// Issue 12 item 2 / TOOL-04: a result nobody changed is encoded once, by the body: the loop
+// gets that very buffer, and post-execute and tools/result read its text.
+#[test]
+fn tool04_an_unchanged_result_is_frozen_once_by_the_body() {
+    let host = FakeHost::new();
+    let body = Snapshot::of(ToolResult::ok("x".repeat(8192))).unwrap();
+    *host.body_snapshot.lock().unwrap() = Some(body.clone());
+    let results = run_frozen(&host);
+    assert!(results[0].frozen().same(body.frozen.frozen()));
+    let notified = host.notified.lock().unwrap();
+    assert_eq!(notified[0].result.text.as_str(), body.frozen.as_str());
+}
+
+// A post-execute listener that replaces the content gets a new snapshot (the change is kept).
+#[test]
+fn tool04_a_changed_result_is_frozen_again() {
+    let mut host = FakeHost::new();
+    host.post = Box::new(|_| Ok(j(json!({"kind": "accept", "content": "scrubbed"}))));
+    let body = Snapshot::of(ToolResult::ok("secret")).unwrap();
+    *host.body_snapshot.lock().unwrap() = Some(body.clone());
+    let results = run_frozen(&host);
+    assert!(!results[0].frozen().same(body.frozen.frozen()));
+    assert_eq!(results[0].parse().unwrap().content, "scrubbed");
 }
