@@ -74,4 +74,12 @@ pub trait ErrorCode: Copy + 'static {
 }
 
 /// Every code set, in the order `docs/errors.md` lists them.
-pub const CATALOG: &[CodeSet] = &[ContractCode::SET, crate::services::prompt::PromptCode::SET];
+pub const CATALOG: &[CodeSet] = &[
+    ContractCode::SET,
+    crate::services::prompt::PromptCode::SET,
+    crate::host::ConfigCode::SET,
+    crate::host::KernelCode::SET,
+    crate::services::agent::AgentCode::SET,
+    crate::services::credentials::CredentialCode::SET,
+    crate::services::firewall::SecretsCode::SET,
+];
