@@ -172,7 +172,10 @@ mod tests {
             json!({"command": "sessions", "args": {"action": "show", "session_id": "s1", "json": true},
                    "cwd": "/w", "profile": "default"})
         );
-        assert_eq!(serde_json::from_value::<CommandInvocation>(wire).unwrap(), inv);
+        assert_eq!(
+            serde_json::from_value::<CommandInvocation>(wire).unwrap(),
+            inv
+        );
         let fork: CommandInvocation = serde_json::from_value(
             json!({"command": "fork", "args": {"session_id": "s1"}, "cwd": "/", "profile": "p"}),
         )
