@@ -7,7 +7,8 @@
 
 use std::path::PathBuf;
 
-use keel_plugin_api::host::LoadError;
+use keel_plugin_api::codes::ContractCode;
+use keel_plugin_api::host::{KernelCode, LoadError};
 
 use crate::config::ConfigError;
 
@@ -137,21 +138,21 @@ impl KernelError {
     pub fn code(&self) -> &'static str {
         match self {
             KernelError::Config(e) => e.code(),
-            KernelError::RowConfig { .. } => "ROW_CONFIG",
-            KernelError::UnknownPlugin { .. } => "UNKNOWN_PLUGIN",
+            KernelError::RowConfig { .. } => KernelCode::RowConfig.code(),
+            KernelError::UnknownPlugin { .. } => KernelCode::UnknownPlugin.code(),
             KernelError::Load { source, .. } => source.code(),
-            KernelError::ManifestId { .. } => "PLUGIN_MANIFEST",
-            KernelError::MissingProvider { .. } => "MISSING_PROVIDER",
-            KernelError::DuplicateProvider { .. } => "DUPLICATE_PROVIDER",
-            KernelError::Cycle { .. } => "DEPENDENCY_CYCLE",
-            KernelError::NoDriver { .. } => "NO_DRIVER",
-            KernelError::NoCommand { .. } => "NO_COMMAND",
-            KernelError::LockDigest { .. } => "LOCK_DIGEST",
-            KernelError::LockGraph { .. } => "LOCK_GRAPH",
-            KernelError::LockFile { .. } => "LOCK_FILE",
-            KernelError::Activation(_) => "ACTIVATION",
-            KernelError::Io { .. } => "IO",
-            KernelError::Driver { .. } => "DRIVER",
+            KernelError::ManifestId { .. } => KernelCode::PluginManifest.code(),
+            KernelError::MissingProvider { .. } => KernelCode::MissingProvider.code(),
+            KernelError::DuplicateProvider { .. } => KernelCode::DuplicateProvider.code(),
+            KernelError::Cycle { .. } => KernelCode::DependencyCycle.code(),
+            KernelError::NoDriver { .. } => KernelCode::NoDriver.code(),
+            KernelError::NoCommand { .. } => KernelCode::NoCommand.code(),
+            KernelError::LockDigest { .. } => KernelCode::LockDigest.code(),
+            KernelError::LockGraph { .. } => KernelCode::LockGraph.code(),
+            KernelError::LockFile { .. } => KernelCode::LockFile.code(),
+            KernelError::Activation(_) => KernelCode::Activation.code(),
+            KernelError::Io { .. } => ContractCode::Io.code(),
+            KernelError::Driver { .. } => KernelCode::Driver.code(),
             KernelError::Relaunch { source, .. } => source.code(),
         }
     }

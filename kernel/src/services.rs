@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use keel_plugin_api::abi::{ErasedShared, FiberId, PluginError, TypeLayout};
-use keel_plugin_api::host::layouts_compatible;
+use keel_plugin_api::host::{KernelCode, layouts_compatible};
 
 use crate::fiber::{Fiber, FiberState};
 
@@ -59,7 +59,7 @@ impl Services {
             .find(|e| e.name == name && (e.exclusive || exclusive))
         {
             return Err(PluginError::new(
-                "DUPLICATE_PROVIDER",
+                KernelCode::DuplicateProvider.code(),
                 format!(
                     "service '{name}' is already provided by row '{}'; row '{}' cannot provide it too",
                     existing.provider.row, provider.row
@@ -141,7 +141,7 @@ impl Services {
         }
         layouts_compatible(expected, found).map_err(|r| {
             PluginError::new(
-                "SERVICE_LAYOUT",
+                KernelCode::ServiceLayout.code(),
                 format!(
                     "service '{}' of row '{}' does not match what row '{consumer_row}' expects: {r}",
                     entry.name, entry.provider.row

@@ -12,6 +12,7 @@ mod trust;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use keel_plugin_api::services::command::{CommandArgs, ForkArgs, SecretsArgs, SessionsArgs};
 
 use crate::config::{ConfigSources, ResolvedProfile, resolve_profile};
 use crate::error::Result;
@@ -297,8 +298,7 @@ pub fn execute(cli: Cli) -> i32 {
             command: SessionsCommand::List { profile, json },
         } => run::command(
             &paths,
-            "sessions",
-            serde_json::json!({"action": "list", "json": json}),
+            CommandArgs::Sessions(SessionsArgs::List { json }),
             &profile,
         ),
         Command::Sessions {
@@ -310,8 +310,7 @@ pub fn execute(cli: Cli) -> i32 {
                 },
         } => run::command(
             &paths,
-            "sessions",
-            serde_json::json!({"action": "show", "session_id": session_id, "json": json}),
+            CommandArgs::Sessions(SessionsArgs::Show { session_id, json }),
             &profile,
         ),
         Command::Fork {
@@ -320,23 +319,16 @@ pub fn execute(cli: Cli) -> i32 {
             profile,
         } => run::command(
             &paths,
-            "fork",
-            serde_json::json!({"session_id": session_id, "at": at}),
+            CommandArgs::Fork(ForkArgs { session_id, at }),
             &profile,
         ),
         Command::Secrets { command } => {
             let (args, profile) = match command {
-                SecretsCommand::Set { name, profile } => {
-                    (serde_json::json!({"action": "set", "name": name}), profile)
-                }
-                SecretsCommand::List { profile, json } => {
-                    (serde_json::json!({"action": "list", "json": json}), profile)
-                }
-                SecretsCommand::Rm { name, profile } => {
-                    (serde_json::json!({"action": "rm", "name": name}), profile)
-                }
+                SecretsCommand::Set { name, profile } => (SecretsArgs::Set { name }, profile),
+                SecretsCommand::List { profile, json } => (SecretsArgs::List { json }, profile),
+                SecretsCommand::Rm { name, profile } => (SecretsArgs::Rm { name }, profile),
             };
-            run::command(&paths, "secrets", args, &profile)
+            run::command(&paths, CommandArgs::Secrets(args), &profile)
         }
         Command::Trust { dir, revoke } => trust::trust(&paths, dir.as_deref(), revoke),
         Command::Lock(profile) => inspect::lock(&paths, &profile),

@@ -7,9 +7,11 @@
 
 mod stop;
 
-use keel_plugin_api::services::command::{CommandInvocation, service_name};
+use clap::ValueEnum;
+use keel_plugin_api::host::KernelCode;
+use keel_plugin_api::services::command::{CommandArgs, CommandInvocation, service_name};
 use keel_plugin_api::services::driver::{
-    DriverInterrupt, DriverInvocation, DriverOutcome, ProfileIdentity, Relaunch,
+    DriverInterrupt, DriverInvocation, DriverOutcome, ProfileIdentity, Relaunch, RunOptions,
 };
 
 use super::{ProfileArgs, RunArgs};
@@ -50,13 +52,13 @@ pub(super) fn run(
             profile: profile.name.to_owned(),
             profile_identity: Some(profile.identity.clone()),
             profile_explicit: profile.explicit,
-            options: serde_json::json!({
-                "output_format": args.output_format,
-                "ephemeral": args.ephemeral,
-                "max_turns": args.max_turns,
-                "sandbox": args.sandbox,
-                "approval": args.approval,
-            }),
+            options: RunOptions {
+                output_format: Some(value_name(args.output_format)),
+                ephemeral: args.ephemeral,
+                max_turns: args.max_turns.map(u64::from),
+                sandbox: args.sandbox.map(value_name),
+                approval: args.approval.map(value_name),
+            },
             stderr_is_terminal: Some(crate::output_guard::is_terminal(
                 crate::output_guard::Stream::Stderr,
             )),
@@ -65,17 +67,18 @@ pub(super) fn run(
     hand_off(paths, &args.profile, invocation)
 }
 
-/// A plugin command: `name` is `sessions` or `fork`; `args` the parsed arguments.
-pub(super) fn command(
-    paths: &Paths,
-    name: &str,
-    args: serde_json::Value,
-    profile: &ProfileArgs,
-) -> Result<i32> {
+/// How the command line spells an option's value (`stream-json`, `read-only`).
+fn value_name(v: impl ValueEnum) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_owned())
+        .unwrap_or_default()
+}
+
+/// A plugin command (`keel sessions`, `keel fork`, `keel secrets`) with its parsed arguments.
+pub(super) fn command(paths: &Paths, args: CommandArgs, profile: &ProfileArgs) -> Result<i32> {
     hand_off(paths, profile, |profile: &Chosen<'_>, cwd: String| {
         Seam::Command(CommandInvocation {
-            command: name.to_owned(),
-            args: args.clone(),
+            command: args.clone(),
             cwd,
             profile: profile.name.to_owned(),
         })
@@ -190,7 +193,7 @@ fn hand_off(
             if relaunched || profile_args.explicit() {
                 return Err(KernelError::Driver {
                     row: "keel.driver".to_owned(),
-                    code: "RELAUNCH_REFUSED".to_owned(),
+                    code: KernelCode::RelaunchRefused.code().to_owned(),
                     message: format!(
                         "the driver asked to run under profile '{}' ({}), but {}",
                         relaunch.profile,
@@ -250,17 +253,14 @@ async fn run_once(
     let work = async {
         match seam {
             Seam::Driver(d) => kernel.run_driver(&prepared.name, d).await,
-            Seam::Command(c) => {
-                let args = serde_json::to_value(c).unwrap_or_default();
-                kernel
-                    .hand_off(&service_name(&c.command), args)
-                    .await
-                    .and_then(|o| o.ok_or_else(|| no_command(&prepared.name, &c.command)))
-                    .map(|code| DriverOutcome {
-                        exit_code: code,
-                        relaunch: None,
-                    })
-            }
+            Seam::Command(c) => kernel
+                .hand_off(c)
+                .await
+                .and_then(|o| o.ok_or_else(|| no_command(&prepared.name, c.command.name())))
+                .map(|code| DriverOutcome {
+                    exit_code: code,
+                    relaunch: None,
+                }),
         }
     };
     tokio::pin!(work);
@@ -314,8 +314,8 @@ fn check_seam(assembly: &Assembly, profile: &str, seam: &Seam) -> Result<()> {
         Seam::Driver(_) if !assembly.has_driver() => Err(KernelError::NoDriver {
             profile: profile.to_owned(),
         }),
-        Seam::Command(c) if !assembly.provides(&service_name(&c.command)) => {
-            Err(no_command(profile, &c.command))
+        Seam::Command(c) if !assembly.provides(&service_name(c.command.name())) => {
+            Err(no_command(profile, c.command.name()))
         }
         _ => Ok(()),
     }

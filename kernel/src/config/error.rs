@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 
+use keel_plugin_api::host::ConfigCode;
+
 /// A configuration error. Display is one line; [`ConfigError::code`] is stable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -124,19 +126,19 @@ impl ConfigError {
     /// Stable machine-readable code of this error.
     pub fn code(&self) -> &'static str {
         match self {
-            ConfigError::Io { .. } => "CONFIG_IO",
-            ConfigError::Parse { .. } => "CONFIG_PARSE",
-            ConfigError::ProfileOnlyKey { .. } => "CONFIG_PROFILE_ONLY_KEY",
-            ConfigError::InvalidId { .. } => "CONFIG_INVALID_ID",
-            ConfigError::UnknownProfile { .. } => "CONFIG_UNKNOWN_PROFILE",
-            ConfigError::ProfileNotFound { .. } => "CONFIG_UNKNOWN_PROFILE",
-            ConfigError::UnknownBundle { .. } => "CONFIG_UNKNOWN_BUNDLE",
-            ConfigError::DuplicateBundle { .. } => "CONFIG_DUPLICATE_BUNDLE",
-            ConfigError::DuplicateRow { .. } => "CONFIG_DUPLICATE_ROW",
-            ConfigError::BadOverride { .. } => "CONFIG_BAD_OVERRIDE",
-            ConfigError::MissingPatch { .. } => "CONFIG_MISSING_PATCH",
-            ConfigError::TrustFile { .. } => "TRUST_FILE",
-            ConfigError::ProjectUntrusted { .. } => "PROJECT_UNTRUSTED",
+            ConfigError::Io { .. } => ConfigCode::Io.code(),
+            ConfigError::Parse { .. } => ConfigCode::Parse.code(),
+            ConfigError::ProfileOnlyKey { .. } => ConfigCode::ProfileOnlyKey.code(),
+            ConfigError::InvalidId { .. } => ConfigCode::InvalidId.code(),
+            ConfigError::UnknownProfile { .. } => ConfigCode::UnknownProfile.code(),
+            ConfigError::ProfileNotFound { .. } => ConfigCode::UnknownProfile.code(),
+            ConfigError::UnknownBundle { .. } => ConfigCode::UnknownBundle.code(),
+            ConfigError::DuplicateBundle { .. } => ConfigCode::DuplicateBundle.code(),
+            ConfigError::DuplicateRow { .. } => ConfigCode::DuplicateRow.code(),
+            ConfigError::BadOverride { .. } => ConfigCode::BadOverride.code(),
+            ConfigError::MissingPatch { .. } => ConfigCode::MissingPatch.code(),
+            ConfigError::TrustFile { .. } => ConfigCode::TrustFile.code(),
+            ConfigError::ProjectUntrusted { .. } => ConfigCode::ProjectUntrusted.code(),
         }
     }
 }

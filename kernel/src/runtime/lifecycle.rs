@@ -16,6 +16,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use keel_plugin_api::abi::RResult;
 use keel_plugin_api::events::kernel::{ConfigUpdateFailed, ConfigUpdateFailedEvent};
+use keel_plugin_api::host::KernelCode;
 
 use super::{Inner, RowStatus};
 use crate::bus::with_deadline;
@@ -419,7 +420,10 @@ pub(super) async fn control(
                         row: row.as_str().into(),
                         reason: reason.as_str().into(),
                     });
-                return Err(("ROW_CONFIG".to_owned(), format!("row '{row}': {reason}")));
+                return Err((
+                    KernelCode::RowConfig.code().to_owned(),
+                    format!("row '{row}': {reason}"),
+                ));
             }
             if let Some(f) = fiber {
                 unload(inner, f, FiberState::Disposed, "row reloaded").await;

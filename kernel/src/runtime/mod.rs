@@ -18,8 +18,10 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use keel_plugin_api::abi::{FiberId, HostApi_Ref};
+use keel_plugin_api::host::KernelCode;
 use keel_plugin_api::host::install_host;
-use keel_plugin_api::sdk::{CallHandle, Service, ServiceRef};
+use keel_plugin_api::sdk::{Contract, ContractClient, ContractHandle, Service};
+use keel_plugin_api::services::command::{Command, CommandInvocation, service_name};
 use keel_plugin_api::services::driver::{Driver, DriverInterrupt, DriverInvocation, DriverOutcome};
 
 use crate::bus::Bus;
@@ -29,13 +31,13 @@ use crate::fiber::{Fiber, FiberState};
 use crate::loader::PluginLibrary;
 use crate::services::Services;
 
-/// Any seam the kernel hands control to (driver, commands): a `run` method on a [`CallHandle`]
-/// (and, for the driver, `interrupt`).
-struct Seam;
-
-impl Service for Seam {
-    const NAME: &'static str = "keel.seam";
-    type Handle = CallHandle;
+/// A failed hand-off to `row` (a driver or a command).
+fn seam_failed(row: &str, code: &str, message: String) -> KernelError {
+    KernelError::Driver {
+        row: row.to_owned(),
+        code: code.to_owned(),
+        message,
+    }
 }
 
 /// A row as the running kernel tracks it.
@@ -255,95 +257,73 @@ impl Kernel {
         profile: &str,
         invocation: &DriverInvocation,
     ) -> Result<DriverOutcome> {
-        let args = serde_json::to_value(invocation).map_err(|e| KernelError::Driver {
-            row: String::new(),
-            code: "INVALID_JSON".to_owned(),
-            message: e.to_string(),
-        })?;
-        self.call_run(<Driver as Service>::NAME, args)
-            .await?
-            .ok_or_else(|| KernelError::NoDriver {
+        let Some((row, driver)) = self.seam::<Driver>(<Driver as Service>::NAME)? else {
+            return Err(KernelError::NoDriver {
                 profile: profile.to_owned(),
-            })
+            });
+        };
+        driver
+            .run(invocation.clone())
+            .await
+            .map_err(|e| seam_failed(&row, &e.code, e.message))
     }
 
-    /// Calls method `run` of the row providing `service` (a driver or a `keel.command.*`
-    /// seam) and returns the exit code it reports; `None` when no active row provides it.
+    /// Runs a plugin command (`keel.command.<name>` `run`) and returns the exit code it
+    /// reports; `None` when no active row provides it.
     ///
     /// # Errors
     /// [`KernelError::Driver`] when the call fails or answers nonsense.
-    pub async fn hand_off(&self, service: &str, args: serde_json::Value) -> Result<Option<i32>> {
-        Ok(self.call_run(service, args).await?.map(|o| o.exit_code))
-    }
-
-    /// [`Kernel::hand_off`], with the whole answer.
-    async fn call_run(
-        &self,
-        service: &str,
-        args: serde_json::Value,
-    ) -> Result<Option<DriverOutcome>> {
-        let Some((row, seam)) = self.seam(service)? else {
+    pub async fn hand_off(&self, invocation: &CommandInvocation) -> Result<Option<i32>> {
+        let service = service_name(invocation.command.name());
+        let Some((row, command)) = self.seam::<Command>(&service)? else {
             return Ok(None);
         };
-        let failed = |code: &str, message: String| KernelError::Driver {
-            row: row.clone(),
-            code: code.to_owned(),
-            message,
-        };
-        let out = seam
-            .call("run", args)
+        let outcome = command
+            .run(invocation.clone())
             .await
-            .map_err(|e| failed(&e.code, e.message))?;
-        let outcome: DriverOutcome =
-            serde_json::from_value(out).map_err(|e| failed("INVALID_JSON", e.to_string()))?;
-        Ok(Some(outcome))
+            .map_err(|e| seam_failed(&row, &e.code, e.message))?;
+        Ok(Some(outcome.exit_code))
     }
 
     /// Asks the driver to stop its run (`keel.driver` `interrupt`, ARCHITECTURE §11); `false`
     /// when there is no driver or it refused (then only the kernel's grace and teardown stop
     /// it).
     pub async fn interrupt_driver(&self, interrupt: &DriverInterrupt) -> bool {
-        let seam = match self.seam(<Driver as Service>::NAME) {
-            Ok(Some((_, seam))) => seam,
+        let driver = match self.seam::<Driver>(<Driver as Service>::NAME) {
+            Ok(Some((_, driver))) => driver,
             Ok(None) => return false,
             Err(e) => {
                 tracing::debug!(target: "keel::kernel", "no driver to interrupt: {e}");
                 return false;
             }
         };
-        let answer = match serde_json::to_value(interrupt) {
-            Ok(args) => seam.call("interrupt", args).await,
-            Err(e) => Err(e.into()),
-        };
+        let answer = driver.interrupt(interrupt.clone()).await;
         if let Err(e) = &answer {
             tracing::debug!(target: "keel::kernel", "the driver took no interrupt: [{}] {}", e.code, e.message);
         }
         answer.is_ok()
     }
 
-    /// The active row providing `service` and its handle as a seam.
-    fn seam(&self, service: &str) -> Result<Option<(String, ServiceRef<Seam>)>> {
+    /// The active row providing `service` and a typed client of it (contract `C`), calling as
+    /// `kernel`.
+    fn seam<C: Contract>(&self, service: &str) -> Result<Option<(String, C::Client)>> {
         let Some(entry) = self.0.services.find(service, false) else {
             return Ok(None);
         };
         let row = entry.provider.row.clone();
-        let failed = |code: &str, message: String| KernelError::Driver {
-            row: row.clone(),
-            code: code.to_owned(),
-            message,
-        };
         let shared = self
             .0
             .services
             .handle_for(
                 &entry,
                 "keel",
-                <CallHandle as keel_plugin_api::abi::StableAbi>::LAYOUT,
+                <ContractHandle as keel_plugin_api::abi::StableAbi>::LAYOUT,
             )
-            .map_err(|e| failed(e.code.as_str(), e.message.into_string()))?;
-        let seam: ServiceRef<Seam> = keel_plugin_api::host::service_ref::<Seam>(shared)
-            .map_err(|e| failed("SERVICE_LAYOUT", e))?;
-        Ok(Some((row, seam)))
+            .map_err(|e| seam_failed(&row, e.code.as_str(), e.message.into_string()))?;
+        let handle = keel_plugin_api::host::service_ref::<C>(shared)
+            .map_err(|e| seam_failed(&row, KernelCode::ServiceLayout.code(), e))?;
+        let client = ContractClient::<C>::new((*handle).clone(), "kernel");
+        Ok(Some((row, client.into())))
     }
 
     /// Unloads every row (dependents first, effects LIFO) and calls each library's shutdown.

@@ -76,10 +76,16 @@ pub trait ErrorCode: Copy + 'static {
 /// Every code set, in the order `docs/errors.md` lists them.
 pub const CATALOG: &[CodeSet] = &[
     ContractCode::SET,
+    crate::services::llm::LlmCode::SET,
     crate::services::prompt::PromptCode::SET,
     crate::services::tools::ToolCode::SET,
     crate::services::tools::FsCode::SET,
     crate::services::tools::ShellCode::SET,
     crate::services::approval::ApprovalCode::SET,
     crate::services::sandbox::SandboxCode::SET,
+    crate::host::ConfigCode::SET,
+    crate::host::KernelCode::SET,
+    crate::services::agent::AgentCode::SET,
+    crate::services::credentials::CredentialCode::SET,
+    crate::services::firewall::SecretsCode::SET,
 ];

@@ -41,12 +41,13 @@ pub enum LoadError {
 impl LoadError {
     /// Stable code.
     pub fn code(&self) -> &'static str {
+        use super::codes::KernelCode;
         match self {
-            LoadError::Open { .. } => "PLUGIN_OPEN",
-            LoadError::NotAPlugin { .. } => "NOT_A_PLUGIN",
-            LoadError::AbiMismatch { .. } => "ABI_MISMATCH",
-            LoadError::Layout { .. } => "ABI_LAYOUT",
-            LoadError::Manifest { .. } => "PLUGIN_MANIFEST",
+            LoadError::Open { .. } => KernelCode::PluginOpen.code(),
+            LoadError::NotAPlugin { .. } => KernelCode::NotAPlugin.code(),
+            LoadError::AbiMismatch { .. } => KernelCode::AbiMismatch.code(),
+            LoadError::Layout { .. } => KernelCode::AbiLayout.code(),
+            LoadError::Manifest { .. } => KernelCode::PluginManifest.code(),
         }
     }
 }

@@ -7,12 +7,14 @@
 //! contract between this module and the kernel's bus.
 
 mod calls;
+mod codes;
 mod load;
 mod table;
 
 pub use calls::{
     AsyncChain, ChainFuture, PayloadMut, PayloadRef, SyncChain, async_next, sync_next,
 };
+pub use codes::{ConfigCode, KernelCode};
 pub use load::{LoadError, LoadedLibrary, load_library, read_abi_major};
 pub use table::{BoxFuture, Host, MAX_KERNELS, install_host};
 

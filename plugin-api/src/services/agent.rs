@@ -3,29 +3,121 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdk::{CallHandle, Service};
+use crate::services::driver::ProfileIdentity;
 
-/// The agent service (`agent-loop` plugin). Methods, with JSON shapes:
-///
-/// - `"create"`: `{cwd, session_id?, ephemeral?, max_turns?, profile?}` → `{session_id}`.
-///   Checks the model route first (`keel.llm` `"check"`): a missing credential fails here,
-///   before any request, with `CREDENTIAL_MISSING` naming the reference. `profile`
-///   (`{name, digest}`, the driver's [`ProfileIdentity`](crate::services::driver::ProfileIdentity))
-///   is passed on to `keel.session` `create`, which records it with the session.
-/// - `"resume"`: `{session_id, max_turns?}` → `{session_id, recovered}`: opens the session
-///   (crash closers committed) and logs `request/header{reason:"resume"}` before the next call.
-/// - `"send"`: `{session_id, content, target: "followup"|"steer"|"inject"}` → `{id}` (LOOP-02).
-/// - `"wait_idle"`: `{session_id}` → [`RunReport`] once the agent is idle.
-/// - `"abort"`: `{session_id}` → `{}`: the running turn ends `aborted{user}`; its tool batch is
-///   cancelled first (running bodies stopped, every call answered; see `Tools` `"cancel"`).
-/// - `"close"`: `{session_id}` → `{}`: stops the loop, awaits its exit, flushes and closes the
-///   session (LOOP-07).
-#[derive(Debug, Clone, Copy)]
-pub struct Agent;
+crate::contract! {
+    /// The agent service (`agent-loop` plugin).
+    pub contract AgentService = "keel.agent", version 1;
+    provider AgentProvider;
+    client AgentClient;
+    /// Creates a session and starts its loop. Checks the model route first (`keel.llm`
+    /// `check`): a missing credential fails here, before any request, with
+    /// `CREDENTIAL_MISSING` naming the reference. `profile` is passed on to `keel.session`
+    /// `create`, which records it with the session.
+    fn create(CreateAgent) -> AgentCreated;
+    /// Opens a stored session (crash closers committed) and starts its loop; logs
+    /// `request/header{reason:"resume"}` before the next call.
+    fn resume(ResumeAgent) -> AgentResumed;
+    /// Queues a message for the session's loop (LOOP-02).
+    fn send(SendMessage) -> MessageSent;
+    /// Waits until the agent is idle and reports the interval (LOOP-25).
+    fn wait_idle(AgentSession) -> RunReport;
+    /// The running turn ends `aborted{user}`; its tool batch is cancelled first (running
+    /// bodies stopped, every call answered; see `Tools` `cancel`).
+    fn abort(AgentSession) -> ();
+    /// Stops the loop, awaits its exit, flushes and closes the session (LOOP-07).
+    fn close(AgentSession) -> ();
+}
 
-impl Service for Agent {
-    const NAME: &'static str = "keel.agent";
-    type Handle = CallHandle;
+/// `create`'s request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateAgent {
+    /// The session's working directory.
+    pub cwd: String,
+    /// A chosen session id (default: the session row picks one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Nothing is written to disk.
+    #[serde(default)]
+    pub ephemeral: bool,
+    /// Turn budget of the loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u64>,
+    /// The driver's profile, recorded with the session (issue 11 item 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfileIdentity>,
+}
+
+/// `create`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCreated {
+    /// The new session's id.
+    pub session_id: String,
+}
+
+/// `resume`'s request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeAgent {
+    /// The stored session.
+    pub session_id: String,
+    /// Turn budget of the loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u64>,
+}
+
+/// `resume`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentResumed {
+    /// The session's id.
+    pub session_id: String,
+    /// Closers the load committed for a crashed session.
+    #[serde(default)]
+    pub recovered: u64,
+}
+
+/// `send`'s request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendMessage {
+    /// The live session.
+    pub session_id: String,
+    /// The user message.
+    pub content: String,
+    /// Where it goes (default `followup`).
+    #[serde(default = "InboxTarget::followup")]
+    pub target: InboxTarget,
+}
+
+/// `send`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageSent {
+    /// The message id (`msg_<session>_<n>`).
+    pub id: String,
+}
+
+/// The request of the methods that only name a live session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSession {
+    /// The live session.
+    pub session_id: String,
+}
+
+impl AgentSession {
+    /// The request for `session_id`.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        AgentSession {
+            session_id: session_id.into(),
+        }
+    }
+}
+
+crate::error_codes! {
+    /// The agent loop (`keel.agent`).
+    pub enum AgentCode in "agent" {
+        /// No live agent for the session (never created or resumed here, or closed).
+        NoAgent = "NO_AGENT", by "`keel.agent` `send`/`wait_idle`/`abort`/`close`", retry Never;
+        /// The agent's loop stopped before it became idle (the row is unloading).
+        Stopped = "AGENT_STOPPED", by "`keel.agent` `wait_idle`", retry Never;
+    }
 }
 
 /// Where a sent message goes (LOOP-02).
@@ -40,7 +132,14 @@ pub enum InboxTarget {
     Inject,
 }
 
-/// What `"wait_idle"` answers: the interval from the first message to idle (LOOP-25).
+impl InboxTarget {
+    /// `followup` (the default of [`SendMessage::target`]).
+    pub const fn followup() -> Self {
+        InboxTarget::Followup
+    }
+}
+
+/// What `wait_idle` answers: the interval from the first message to idle (LOOP-25).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunReport {
     /// Session id.

@@ -2,8 +2,8 @@
 //! *references* (environment-variable-style names, `[A-Z_][A-Z0-9_]*`); this service owns the
 //! values.
 //!
-//! `keel.credentials` (provided by the `credentials` plugin) is a JSON request/response service
-//! ([`CallHandle`]). A value is looked up in layers, first non-empty wins:
+//! `keel.credentials` (provided by the `credentials` plugin) is the typed contract
+//! [`Credentials`]. A value is looked up in layers, first non-empty wins:
 //!
 //! 1. the inherited process environment (`"env"`, read-only, always wins);
 //! 2. `$KEEL_HOME/credentials.toml` (`"file"`, managed and writable, mode 0600, a strict table
@@ -28,50 +28,148 @@
 //! ([`RegisterCredential`](super::firewall::RegisterCredential)); if the firewall refuses, the
 //! value is not handed out (`CREDENTIAL_UNGUARDED`).
 //!
-//! Methods:
-//! - `"resolve"`: `{ref, cwd?}` → `{value: string|null, source: Source|null}`. The only method
-//!   that returns a value; for adapters building a wire header, nobody else.
-//! - `"describe"`: `{ref, cwd?}` → `{configured: bool, source: Source|null, writable: bool}`.
-//!   Never the value (SEC-11). `writable` is false when the process environment shadows the
-//!   reference (a `set` would be rejected).
-//! - `"set"`: `{ref, value}` → `{}`. Writes `credentials.toml`: re-reads it under a
-//!   cross-process lock, patches only that key, writes a temp file, fsyncs, renames, mode 0600.
-//!   An empty `value` is refused (`INVALID_VALUE`; use `remove`).
-//! - `"remove"`: `{ref}` → `{}`. Removes the key from `credentials.toml` (absent is fine).
-//! - `"list"`: `{}` → `{refs: [{ref, source}]}`: the names defined in the file and `.env` layers
-//!   (sorted, each with its winning source, environment-shadowed ones as `"env"`), never values.
-//!
-//! Error codes (see the constants below): [`INVALID_REFERENCE`], [`CREDENTIAL_SHADOWED`],
-//! [`CREDENTIALS_FILE`], [`CREDENTIALS_IO`], [`CREDENTIAL_UNGUARDED`], and `INVALID_ARGS` /
-//! `UNKNOWN_METHOD` / `INVALID_VALUE` for malformed calls.
+//! The methods are documented on [`CredentialsProvider`]; the error codes are the
+//! [`CredentialCode`]s (a malformed request is the SDK's `INVALID_ARGUMENTS`).
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdk::{CallHandle, Service};
-
-/// The `credentials` plugin's service: see the module docs for its methods.
-#[derive(Debug, Clone, Copy)]
-pub struct Credentials;
-
-impl Service for Credentials {
-    const NAME: &'static str = "keel.credentials";
-    type Handle = CallHandle;
+crate::contract! {
+    /// The `credentials` plugin's service: see the module docs for the layers.
+    pub contract Credentials = "keel.credentials", version 1;
+    provider CredentialsProvider;
+    client CredentialsClient;
+    /// The value of a reference and its layer (both `None` when absent). The only method that
+    /// returns a value; for adapters building a wire header, nobody else. The value is
+    /// registered with `keel.firewall` first (`CREDENTIAL_UNGUARDED` when it cannot be).
+    fn resolve(CredentialRef) -> Resolved;
+    /// Whether a reference is configured, where, and whether `set` would be accepted. Never
+    /// the value (SEC-11). `writable` is false when the process environment shadows it.
+    fn describe(CredentialRef) -> Description;
+    /// Writes `credentials.toml`: re-reads it under a cross-process lock, patches only that
+    /// key, writes a temp file, fsyncs, renames, mode 0600. An empty value is refused
+    /// (`INVALID_VALUE`; use `remove`).
+    fn set(SetCredential) -> ();
+    /// Removes the key from `credentials.toml` (absent is fine).
+    fn remove(RemoveCredential) -> ();
+    /// The names defined in the file and `.env` layers (sorted, each with its winning source,
+    /// environment-shadowed ones as `env`), never values.
+    fn list(ListCredentials) -> Listed;
 }
 
-/// `ref` is not a valid reference name (`[A-Z_][A-Z0-9_]*`). The message names the reference.
-pub const INVALID_REFERENCE: &str = "INVALID_REFERENCE";
-/// `set`/`remove` of a reference the process environment defines: the file entry would never
-/// win, so the write is refused (SEC-08). `describe` reports `writable: false` in advance.
-pub const CREDENTIAL_SHADOWED: &str = "CREDENTIAL_SHADOWED";
-/// A credentials file (`credentials.toml` or a `.env`) exists but is unreadable or malformed;
-/// the message names the file and, for syntax errors, the line. Never quotes a value.
-pub const CREDENTIALS_FILE: &str = "CREDENTIALS_FILE";
-/// Writing `credentials.toml` (lock, temp file, fsync, rename, permissions) failed; the message
-/// names the path and the OS error.
-pub const CREDENTIALS_IO: &str = "CREDENTIALS_IO";
-/// `resolve` found a value but the loaded firewall could not register it for scrubbing, so
-/// the value was withheld; the message names the reference and the firewall's error.
-pub const CREDENTIAL_UNGUARDED: &str = "CREDENTIAL_UNGUARDED";
+/// `resolve`'s and `describe`'s request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialRef {
+    /// The reference (`OPENAI_API_KEY`).
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// Working directory of the `.env` layer (`None`: the process's current directory).
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+}
+
+/// `resolve`'s answer. `Debug` never shows the value.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resolved {
+    /// The value (`None` when absent in every layer).
+    pub value: Option<String>,
+    /// The winning layer.
+    pub source: Option<Source>,
+}
+
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolved")
+            .field("value", &self.value.as_ref().map(|_| "<redacted>"))
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+/// `set`'s request. `Debug` never shows the value.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetCredential {
+    /// The reference.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// The value (non-empty).
+    pub value: String,
+}
+
+impl std::fmt::Debug for SetCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetCredential")
+            .field("reference", &self.reference)
+            .field("value", &"<redacted>")
+            .finish()
+    }
+}
+
+/// `remove`'s request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveCredential {
+    /// The reference.
+    #[serde(rename = "ref")]
+    pub reference: String,
+}
+
+/// `list`'s request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListCredentials {
+    /// Working directory of the `.env` layer.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+}
+
+/// `list`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listed {
+    /// The defined references, sorted.
+    pub refs: Vec<ListedRef>,
+}
+
+/// One reference `list` names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedRef {
+    /// The reference.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// Its winning layer.
+    pub source: Source,
+}
+
+crate::error_codes! {
+    /// Credentials (`credentials` plugin, and the adapters that need one).
+    pub enum CredentialCode in "credentials" {
+        /// `ref` is not a valid reference name (`[A-Z_][A-Z0-9_]*`). The message names it.
+        InvalidReference = "INVALID_REFERENCE", by "`keel.credentials`", retry Changed;
+        /// `set` of an empty value (use `remove`).
+        InvalidValue = "INVALID_VALUE", by "`keel.credentials` `set`", retry Changed;
+        /// `set`/`remove` of a reference the process environment defines: the file entry
+        /// would never win, so the write is refused (SEC-08). `describe` reports `writable:
+        /// false` in advance.
+        Shadowed = "CREDENTIAL_SHADOWED", by "`keel.credentials` `set`/`remove`", retry Never;
+        /// A credentials file (`credentials.toml` or a `.env`) exists but is unreadable or
+        /// malformed; the message names the file and, for syntax errors, the line. Never
+        /// quotes a value.
+        File = "CREDENTIALS_FILE", by "`keel.credentials`", retry Changed;
+        /// Writing `credentials.toml` (lock, temp file, fsync, rename, permissions) failed;
+        /// the message names the path and the OS error.
+        Io = "CREDENTIALS_IO", by "`keel.credentials` `set`/`remove`", retry Later;
+        /// `resolve` found a value but the loaded firewall could not register it for
+        /// scrubbing, so the value was withheld; the message names the reference and the
+        /// firewall's error.
+        Unguarded = "CREDENTIAL_UNGUARDED", by "`keel.credentials` `resolve`", retry Never;
+        /// The credential an adapter row names (`api_key_ref`) is set in no layer; the
+        /// message names every place it may be set, never a value.
+        Missing = "CREDENTIAL_MISSING", by "LLM adapters (`check`, a request); `keel.agent` `create`", retry Changed;
+    }
+}
 
 /// Which layer a value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

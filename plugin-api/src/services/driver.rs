@@ -3,24 +3,42 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdk::{CallHandle, Service};
+crate::contract! {
+    /// The driver service: the one row that takes control of `keel run` / `keel resume`.
+    pub contract Driver = "keel.driver", version 1;
+    provider DriverProvider;
+    client DriverClient;
+    /// Runs the command line; answers the process exit code (or a relaunch).
+    fn run(DriverInvocation) -> DriverOutcome;
+    /// The kernel owns the process's signals: on SIGINT, SIGTERM or SIGHUP it prints `keel:
+    /// interrupted (SIG…)` and calls this, and the run in flight (or the next one, if none
+    /// has started yet) stops cleanly — abort the turn, wait for it to close, flush and close
+    /// the session — and returns `exit_code`. The kernel waits a grace period for `run` to
+    /// return (a second signal cuts it short), then tears the rows down and exits with
+    /// `exit_code` either way. A driver without the method answers `UNKNOWN_METHOD` and gets
+    /// the same grace.
+    fn interrupt(DriverInterrupt) -> ();
+}
 
-/// The driver service. Methods, with JSON shapes:
-///
-/// - `"run"`: [`DriverInvocation`] → [`DriverOutcome`].
-/// - `"interrupt"`: [`DriverInterrupt`] → `{}`. The kernel owns the process's signals: on
-///   SIGINT, SIGTERM or SIGHUP it prints `keel: interrupted (SIG…)` and calls this, and the run
-///   in flight (or the next one, if none has started yet) stops cleanly — abort the turn, wait
-///   for it to close, flush and close the session — and returns `exit_code`. The kernel waits
-///   a grace period for `run` to return (a second signal cuts it short), then tears the rows
-///   down and exits with `exit_code` either way. A driver without the method answers
-///   `UNKNOWN_METHOD` and gets the same grace.
-#[derive(Debug, Clone, Copy)]
-pub struct Driver;
-
-impl Service for Driver {
-    const NAME: &'static str = "keel.driver";
-    type Handle = CallHandle;
+/// The options of `keel run` / `keel resume` (ARCHITECTURE §11), as the kernel parsed them;
+/// the driver decides what they mean.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// `--output-format` (`text`, `json`, `stream-json`; `None`: the driver's default).
+    #[serde(default)]
+    pub output_format: Option<String>,
+    /// `--ephemeral`.
+    #[serde(default)]
+    pub ephemeral: bool,
+    /// `--max-turns`.
+    #[serde(default)]
+    pub max_turns: Option<u64>,
+    /// `--sandbox` (`read-only`, `workspace-write`, `danger-full-access`).
+    #[serde(default)]
+    pub sandbox: Option<String>,
+    /// `--approval` (`never`, `ask`).
+    #[serde(default)]
+    pub approval: Option<String>,
 }
 
 /// What the kernel passes to the driver.
@@ -47,9 +65,9 @@ pub struct DriverInvocation {
     /// session recorded under another profile run it under this one.
     #[serde(default)]
     pub profile_explicit: bool,
-    /// Remaining options (`output_format`, `ephemeral`, `max_turns`, `sandbox`, `approval`).
+    /// Remaining options.
     #[serde(default)]
-    pub options: serde_json::Value,
+    pub options: RunOptions,
     /// Whether the process's stderr is a terminal. The kernel's output guard puts a pipe in
     /// place of the real descriptor (SEC-03), so a driver's own check would always say no;
     /// `None` from a kernel that does not tell, and the driver checks for itself.
@@ -98,7 +116,7 @@ pub struct Relaunch {
     pub reason: String,
 }
 
-/// What the kernel passes to `"interrupt"`: the signal that asks the run to stop.
+/// What the kernel passes to `interrupt`: the signal that asks the run to stop.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriverInterrupt {
     /// `SIGINT`, `SIGTERM` or `SIGHUP`.

@@ -10,71 +10,25 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdk::{CallHandle, Error, Result, Service};
-
-/// The `keel.firewall` service; its methods are the [`FirewallMethod`]s.
-#[derive(Debug, Clone, Copy)]
-pub struct Firewall;
-
-impl Service for Firewall {
-    const NAME: &'static str = "keel.firewall";
-    type Handle = CallHandle;
+crate::contract! {
+    /// The firewall's facts API and credential registration (`firewall` plugin).
+    pub contract Firewall = "keel.firewall", version 1;
+    provider FirewallProvider;
+    client FirewallClient;
+    /// Whether the tool may be called at all (`deny_tools`).
+    fn check_tool(CheckTool) -> Verdict;
+    /// Whether the path may be used for the access (`deny_paths`, `deny_write_paths`).
+    fn check_path(CheckPath) -> Verdict;
+    /// Whether the host may be reached (`allow_hosts`).
+    fn check_network(CheckNetwork) -> Verdict;
+    /// The aliases of the secrets (and markers of the credentials) found in the text.
+    fn scan_content(ScanContent) -> Findings;
+    /// Hands the firewall a credential value keel resolved, to scrub like a secret.
+    /// `SECRETS_CORRUPT` when the scrubber cannot be built.
+    fn register_credential(RegisterCredential) -> Registered;
 }
 
-/// The methods of `keel.firewall`, with their argument and answer types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FirewallMethod {
-    /// `"check_tool"`: [`CheckTool`] → [`Verdict`].
-    CheckTool,
-    /// `"check_path"`: [`CheckPath`] → [`Verdict`].
-    CheckPath,
-    /// `"check_network"`: [`CheckNetwork`] → [`Verdict`].
-    CheckNetwork,
-    /// `"scan_content"`: [`ScanContent`] → [`Findings`].
-    ScanContent,
-    /// `"register_credential"`: [`RegisterCredential`] → [`Registered`].
-    RegisterCredential,
-}
-
-impl FirewallMethod {
-    /// Every method.
-    pub const ALL: [FirewallMethod; 5] = [
-        FirewallMethod::CheckTool,
-        FirewallMethod::CheckPath,
-        FirewallMethod::CheckNetwork,
-        FirewallMethod::ScanContent,
-        FirewallMethod::RegisterCredential,
-    ];
-
-    /// The wire name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            FirewallMethod::CheckTool => "check_tool",
-            FirewallMethod::CheckPath => "check_path",
-            FirewallMethod::CheckNetwork => "check_network",
-            FirewallMethod::ScanContent => "scan_content",
-            FirewallMethod::RegisterCredential => "register_credential",
-        }
-    }
-
-    /// The method named `name`.
-    ///
-    /// # Errors
-    /// `UNKNOWN_METHOD` naming it.
-    pub fn parse(name: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.as_str() == name)
-            .ok_or_else(|| {
-                Error::new(
-                    "UNKNOWN_METHOD",
-                    format!("keel.firewall has no method '{name}'"),
-                )
-            })
-    }
-}
-
-/// Method `check_tool`.
+/// `check_tool`'s request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckTool {
     /// Tool name.
@@ -91,7 +45,7 @@ pub enum PathAccess {
     Write,
 }
 
-/// Method `check_path`.
+/// `check_path`'s request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckPath {
     /// An absolute path (callers resolve relative ones against their working root).
@@ -100,14 +54,14 @@ pub struct CheckPath {
     pub access: PathAccess,
 }
 
-/// Method `check_network`.
+/// `check_network`'s request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckNetwork {
     /// Host name or address, without scheme or port.
     pub host: String,
 }
 
-/// Method `scan_content`.
+/// `scan_content`'s request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScanContent {
     /// The text to scan for secret values (and their simple encodings).
@@ -132,7 +86,7 @@ pub struct Findings {
     pub findings: Vec<String>,
 }
 
-/// Method `register_credential`: a credential value keel resolved (an adapter key). The
+/// `register_credential`'s request: a credential value keel resolved (an adapter key). The
 /// firewall scrubs it, and every encoded form it scrubs for secrets, from tool results,
 /// model-bound requests, session events and the kernel's output redactions, replacing it with
 /// `[credential REF]`. Registering the same pair again is a no-op; a new value for a
@@ -169,39 +123,36 @@ pub fn credential_marker(reference: &str) -> String {
     format!("[credential {reference}]")
 }
 
-/// Calls `register_credential` on `firewall`.
-///
-/// # Errors
-/// The firewall's error (`FIREWALL_ARGS`, `SECRETS_CORRUPT` when the scrubber cannot be
-/// built), or the call's.
-pub async fn register_credential(
-    firewall: &CallHandle,
-    reference: &str,
-    value: &str,
-) -> Result<Registered> {
-    let args = serde_json::to_value(RegisterCredential {
-        reference: reference.to_owned(),
-        value: value.to_owned(),
-    })?;
-    let answer = firewall
-        .call(FirewallMethod::RegisterCredential.as_str(), args)
-        .await?;
-    Ok(serde_json::from_value(answer)?)
+crate::error_codes! {
+    /// The secret firewall (`firewall` plugin): the encrypted store, alias fill, `keel
+    /// secrets`, and its row config. Messages name secrets and paths, never a value.
+    pub enum SecretsCode in "secrets" {
+        /// A secret name outside `[A-Za-z0-9_]{1,64}`.
+        NameInvalid = "SECRET_NAME_INVALID", by "`keel secrets set`/`rm`, the store", retry Changed;
+        /// `keel secrets set` read an empty value.
+        Empty = "SECRET_EMPTY", by "`keel secrets set`", retry Changed;
+        /// The value on stdin is not UTF-8.
+        NotUtf8 = "SECRET_NOT_UTF8", by "`keel secrets set`", retry Changed;
+        /// `keel secrets rm` of a name that is not stored.
+        NotFound = "SECRET_NOT_FOUND", by "`keel secrets rm`", retry Changed;
+        /// An alias stands where its value cannot reach (the body of a quoted heredoc in a
+        /// `shell` command): the call did not run.
+        Unfillable = "SECRET_UNFILLABLE", by "the firewall's `tools/execute` fill (a tool result)", retry Changed;
+        /// A file-system failure on the secrets store.
+        Io = "SECRETS_IO", by "the firewall's store, `keel secrets`", retry Later;
+        /// The store or the master key is unreadable or does not authenticate (also: the
+        /// scrubber cannot be built, `register_credential`).
+        Corrupt = "SECRETS_CORRUPT", by "the firewall's store; `keel.firewall` `register_credential`", retry Never;
+        /// The master key is sealed with a passphrase that is missing or wrong.
+        Locked = "SECRETS_LOCKED", by "the firewall's store (activation, `keel secrets`)", retry Changed;
+        /// A bad pattern in the firewall's row config.
+        Config = "FIREWALL_CONFIG", by "the `firewall` row's activation", retry Never;
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn methods_round_trip_and_unknown_ones_are_named() {
-        for m in FirewallMethod::ALL {
-            assert_eq!(FirewallMethod::parse(m.as_str()).unwrap(), m);
-        }
-        let e = FirewallMethod::parse("fill").unwrap_err();
-        assert_eq!(e.code, "UNKNOWN_METHOD");
-        assert!(e.message.contains("'fill'"));
-    }
 
     #[test]
     fn a_registration_never_shows_its_value() {

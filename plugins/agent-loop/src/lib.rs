@@ -1,4 +1,5 @@
-//! `agent-loop`: the one concrete agent loop, offered as the `keel.agent` service (LOOP-01).
+//! `agent-loop`: the one concrete agent loop, offered as the `keel.agent` service (LOOP-01,
+//! the [`AgentService`] contract).
 //! Drivers and surfaces talk to the service; nothing depends on this crate.
 //!
 //! Turns and steps are durable session events; every model call goes through `keel.llm` (and so
@@ -19,12 +20,14 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::agent::{Agent as AgentService, InboxTarget};
+use keel_plugin_api::services::agent::{
+    AgentCode, AgentCreated, AgentProvider, AgentResumed, AgentService, AgentSession, CreateAgent,
+    MessageSent, ResumeAgent, RunReport, SendMessage,
+};
 use keel_plugin_api::services::llm::{Llm, LlmCallConfig};
 use keel_plugin_api::services::prompt::SystemPrompt;
 use keel_plugin_api::services::session::Sessions;
 use keel_plugin_api::services::tools::Tools;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use agent::{Agent, LogState};
@@ -53,50 +56,6 @@ struct Hub {
     agents: Mutex<HashMap<String, Arc<Agent>>>,
 }
 
-#[derive(Deserialize)]
-struct CreateArgs {
-    cwd: String,
-    #[serde(default)]
-    session_id: Option<String>,
-    #[serde(default)]
-    max_turns: Option<u64>,
-    #[serde(default)]
-    ephemeral: bool,
-    /// The driver's profile (`{name, digest}`), recorded with the session (issue 11 item 7);
-    /// the loop only passes it on.
-    #[serde(default)]
-    profile: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct ResumeArgs {
-    session_id: String,
-    #[serde(default)]
-    max_turns: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct SendArgs {
-    session_id: String,
-    content: String,
-    #[serde(default = "followup")]
-    target: InboxTarget,
-}
-
-fn followup() -> InboxTarget {
-    InboxTarget::Followup
-}
-
-#[derive(Deserialize)]
-struct IdArgs {
-    session_id: String,
-}
-
-fn args<T: serde::de::DeserializeOwned>(method: &str, v: Value) -> Result<T> {
-    serde_json::from_value(v)
-        .map_err(|e| Error::new("INVALID_ARGUMENTS", format!("keel.agent {method}: {e}")))
-}
-
 impl Hub {
     fn agent(&self, id: &str) -> Result<Arc<Agent>> {
         self.agents
@@ -104,68 +63,15 @@ impl Hub {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(id)
             .cloned()
-            .ok_or_else(|| Error::new("NO_AGENT", format!("no live agent for session '{id}'")))
+            .ok_or_else(|| {
+                Error::coded(
+                    AgentCode::NoAgent,
+                    format!("no live agent for session '{id}'"),
+                )
+            })
     }
 
-    async fn call(&self, method: &str, a: Value) -> Result<Value> {
-        match method {
-            "create" => self.create(args(method, a)?).await,
-            "resume" => self.resume(args(method, a)?).await,
-            "send" => {
-                let SendArgs {
-                    session_id,
-                    content,
-                    target,
-                } = args(method, a)?;
-                let id = self.agent(&session_id)?.send(content.clone(), target);
-                let data = json!({ "target": target, "message": { "id": id, "content": content } });
-                if let Ok(p) = Seams::point(&session_id, 0, 0, &data) {
-                    let _ = self
-                        .seams
-                        .ctx
-                        .emit::<keel_plugin_api::events::agent::InboxInserted>(&p);
-                }
-                Ok(json!({ "id": id }))
-            }
-            "wait_idle" => {
-                let IdArgs { session_id } = args(method, a)?;
-                let agent = self.agent(&session_id)?;
-                let mut report = agent
-                    .wait_idle()
-                    .await
-                    .map_err(|_| Error::new("AGENT_STOPPED", "the agent stopped"))?;
-                report.session_id = session_id;
-                Ok(serde_json::to_value(report)?)
-            }
-            "abort" => {
-                let IdArgs { session_id } = args(method, a)?;
-                let agent = self.agent(&session_id)?;
-                agent.aborted.store(true, Ordering::Release);
-                self.seams.cancel_tools(&session_id).await?;
-                Ok(json!({}))
-            }
-            "close" => {
-                let IdArgs { session_id } = args(method, a)?;
-                let agent = self.agent(&session_id)?;
-                agent.stop().await;
-                self.agents
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .remove(&session_id);
-                self.seams.flush(&session_id).await?;
-                self.seams
-                    .session_call("close", json!({ "session_id": session_id }))
-                    .await?;
-                Ok(json!({}))
-            }
-            other => Err(Error::new(
-                "UNKNOWN_METHOD",
-                format!("keel.agent has no method '{other}'"),
-            )),
-        }
-    }
-
-    async fn create(&self, a: CreateArgs) -> Result<Value> {
+    async fn create(&self, a: CreateAgent) -> Result<AgentCreated> {
         // The route is checked before anything exists: a missing credential fails here, before
         // any request and before a session is created.
         let config = default_config(&self.seams).await?;
@@ -178,7 +84,7 @@ impl Hub {
             create["ephemeral"] = json!(true);
         }
         if let Some(profile) = a.profile {
-            create["profile"] = profile;
+            create["profile"] = serde_json::to_value(profile)?;
         }
         let v = self.seams.session_call("create", create).await?;
         let sid = v
@@ -191,10 +97,10 @@ impl Hub {
             ..LogState::default()
         };
         self.start(Agent::new(sid.clone(), a.cwd, a.max_turns, log))?;
-        Ok(json!({ "session_id": sid }))
+        Ok(AgentCreated { session_id: sid })
     }
 
-    async fn resume(&self, a: ResumeArgs) -> Result<Value> {
+    async fn resume(&self, a: ResumeAgent) -> Result<AgentResumed> {
         let config = default_config(&self.seams).await?;
         self.seams.check(&config).await?;
         let loaded = self
@@ -218,7 +124,7 @@ impl Hub {
         let recovered = loaded
             .get("recovered")
             .and_then(Value::as_array)
-            .map_or(0, Vec::len);
+            .map_or(0, |r| r.len() as u64);
         self.seams
             .session_call("open", json!({ "session_id": a.session_id }))
             .await?;
@@ -230,7 +136,10 @@ impl Hub {
             ..LogState::default()
         };
         self.start(Agent::new(a.session_id.clone(), cwd, a.max_turns, log))?;
-        Ok(json!({ "session_id": a.session_id, "recovered": recovered }))
+        Ok(AgentResumed {
+            session_id: a.session_id,
+            recovered,
+        })
     }
 
     fn start(&self, agent: Agent) -> Result<()> {
@@ -240,6 +149,69 @@ impl Hub {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(agent.session_id.clone(), agent);
+        Ok(())
+    }
+}
+
+/// The `keel.agent` provider: the hub of live agents.
+struct Served(Arc<Hub>);
+
+impl AgentProvider for Served {
+    async fn create(&self, request: CreateAgent) -> Result<AgentCreated> {
+        self.0.create(request).await
+    }
+
+    async fn resume(&self, request: ResumeAgent) -> Result<AgentResumed> {
+        self.0.resume(request).await
+    }
+
+    async fn send(&self, request: SendMessage) -> Result<MessageSent> {
+        let SendMessage {
+            session_id,
+            content,
+            target,
+        } = request;
+        let hub = &self.0;
+        let id = hub.agent(&session_id)?.send(content.clone(), target);
+        let data = json!({ "target": target, "message": { "id": id, "content": content } });
+        if let Ok(p) = Seams::point(&session_id, 0, 0, &data) {
+            let _ = hub
+                .seams
+                .ctx
+                .emit::<keel_plugin_api::events::agent::InboxInserted>(&p);
+        }
+        Ok(MessageSent { id })
+    }
+
+    async fn wait_idle(&self, request: AgentSession) -> Result<RunReport> {
+        let agent = self.0.agent(&request.session_id)?;
+        let mut report = agent
+            .wait_idle()
+            .await
+            .map_err(|_| Error::coded(AgentCode::Stopped, "the agent stopped"))?;
+        report.session_id = request.session_id;
+        Ok(report)
+    }
+
+    async fn abort(&self, request: AgentSession) -> Result<()> {
+        let agent = self.0.agent(&request.session_id)?;
+        agent.aborted.store(true, Ordering::Release);
+        self.0.seams.cancel_tools(&request.session_id).await
+    }
+
+    async fn close(&self, request: AgentSession) -> Result<()> {
+        let hub = &self.0;
+        let session_id = request.session_id;
+        let agent = hub.agent(&session_id)?;
+        agent.stop().await;
+        hub.agents
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&session_id);
+        hub.seams.flush(&session_id).await?;
+        hub.seams
+            .session_call("close", json!({ "session_id": session_id }))
+            .await?;
         Ok(())
     }
 }
@@ -266,11 +238,7 @@ impl Plugin for AgentLoop {
             seams: Arc::new(Seams::new(ctx, config)?),
             agents: Mutex::new(HashMap::new()),
         });
-        let h = Arc::clone(&hub);
-        ctx.provide::<AgentService>(CallHandle::new(move |method, a| {
-            let hub = Arc::clone(&h);
-            async move { hub.call(&method, a).await }
-        }))?;
+        ctx.serve::<AgentService, _>(Served(Arc::clone(&hub)))?;
         ctx.effect("stop every agent", move || async move {
             let agents: Vec<Arc<Agent>> = hub
                 .agents

@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use keel_plugin_api::sdk::Error;
-use keel_plugin_api::services::credentials::CREDENTIALS_FILE;
+use keel_plugin_api::services::credentials::CredentialCode;
 
 /// The `(key, value)` pairs of the `.env` at `path`, in file order (empty when it is missing).
 ///
@@ -21,8 +21,8 @@ pub fn read(path: &Path) -> Result<Vec<(String, String)>, Error> {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => {
-            return Err(Error::new(
-                CREDENTIALS_FILE,
+            return Err(Error::coded(
+                CredentialCode::File,
                 format!("cannot read {}: {e}", path.display()),
             ));
         }
@@ -34,8 +34,8 @@ pub fn read(path: &Path) -> Result<Vec<(String, String)>, Error> {
             Err(dotenvy::Error::LineParse(line, index)) => {
                 let at =
                     line_number(&text, &line).map_or_else(String::new, |n| format!(" line {n}"));
-                return Err(Error::new(
-                    CREDENTIALS_FILE,
+                return Err(Error::coded(
+                    CredentialCode::File,
                     format!(
                         "{}:{at}: malformed .env entry (column {})",
                         path.display(),
@@ -45,8 +45,8 @@ pub fn read(path: &Path) -> Result<Vec<(String, String)>, Error> {
             }
             Err(e) => {
                 // Other dotenvy errors (I/O, a substitution) carry no file content.
-                return Err(Error::new(
-                    CREDENTIALS_FILE,
+                return Err(Error::coded(
+                    CredentialCode::File,
                     format!("{}: {e}", path.display()),
                 ));
             }
@@ -106,7 +106,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = write(d.path(), "A=1\n# c\nB C=sk-secret-value\n");
         let e = read(&p).unwrap_err();
-        assert_eq!(e.code, CREDENTIALS_FILE);
+        assert_eq!(e.code, CredentialCode::File.code());
         let m = &e.message;
         assert!(m.contains(&p.display().to_string()), "{m}");
         assert!(m.contains("line 3"), "{m}");

@@ -14,9 +14,7 @@ use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use keel_plugin_api::sdk::Error;
-use keel_plugin_api::services::credentials::{
-    CREDENTIALS_FILE, CREDENTIALS_IO, is_valid_reference,
-};
+use keel_plugin_api::services::credentials::{CredentialCode, is_valid_reference};
 
 /// The file name under `$KEEL_HOME`.
 pub const FILE_NAME: &str = "credentials.toml";
@@ -38,15 +36,18 @@ pub fn read(path: &Path) -> Result<Entries, Error> {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Entries::new()),
         Err(e) => {
-            return Err(Error::new(
-                CREDENTIALS_FILE,
+            return Err(Error::coded(
+                CredentialCode::File,
                 format!("cannot read {}: {e}", path.display()),
             ));
         }
     };
     let bad = |offset: Option<usize>, what: String| {
         let at = offset.map_or_else(String::new, |o| format!(" line {}", line_of(&text, o)));
-        Error::new(CREDENTIALS_FILE, format!("{}:{at}: {what}", path.display()))
+        Error::coded(
+            CredentialCode::File,
+            format!("{}:{at}: {what}", path.display()),
+        )
     };
     // `message()` only: the error's Display quotes the offending source line, which may hold
     // a secret.
@@ -87,7 +88,10 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 fn io(what: &str, path: &Path, e: &std::io::Error) -> Error {
-    Error::new(CREDENTIALS_IO, format!("{what} {}: {e}", path.display()))
+    Error::coded(
+        CredentialCode::Io,
+        format!("{what} {}: {e}", path.display()),
+    )
 }
 
 /// Applies `patch` to the file in `home` under the cross-process lock: re-read, patch, write a
@@ -129,8 +133,12 @@ pub fn update(home: &Path, patch: impl FnOnce(&mut Entries)) -> Result<(), Error
 }
 
 fn render(entries: &Entries) -> Result<String, Error> {
-    let body = toml::to_string(entries)
-        .map_err(|e| Error::new(CREDENTIALS_IO, format!("cannot encode {FILE_NAME}: {e}")))?;
+    let body = toml::to_string(entries).map_err(|e| {
+        Error::coded(
+            CredentialCode::Io,
+            format!("cannot encode {FILE_NAME}: {e}"),
+        )
+    })?;
     Ok(format!("{HEADER}{body}"))
 }
 
@@ -194,7 +202,7 @@ mod tests {
         let path = d.path().join(FILE_NAME);
         std::fs::write(&path, "A = \"ok\"\n\nB = sk-secret-unquoted\n").unwrap();
         let e = read(&path).unwrap_err();
-        assert_eq!(e.code, CREDENTIALS_FILE);
+        assert_eq!(e.code, CredentialCode::File.code());
         assert!(
             e.message.contains(&path.display().to_string()),
             "{}",
@@ -219,7 +227,7 @@ mod tests {
         let e = read(&path).unwrap_err();
         assert!(e.message.contains("not a valid reference"), "{}", e.message);
         std::fs::write(&path, "[T]\nA = \"x\"\n").unwrap();
-        assert_eq!(read(&path).unwrap_err().code, CREDENTIALS_FILE);
+        assert_eq!(read(&path).unwrap_err().code, CredentialCode::File.code());
     }
 
     #[test]
@@ -231,7 +239,7 @@ mod tests {
             e.insert("B".into(), "2".into());
         })
         .unwrap_err();
-        assert_eq!(e.code, CREDENTIALS_FILE);
+        assert_eq!(e.code, CredentialCode::File.code());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "A = = \n");
     }
 

@@ -2,8 +2,8 @@
 //! SEC-07…SEC-11). Config elsewhere holds references; this row resolves them per call from the
 //! process environment > `$KEEL_HOME/credentials.toml` > `<cwd>/.env` > `$KEEL_HOME/.env`.
 //!
-//! The method shapes and error codes are documented on
-//! [`keel_plugin_api::services::credentials`]. The layers live in [`store`], the environment
+//! The contract (methods, shapes, error codes) is
+//! [`keel_plugin_api::services::credentials`]; [`Service`] provides it. The layers live in [`store`], the environment
 //! layer (held values, variables taken out of keel's environment) in [`env_layer`], the
 //! managed file (lock, atomic patch, 0600) in [`file`], `.env` parsing in [`dotenv`]. Reads
 //! run inline (a few small files); writes, which may wait on the cross-process lock, run on a
@@ -22,59 +22,26 @@ pub mod env_layer;
 pub mod file;
 pub mod store;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::credentials::{CREDENTIAL_UNGUARDED, Credentials, Source};
-use keel_plugin_api::services::firewall::{Firewall, register_credential};
+use keel_plugin_api::services::credentials::{
+    CredentialCode, CredentialRef, Credentials, CredentialsProvider, Description, ListCredentials,
+    Listed, ListedRef, RemoveCredential, Resolved, SetCredential,
+};
+use keel_plugin_api::services::firewall::{Firewall, FirewallClient, RegisterCredential};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 pub use store::Store;
 
 /// The plugin id.
 pub const PLUGIN_ID: &str = "credentials";
 
-#[derive(Deserialize)]
+/// The row config: none (the layers are fixed by ARCHITECTURE §9).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RefArgs {
-    #[serde(rename = "ref")]
-    reference: String,
-    #[serde(default)]
-    cwd: Option<PathBuf>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SetArgs {
-    #[serde(rename = "ref")]
-    reference: String,
-    value: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RemoveArgs {
-    #[serde(rename = "ref")]
-    reference: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ListArgs {
-    #[serde(default)]
-    cwd: Option<PathBuf>,
-}
-
-fn parse<T: serde::de::DeserializeOwned>(method: &str, args: Value) -> Result<T> {
-    // serde's message names the field, never echoes a value of a string field it accepted.
-    serde_json::from_value(args).map_err(|e| Error::new("INVALID_ARGS", format!("{method}: {e}")))
-}
-
-fn source_json(source: Option<Source>) -> Result<Value> {
-    Ok(serde_json::to_value(source)?)
-}
+struct Config {}
 
 /// Runs `work` on its own std thread and awaits it (no runtime needed on either side).
 async fn off_executor(work: impl FnOnce() -> Result<()> + Send + 'static) -> Result<()> {
@@ -85,32 +52,37 @@ async fn off_executor(work: impl FnOnce() -> Result<()> + Send + 'static) -> Res
             let _ = tx.send(work());
         })
         .map_err(|e| {
-            Error::new(
-                "CREDENTIALS_IO",
+            Error::coded(
+                CredentialCode::Io,
                 format!("cannot start a writer thread: {e}"),
             )
         })?;
     rx.await
-        .map_err(|_| Error::new("CREDENTIALS_IO", "the credentials writer thread died"))?
+        .map_err(|_| Error::coded(CredentialCode::Io, "the credentials writer thread died"))?
 }
 
-/// Fetches the loaded firewall's handle, or `None` when no firewall row is loaded.
-pub type FirewallLookup = Arc<dyn Fn() -> Option<CallHandle> + Send + Sync>;
+/// Fetches the loaded firewall's client, or `None` when no firewall row is loaded.
+pub type FirewallLookup = Arc<dyn Fn() -> Option<FirewallClient> + Send + Sync>;
 
 /// Registers a resolved value with the firewall, when one is loaded.
 ///
 /// # Errors
 /// `CREDENTIAL_UNGUARDED` naming the reference and the firewall's error (never the value).
 async fn guard(firewall: &FirewallLookup, reference: &str, value: &str) -> Result<()> {
-    let Some(handle) = firewall() else {
+    let Some(client) = firewall() else {
         return Ok(());
     };
-    register_credential(&handle, reference, value)
+    let request = RegisterCredential {
+        reference: reference.to_owned(),
+        value: value.to_owned(),
+    };
+    client
+        .register_credential(request)
         .await
         .map(|_| ())
         .map_err(|e| {
-            Error::new(
-                CREDENTIAL_UNGUARDED,
+            Error::coded(
+                CredentialCode::Unguarded,
                 format!(
                     "{reference} was found but withheld: the firewall could not register it for \
                      scrubbing ([{}] {})",
@@ -120,60 +92,56 @@ async fn guard(firewall: &FirewallLookup, reference: &str, value: &str) -> Resul
         })
 }
 
-/// One `keel.credentials` call. Public so tests drive the service exactly as callers do.
-///
-/// # Errors
-/// `INVALID_ARGS`, `UNKNOWN_METHOD`, `CREDENTIAL_UNGUARDED`, and the codes of the [`Store`]
-/// methods.
-pub async fn serve(
-    store: Store,
-    firewall: FirewallLookup,
-    method: String,
-    args: Value,
-) -> Result<Value> {
-    match method.as_str() {
-        "resolve" => {
-            let a: RefArgs = parse(&method, args)?;
-            let found = store.resolve(&a.reference, a.cwd.as_deref())?;
-            if let Some((value, _)) = &found {
-                guard(&firewall, &a.reference, value).await?;
-            }
-            let (value, source) = found.map_or((None, None), |(v, s)| (Some(v), Some(s)));
-            Ok(json!({ "value": value, "source": source_json(source)? }))
+/// The `keel.credentials` provider. Public so tests drive the service exactly as callers do.
+#[derive(Clone)]
+pub struct Service {
+    /// The layers.
+    pub store: Store,
+    /// The firewall to register resolved values with.
+    pub firewall: FirewallLookup,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").finish_non_exhaustive()
+    }
+}
+
+impl CredentialsProvider for Service {
+    async fn resolve(&self, request: CredentialRef) -> Result<Resolved> {
+        let found = self
+            .store
+            .resolve(&request.reference, request.cwd.as_deref())?;
+        if let Some((value, _)) = &found {
+            guard(&self.firewall, &request.reference, value).await?;
         }
-        "describe" => {
-            let a: RefArgs = parse(&method, args)?;
-            Ok(serde_json::to_value(
-                store.describe(&a.reference, a.cwd.as_deref())?,
-            )?)
-        }
-        "set" => {
-            let a: SetArgs = parse(&method, args)?;
-            off_executor(move || store.set(&a.reference, &a.value)).await?;
-            Ok(json!({}))
-        }
-        "remove" => {
-            let a: RemoveArgs = parse(&method, args)?;
-            off_executor(move || store.remove(&a.reference)).await?;
-            Ok(json!({}))
-        }
-        "list" => {
-            let a: ListArgs = if args.is_null() {
-                ListArgs::default()
-            } else {
-                parse(&method, args)?
-            };
-            let refs = store
-                .list(a.cwd.as_deref())?
-                .into_iter()
-                .map(|(r, s)| Ok(json!({ "ref": r, "source": source_json(Some(s))? })))
-                .collect::<Result<Vec<_>>>()?;
-            Ok(json!({ "refs": refs }))
-        }
-        other => Err(Error::new(
-            "UNKNOWN_METHOD",
-            format!("{PLUGIN_ID} has no method '{other}'"),
-        )),
+        let (value, source) = found.map_or((None, None), |(v, s)| (Some(v), Some(s)));
+        Ok(Resolved { value, source })
+    }
+
+    async fn describe(&self, request: CredentialRef) -> Result<Description> {
+        self.store
+            .describe(&request.reference, request.cwd.as_deref())
+    }
+
+    async fn set(&self, request: SetCredential) -> Result<()> {
+        let store = self.store.clone();
+        off_executor(move || store.set(&request.reference, &request.value)).await
+    }
+
+    async fn remove(&self, request: RemoveCredential) -> Result<()> {
+        let store = self.store.clone();
+        off_executor(move || store.remove(&request.reference)).await
+    }
+
+    async fn list(&self, request: ListCredentials) -> Result<Listed> {
+        let refs = self
+            .store
+            .list(request.cwd.as_deref())?
+            .into_iter()
+            .map(|(reference, source)| ListedRef { reference, source })
+            .collect();
+        Ok(Listed { refs })
     }
 }
 
@@ -188,11 +156,7 @@ impl Plugin for CredentialsPlugin {
             .provides::<Credentials>()
             .optional::<Firewall>()
             .guard_row()
-            .config_schema(json!({
-                "type": "object",
-                "properties": {},
-                "additionalProperties": false
-            }))
+            .config_type::<Config>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
@@ -202,15 +166,9 @@ impl Plugin for CredentialsPlugin {
             tracing::debug!(?held, "credentials: taken out of the process environment");
         }
         let store = Store::new(ctx.keel_home()?);
-        let firewall: FirewallLookup = Arc::new(move || {
-            ctx.get_service::<Firewall>()
-                .ok()
-                .flatten()
-                .map(|h| (*h).clone())
-        });
-        ctx.provide::<Credentials>(CallHandle::new(move |method, args| {
-            serve(store.clone(), Arc::clone(&firewall), method, args)
-        }))?;
+        let firewall: FirewallLookup =
+            Arc::new(move || ctx.get_client::<Firewall>().ok().flatten());
+        ctx.serve::<Credentials, _>(Service { store, firewall })?;
         Ok(())
     }
 }
@@ -221,25 +179,59 @@ keel_plugin_api::export_plugin!(CredentialsPlugin);
 mod tests {
     use super::*;
     use futures::executor::block_on;
+    use keel_plugin_api::services::firewall::{
+        CheckNetwork, CheckPath, CheckTool, Findings, FirewallProvider, Registered, ScanContent,
+        Verdict,
+    };
+    use serde_json::{Value, json};
 
+    fn client(store: &Store, firewall: FirewallLookup) -> ContractClient<Credentials> {
+        let service = Service {
+            store: store.clone(),
+            firewall,
+        };
+        ContractClient::new(
+            ContractHandle::serve::<Credentials, _>(PLUGIN_ID, service),
+            "test",
+        )
+    }
+
+    /// One call with its wire JSON, as a caller of another build would send it.
     fn call(store: &Store, method: &str, args: Value) -> Result<Value> {
-        block_on(serve(store.clone(), Arc::new(|| None), method.into(), args))
+        block_on(client(store, Arc::new(|| None)).call::<Value, Value>(method, 1, &args))
     }
 
     /// A stand-in firewall that records registrations, or refuses them.
-    fn firewall(seen: Arc<std::sync::Mutex<Vec<Value>>>, refuse: bool) -> FirewallLookup {
-        let handle = CallHandle::new(move |method, args| {
-            let seen = Arc::clone(&seen);
-            async move {
-                assert_eq!(method, "register_credential");
-                if refuse {
-                    return Err(Error::new("SECRETS_CORRUPT", "cannot build the scrubber"));
-                }
-                seen.lock().unwrap().push(args);
-                Ok(json!({"added": true}))
+    struct StandIn {
+        seen: Arc<std::sync::Mutex<Vec<Value>>>,
+        refuse: bool,
+    }
+
+    impl FirewallProvider for StandIn {
+        async fn check_tool(&self, _: CheckTool) -> Result<Verdict> {
+            Err(Error::msg("not in this test"))
+        }
+        async fn check_path(&self, _: CheckPath) -> Result<Verdict> {
+            Err(Error::msg("not in this test"))
+        }
+        async fn check_network(&self, _: CheckNetwork) -> Result<Verdict> {
+            Err(Error::msg("not in this test"))
+        }
+        async fn scan_content(&self, _: ScanContent) -> Result<Findings> {
+            Err(Error::msg("not in this test"))
+        }
+        async fn register_credential(&self, r: RegisterCredential) -> Result<Registered> {
+            if self.refuse {
+                return Err(Error::new("SECRETS_CORRUPT", "cannot build the scrubber"));
             }
-        });
-        Arc::new(move || Some(handle.clone()))
+            self.seen.lock().unwrap().push(serde_json::to_value(r)?);
+            Ok(Registered { added: true })
+        }
+    }
+
+    fn firewall(seen: Arc<std::sync::Mutex<Vec<Value>>>, refuse: bool) -> FirewallLookup {
+        let handle = ContractHandle::serve::<Firewall, _>("firewall", StandIn { seen, refuse });
+        Arc::new(move || Some(ContractClient::new(handle.clone(), PLUGIN_ID).into()))
     }
 
     /// Issue 10 item 2: every value `resolve` hands out was registered with the firewall
@@ -252,31 +244,27 @@ mod tests {
         call(&store, "set", json!({"ref": r, "value": "sk-guarded-1"})).unwrap();
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let fw = firewall(Arc::clone(&seen), false);
-        let resolve = |fw: &FirewallLookup| {
-            block_on(serve(
-                store.clone(),
-                Arc::clone(fw),
-                "resolve".into(),
-                json!({"ref": r}),
-            ))
+        let resolve = |fw: &FirewallLookup, reference: &str| {
+            let typed: keel_plugin_api::services::credentials::CredentialsClient =
+                client(&store, Arc::clone(fw)).into();
+            block_on(typed.resolve(CredentialRef {
+                reference: reference.into(),
+                cwd: None,
+            }))
         };
-        assert_eq!(resolve(&fw).unwrap()["value"], "sk-guarded-1");
+        assert_eq!(
+            resolve(&fw, r).unwrap().value.as_deref(),
+            Some("sk-guarded-1")
+        );
         assert_eq!(
             *seen.lock().unwrap(),
             [json!({"ref": r, "value": "sk-guarded-1"})]
         );
         // Nothing found: nothing to register.
-        let unset = json!({"ref": "KEEL_CRED_GUARD_TEST_UNSET"});
-        block_on(serve(
-            store.clone(),
-            Arc::clone(&fw),
-            "resolve".into(),
-            unset,
-        ))
-        .unwrap();
+        resolve(&fw, "KEEL_CRED_GUARD_TEST_UNSET").unwrap();
         assert_eq!(seen.lock().unwrap().len(), 1);
-        let e = resolve(&firewall(seen, true)).unwrap_err();
-        assert_eq!(e.code, CREDENTIAL_UNGUARDED);
+        let e = resolve(&firewall(seen, true), r).unwrap_err();
+        assert!(e.is(CredentialCode::Unguarded), "{e}");
         assert!(e.message.contains(r) && e.message.contains("SECRETS_CORRUPT"));
         assert!(!e.message.contains("sk-guarded-1"));
     }
@@ -298,7 +286,7 @@ mod tests {
         );
         assert_eq!(
             call(&store, "set", json!({"ref": r, "value": "sk-123456"})).unwrap(),
-            json!({})
+            Value::Null
         );
         let d = call(&store, "describe", json!({"ref": r})).unwrap();
         assert_eq!(
@@ -316,10 +304,10 @@ mod tests {
         );
         assert_eq!(
             call(&store, "remove", json!({"ref": r})).unwrap(),
-            json!({})
+            Value::Null
         );
         assert_eq!(
-            call(&store, "list", Value::Null).unwrap(),
+            call(&store, "list", json!({})).unwrap(),
             json!({"refs": []})
         );
         std::fs::write(cwd.path().join(".env"), format!("{r}=from-cwd\n")).unwrap();
@@ -331,27 +319,25 @@ mod tests {
 
     #[test]
     fn sec_08_service_rejects_shadowed_and_bad_calls() {
+        use keel_plugin_api::codes::ContractCode;
         let home = tempfile::tempdir().unwrap();
         let store = Store::new(home.path().to_path_buf());
         let e = call(&store, "set", json!({"ref": "PATH", "value": "x"})).unwrap_err();
-        assert_eq!(e.code, "CREDENTIAL_SHADOWED");
+        assert!(e.is(CredentialCode::Shadowed), "{e}");
         assert_eq!(
             call(&store, "describe", json!({"ref": "PATH"})).unwrap()["writable"],
             false
         );
-        assert_eq!(
-            call(&store, "resolve", json!({"ref": "x-y"}))
-                .unwrap_err()
-                .code,
-            "INVALID_REFERENCE"
-        );
-        assert_eq!(
-            call(&store, "resolve", json!({})).unwrap_err().code,
-            "INVALID_ARGS"
-        );
-        assert_eq!(
-            call(&store, "nope", json!({})).unwrap_err().code,
-            "UNKNOWN_METHOD"
+        let e = call(&store, "resolve", json!({"ref": "x-y"})).unwrap_err();
+        assert!(e.is(CredentialCode::InvalidReference), "{e}");
+        let e = call(&store, "resolve", json!({})).unwrap_err();
+        assert!(e.is(ContractCode::InvalidArguments), "{e}");
+        // A method this provider lacks is refused naming both sides.
+        let e = call(&store, "nope", json!({})).unwrap_err();
+        assert!(e.is(ContractCode::UnknownMethod), "{e}");
+        assert!(
+            e.message.contains("`test`") && e.message.contains(PLUGIN_ID),
+            "{e}"
         );
     }
 }

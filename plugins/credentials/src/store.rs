@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use keel_plugin_api::sdk::Error;
 use keel_plugin_api::services::credentials::{
-    CREDENTIAL_SHADOWED, Description, INVALID_REFERENCE, Source, is_valid_reference,
+    CredentialCode, Description, Source, is_valid_reference,
 };
 
 use crate::{dotenv, env_layer, file};
@@ -45,8 +45,8 @@ pub fn check_reference(reference: &str) -> Result<(), Error> {
     if is_valid_reference(reference) {
         Ok(())
     } else {
-        Err(Error::new(
-            INVALID_REFERENCE,
+        Err(Error::coded(
+            CredentialCode::InvalidReference,
             format!("'{reference}' is not a valid credential reference ([A-Z_][A-Z0-9_]*)"),
         ))
     }
@@ -142,14 +142,14 @@ impl Store {
     pub fn set(&self, reference: &str, value: &str) -> Result<(), Error> {
         check_reference(reference)?;
         if value.is_empty() {
-            return Err(Error::new(
-                "INVALID_VALUE",
+            return Err(Error::coded(
+                CredentialCode::InvalidValue,
                 format!("an empty value for {reference} counts as absent; use remove instead"),
             ));
         }
         if (self.env)(reference).is_some() {
-            return Err(Error::new(
-                CREDENTIAL_SHADOWED,
+            return Err(Error::coded(
+                CredentialCode::Shadowed,
                 format!(
                     "{reference} is set in the process environment, which always wins; unset it \
                      there before storing it in {}",

@@ -5,9 +5,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use keel_plugin_api::services::credentials::{
-    CREDENTIAL_SHADOWED, CREDENTIALS_FILE, INVALID_REFERENCE, Source,
-};
+use keel_plugin_api::services::credentials::{CredentialCode, Source};
 
 use super::*;
 
@@ -98,7 +96,7 @@ fn sec_08_shadowed_write_is_rejected_and_reported_in_advance() {
     assert_eq!(d.source, Some(Source::Env));
     assert!(d.configured && !d.writable);
     let e = s.set("K", "file").unwrap_err();
-    assert_eq!(e.code, CREDENTIAL_SHADOWED);
+    assert_eq!(e.code, CredentialCode::Shadowed.code());
     assert!(!e.message.contains("env\""), "{}", e.message);
     assert!(!f.home.path().join("credentials.toml").exists());
 }
@@ -117,7 +115,10 @@ fn sec_08_set_writes_0600_and_remove_deletes() {
     s.remove("A_B1").unwrap();
     s.remove("A_B1").unwrap();
     assert_eq!(s.resolve("A_B1", None).unwrap(), None);
-    assert_eq!(s.set("A", "").unwrap_err().code, "INVALID_VALUE");
+    assert_eq!(
+        s.set("A", "").unwrap_err().code,
+        CredentialCode::InvalidValue.code()
+    );
 }
 
 #[test]
@@ -127,12 +128,12 @@ fn sec_07_invalid_references_are_refused() {
     for bad in ["", "lower", "1ABC", "A-B", "A B", "É"] {
         assert_eq!(
             s.resolve(bad, None).unwrap_err().code,
-            INVALID_REFERENCE,
+            CredentialCode::InvalidReference.code(),
             "{bad}"
         );
         assert_eq!(
             s.set(bad, "v").unwrap_err().code,
-            INVALID_REFERENCE,
+            CredentialCode::InvalidReference.code(),
             "{bad}"
         );
     }
@@ -147,7 +148,7 @@ fn malformed_lower_layer_only_fails_when_reached() {
     let s = f.store(&[]);
     assert_eq!(got(&s, &f, "K").unwrap().1, Source::File);
     let e = s.resolve("OTHER", f.cwd()).unwrap_err();
-    assert_eq!(e.code, CREDENTIALS_FILE);
+    assert_eq!(e.code, CredentialCode::File.code());
     assert!(e.message.contains(".env"), "{}", e.message);
 }
 

@@ -6,6 +6,7 @@
 
 use std::io::{Read, Write};
 
+use keel_plugin_api::services::command::SecretsArgs;
 use serde_json::{Value, json};
 
 use crate::error::{FirewallError, codes};
@@ -28,11 +29,7 @@ impl std::fmt::Debug for Io<'_> {
     }
 }
 
-fn name(args: &Value) -> Result<String, FirewallError> {
-    let n = args
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| FirewallError::new(codes::FIREWALL_ARGS, "missing NAME"))?;
+fn name(n: &str) -> Result<String, FirewallError> {
     validate_name(n)?;
     Ok(n.to_owned())
 }
@@ -61,8 +58,8 @@ fn read_value(name: &str, input: &mut (dyn Read + Send)) -> Result<SecretValue, 
     Ok(SecretValue::new(text))
 }
 
-fn set(vault: &SharedVault, args: &Value, io: &mut Io<'_>) -> Result<(), FirewallError> {
-    let n = name(args)?;
+fn set(vault: &SharedVault, n: &str, io: &mut Io<'_>) -> Result<(), FirewallError> {
+    let n = name(n)?;
     let value = read_value(&n, io.input)?;
     vault.store().set(&n, &value)?;
     vault.reload()?;
@@ -88,28 +85,20 @@ fn list(vault: &SharedVault, as_json: bool, io: &mut Io<'_>) -> Result<(), Firew
     Ok(())
 }
 
-fn rm(vault: &SharedVault, args: &Value, io: &mut Io<'_>) -> Result<(), FirewallError> {
-    let n = name(args)?;
+fn rm(vault: &SharedVault, n: &str, io: &mut Io<'_>) -> Result<(), FirewallError> {
+    let n = name(n)?;
     vault.store().remove(&n)?;
     vault.reload()?;
     let _ = writeln!(io.out, "removed secret {n}");
     Ok(())
 }
 
-/// `keel secrets …` with `args` `{"action":"set"|"list"|"rm", "name"?, "json"?}`.
-pub fn secrets(vault: &SharedVault, args: &Value, io: &mut Io<'_>) -> i32 {
-    let r = match args.get("action").and_then(Value::as_str) {
-        Some("set") => set(vault, args, io),
-        Some("list") => list(
-            vault,
-            args.get("json").and_then(Value::as_bool).unwrap_or(false),
-            io,
-        ),
-        Some("rm") => rm(vault, args, io),
-        other => Err(FirewallError::new(
-            codes::FIREWALL_ARGS,
-            format!("unknown secrets action {other:?} (set, list, rm)"),
-        )),
+/// `keel secrets …`.
+pub fn secrets(vault: &SharedVault, args: &SecretsArgs, io: &mut Io<'_>) -> i32 {
+    let r = match args {
+        SecretsArgs::Set { name } => set(vault, name, io),
+        SecretsArgs::List { json } => list(vault, *json, io),
+        SecretsArgs::Rm { name } => rm(vault, name, io),
     };
     match r {
         Ok(()) => 0,
@@ -129,6 +118,7 @@ mod tests {
     fn run(vault: &SharedVault, args: Value, stdin: &str) -> (i32, String, String) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let mut input = stdin.as_bytes();
+        let args: SecretsArgs = serde_json::from_value(args).unwrap();
         let code = secrets(
             vault,
             &args,
@@ -184,14 +174,17 @@ mod tests {
                 "v4lue",
                 codes::SECRET_NAME_INVALID,
             ),
-            (json!({"action":"set"}), "v4lue", codes::FIREWALL_ARGS),
             (
                 json!({"action":"rm","name":"NOPE"}),
                 "",
                 codes::SECRET_NOT_FOUND,
             ),
-            (json!({"action":"dance"}), "", codes::FIREWALL_ARGS),
         ];
+        // A set without NAME or an unknown action is not a `SecretsArgs`: the SDK refuses it
+        // (`INVALID_ARGUMENTS`) before this code runs.
+        for bad in [json!({"action":"set"}), json!({"action":"dance"})] {
+            assert!(serde_json::from_value::<SecretsArgs>(bad).is_err());
+        }
         for (args, stdin, code) in cases {
             let (exit, out, err) = run(&vault, args, stdin);
             assert_eq!(exit, 2);
@@ -203,7 +196,7 @@ mod tests {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let code = secrets(
             &vault,
-            &json!({"action":"set","name":"B"}),
+            &SecretsArgs::Set { name: "B".into() },
             &mut Io {
                 input: &mut input,
                 out: &mut out,
@@ -214,7 +207,7 @@ mod tests {
         assert!(
             String::from_utf8(err)
                 .unwrap()
-                .contains(codes::SECRET_NOT_UTF8)
+                .contains(codes::SECRET_NOT_UTF8.code())
         );
     }
 }

@@ -4,8 +4,8 @@
 //! bash source as quoted expansions of variables, [`bash`]) and scrubbed, with their simple
 //! encodings, from everything going back to the model ([`scrub`], [`hooks`]). The
 //! credentials keel resolves are registered here (`register_credential`) and scrubbed the
-//! same way, never filled ([`vault`]). The policy facts (`keel.firewall`: `check_tool`,
-//! `check_path`, `check_network`, `scan_content`) are owned by this row's config
+//! same way, never filled ([`vault`]). The policy facts (the `keel.firewall` contract:
+//! `check_tool`, `check_path`, `check_network`, `scan_content`) are owned by this row's config
 //! ([`policy`]) and called by this plugin's own `tools/guard` listener on every real call
 //! ([`guard`]). `keel secrets` is served here too ([`commands`]).
 //!
@@ -31,22 +31,27 @@ pub mod vault;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::llm::Stream;
 use keel_plugin_api::events::prompt::Assemble;
 use keel_plugin_api::events::session::Persist;
 use keel_plugin_api::events::tools::{Execute, Guard, PostExecute};
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::command::{CommandInvocation, CommandOutcome, SecretsCommand};
+use keel_plugin_api::services::command::SecretsArgs;
+use keel_plugin_api::services::command::{
+    Command, CommandArgs, CommandInvocation, CommandOutcome, CommandProvider, SecretsCommand,
+};
 use keel_plugin_api::services::firewall::{
-    CheckNetwork, CheckPath, CheckTool, Findings, Firewall as FirewallService, FirewallMethod,
-    RegisterCredential, Registered, ScanContent,
+    CheckNetwork, CheckPath, CheckTool, Findings, Firewall as FirewallService, FirewallProvider,
+    RegisterCredential, Registered, ScanContent, Verdict,
 };
 use keel_plugin_api::services::tools::ToolResult;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::{FirewallError, codes};
+use crate::error::codes;
 use crate::policy::{Policy, PolicyConfig};
 use crate::store::SecretStore;
 use crate::vault::SharedVault;
@@ -55,91 +60,107 @@ use crate::vault::SharedVault;
 pub const ORDER: i32 = -500;
 
 /// The row config.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Config {
     /// Secrets directory; default `<KEEL_HOME>/secrets`.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     dir: Option<PathBuf>,
+    /// Tools never to call (`check_tool`).
     #[serde(default)]
-    deny_tools: Vec<String>,
-    #[serde(default = "policy::default_deny_paths")]
-    deny_paths: Vec<String>,
+    deny_tools: Vec<Pattern>,
+    /// Paths never to touch (`check_path`).
+    #[serde(default = "default_deny_paths")]
+    deny_paths: Vec<Pattern>,
+    /// Paths never to write (`check_path` with `write`).
     #[serde(default)]
-    deny_write_paths: Vec<String>,
+    deny_write_paths: Vec<Pattern>,
+    /// The hosts network access may reach (`check_network`; empty: any).
     #[serde(default)]
-    allow_hosts: Vec<String>,
+    allow_hosts: Vec<Pattern>,
 }
 
-fn schema() -> Value {
-    let strings = json!({"type": "array", "items": {"type": "string", "minLength": 1}});
-    json!({
-        "type": "object",
-        "properties": {
-            "dir": {"type": "string", "minLength": 1},
-            "deny_tools": strings,
-            "deny_paths": strings,
-            "deny_write_paths": strings,
-            "allow_hosts": strings,
-        },
-        "additionalProperties": false
-    })
+/// A non-empty pattern of the policy config.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(transparent)]
+struct Pattern(#[schemars(length(min = 1))] String);
+
+fn default_deny_paths() -> Vec<Pattern> {
+    policy::default_deny_paths()
+        .into_iter()
+        .map(Pattern)
+        .collect()
 }
 
-/// Serves `keel.firewall`.
-fn facts(
+fn patterns(list: Vec<Pattern>) -> Vec<String> {
+    list.into_iter().map(|p| p.0).collect()
+}
+
+/// Serves `keel.firewall`: the policy's facts, the vault's findings and registrations.
+struct Facts {
     ctx: Context,
-    policy: &Policy,
-    vault: &SharedVault,
-    method: &str,
-    args: Value,
-) -> Result<Value> {
-    let method = FirewallMethod::parse(method)?;
-    let bad = |e: serde_json::Error| {
-        Error::from(FirewallError::new(
-            codes::FIREWALL_ARGS,
-            format!("{}: {e}", method.as_str()),
-        ))
-    };
-    let verdict = match method {
-        FirewallMethod::CheckTool => {
-            let a: CheckTool = serde_json::from_value(args).map_err(bad)?;
-            policy.check_tool(&a.name)
+    policy: Arc<Policy>,
+    vault: SharedVault,
+}
+
+impl FirewallProvider for Facts {
+    async fn check_tool(&self, request: CheckTool) -> Result<Verdict> {
+        Ok(self.policy.check_tool(&request.name))
+    }
+
+    async fn check_path(&self, request: CheckPath) -> Result<Verdict> {
+        Ok(self.policy.check_path(&request.path, request.access))
+    }
+
+    async fn check_network(&self, request: CheckNetwork) -> Result<Verdict> {
+        Ok(self.policy.check_network(&request.host))
+    }
+
+    async fn scan_content(&self, request: ScanContent) -> Result<Findings> {
+        let findings = self.vault.snapshot().findings(&request.text);
+        Ok(Findings { findings })
+    }
+
+    async fn register_credential(&self, request: RegisterCredential) -> Result<Registered> {
+        let added = self
+            .vault
+            .register_credential(&request.reference, &request.value)?;
+        if added {
+            publish_redactions(self.ctx, &self.vault);
         }
-        FirewallMethod::CheckPath => {
-            let a: CheckPath = serde_json::from_value(args).map_err(bad)?;
-            policy.check_path(&a.path, a.access)
-        }
-        FirewallMethod::CheckNetwork => {
-            let a: CheckNetwork = serde_json::from_value(args).map_err(bad)?;
-            policy.check_network(&a.host)
-        }
-        FirewallMethod::ScanContent => {
-            let a: ScanContent = serde_json::from_value(args).map_err(bad)?;
-            let findings = vault.snapshot().findings(&a.text);
-            return Ok(serde_json::to_value(Findings { findings })?);
-        }
-        FirewallMethod::RegisterCredential => {
-            // serde's message names the field, never a value it accepted.
-            let a: RegisterCredential = serde_json::from_value(args).map_err(bad)?;
-            let added = vault.register_credential(&a.reference, &a.value)?;
-            if added {
-                publish_redactions(ctx, vault);
-            }
-            return Ok(serde_json::to_value(Registered { added })?);
-        }
-    };
-    Ok(serde_json::to_value(verdict)?)
+        Ok(Registered { added })
+    }
+}
+
+/// Serves `keel secrets …` (`keel.command.secrets`).
+struct Secrets {
+    ctx: Context,
+    vault: SharedVault,
+}
+
+impl CommandProvider for Secrets {
+    async fn run(&self, request: CommandInvocation) -> Result<CommandOutcome> {
+        let CommandArgs::Secrets(args) = request.command else {
+            return Err(Error::coded(
+                ContractCode::InvalidArguments,
+                format!(
+                    "{} serves `keel secrets`, not `keel {}`",
+                    SecretsCommand::NAME,
+                    request.command.name()
+                ),
+            ));
+        };
+        run_command(self.ctx, self.vault.clone(), args).await
+    }
 }
 
 /// Runs `keel secrets …` on a thread of its own (it reads stdin and writes files).
 async fn run_command(
     ctx: Context,
     vault: SharedVault,
-    method: String,
-    args: Value,
-) -> Result<Value> {
-    let inv = CommandInvocation::from_call(&method, args)?;
+    args: SecretsArgs,
+) -> Result<CommandOutcome> {
     let (tx, rx) = futures::channel::oneshot::channel();
     std::thread::Builder::new()
         .name("keel-secrets".into())
@@ -148,7 +169,7 @@ async fn run_command(
             let mut input = std::io::stdin();
             let exit_code = commands::secrets(
                 &vault,
-                &inv.args,
+                &args,
                 &mut commands::Io {
                     input: &mut input,
                     out: &mut out,
@@ -162,11 +183,11 @@ async fn run_command(
             let _ = ctx.write_stderr(&String::from_utf8_lossy(&err));
             let _ = tx.send(exit_code);
         })
-        .map_err(|e| Error::new(codes::SECRETS_IO, format!("cannot start a thread: {e}")))?;
+        .map_err(|e| Error::coded(codes::SECRETS_IO, format!("cannot start a thread: {e}")))?;
     let exit_code = rx
         .await
-        .map_err(|_| Error::new(codes::SECRETS_IO, "the secrets command thread died"))?;
-    Ok(serde_json::to_value(CommandOutcome { exit_code })?)
+        .map_err(|_| Error::coded(codes::SECRETS_IO, "the secrets command thread died"))?;
+    Ok(CommandOutcome { exit_code })
 }
 
 /// Hands the kernel every scrubbed form of every value, so its tracing lines and printed
@@ -215,7 +236,7 @@ impl Plugin for FirewallPlugin {
             .provides::<FirewallService>()
             .provides::<SecretsCommand>()
             .guard_row()
-            .config_schema(schema())
+            .config_type::<Config>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
@@ -226,10 +247,10 @@ impl Plugin for FirewallPlugin {
         };
         let policy = Arc::new(Policy::new(
             &PolicyConfig {
-                deny_tools: config.deny_tools,
-                deny_paths: config.deny_paths,
-                deny_write_paths: config.deny_write_paths,
-                allow_hosts: config.allow_hosts,
+                deny_tools: patterns(config.deny_tools),
+                deny_paths: patterns(config.deny_paths),
+                deny_write_paths: patterns(config.deny_write_paths),
+                allow_hosts: patterns(config.allow_hosts),
             },
             &dir,
         )?);
@@ -241,15 +262,18 @@ impl Plugin for FirewallPlugin {
         tracing::debug!(aliases = ?vault.snapshot().aliases(), "firewall: secrets loaded");
         publish_redactions(ctx, &vault);
 
-        let (p, v) = (policy.clone(), vault.clone());
-        ctx.provide::<FirewallService>(CallHandle::new(move |method, args| {
-            let r = facts(ctx, &p, &v, &method, args);
-            async move { r }
-        }))?;
-        let v = vault.clone();
-        ctx.provide::<SecretsCommand>(CallHandle::new(move |method, args| {
-            run_command(ctx, v.clone(), method, args)
-        }))?;
+        ctx.serve::<FirewallService, _>(Facts {
+            ctx,
+            policy: Arc::clone(&policy),
+            vault: vault.clone(),
+        })?;
+        ctx.serve_named::<Command, _>(
+            SecretsCommand::NAME,
+            Secrets {
+                ctx,
+                vault: vault.clone(),
+            },
+        )?;
 
         // SEC-06: the facts are called on every real tool call.
         let (p, v) = (policy, vault.clone());
@@ -290,7 +314,7 @@ impl Plugin for FirewallPlugin {
                     }
                     // The body never runs: the message names the alias, never its value.
                     hooks::Filled::Refused(why) => {
-                        Some(ToolResult::with_code(codes::SECRET_UNFILLABLE, why))
+                        Some(ToolResult::error(codes::SECRET_UNFILLABLE, why))
                     }
                 };
                 async move {
@@ -374,3 +398,20 @@ impl Plugin for FirewallPlugin {
 }
 
 keel_plugin_api::export_plugin!(FirewallPlugin);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The derived schema keeps the hand-written one's constraints: no unknown key, no empty
+    /// pattern or directory.
+    #[test]
+    fn the_config_schema_refuses_unknown_keys_and_empty_patterns() {
+        let schema = schemars::schema_for!(Config).to_value();
+        assert_eq!(schema["additionalProperties"], false, "{schema}");
+        let text = schema.to_string();
+        assert!(text.contains(r#""minLength":1"#), "{schema}");
+        let config: Config = serde_json::from_value(json!({})).unwrap();
+        assert_eq!(patterns(config.deny_paths), policy::default_deny_paths());
+    }
+}

@@ -1,7 +1,7 @@
 //! `headless`: the one-shot driver behind `keel run` and `keel resume` (SURF-01, SURF-02,
-//! ARCHITECTURE §11). It provides `keel.driver` (method `"run"`: [`DriverInvocation`] →
-//! [`DriverOutcome`]; method `"interrupt"`: [`DriverInterrupt`] → `{}`), requires
-//! `keel.agent`, and uses `keel.approval` when a row provides it.
+//! ARCHITECTURE §11). It provides the [`Driver`] contract (`run`: [`DriverInvocation`] →
+//! [`DriverOutcome`]; `interrupt`: [`DriverInterrupt`]), requires `keel.agent` (a typed
+//! [`AgentClient`]), and uses `keel.approval` when a row provides it.
 //!
 //! This file is only the SDK adapter. The job lives in SDK-free modules:
 //!
@@ -33,12 +33,13 @@ use keel_plugin_api::events::session::{
     SessionDurability, SessionDurable, SessionEvent, SessionEventNotice,
 };
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::agent::Agent;
+use keel_plugin_api::services::agent::{AgentClient, AgentService};
 use keel_plugin_api::services::approval::Approval;
-use keel_plugin_api::services::driver::{Driver, DriverInterrupt, DriverInvocation, DriverOutcome};
+use keel_plugin_api::services::driver::{
+    Driver, DriverInterrupt, DriverInvocation, DriverOutcome, DriverProvider,
+};
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::session::Sessions;
-use serde_json::json;
 
 use crate::feed::{Hub, Notice, Sink as _, StdSink};
 use crate::interrupt::{Interrupts, Stops};
@@ -50,75 +51,67 @@ fn read_stdin() -> std::io::Result<String> {
     Ok(s)
 }
 
-/// What the driver's methods share.
+/// The `keel.driver` provider: what its methods share.
 struct DriverState {
-    agent: ServiceRef<Agent>,
+    ctx: Context,
+    agent: AgentClient,
     hub: Arc<Hub>,
     active: Arc<Active>,
     stops: Stops,
 }
 
-async fn driver_call(
-    ctx: Context,
-    state: Arc<DriverState>,
-    method: String,
-    args: serde_json::Value,
-) -> Result<serde_json::Value> {
-    match method.as_str() {
-        "run" => {}
-        "interrupt" => {
-            let stop: DriverInterrupt = serde_json::from_value(args)
-                .map_err(|e| Error::new("INVALID_ARGS", format!("driver interrupt: {e}")))?;
-            state.stops.request(stop);
-            return Ok(json!({}));
-        }
-        _ => {
-            return Err(Error::new(
-                "UNKNOWN_METHOD",
-                format!("keel.driver (headless) has no method {method:?}"),
-            ));
-        }
+impl DriverProvider for DriverState {
+    async fn interrupt(&self, stop: DriverInterrupt) -> Result<()> {
+        self.stops.request(stop);
+        Ok(())
     }
-    let inv: DriverInvocation = serde_json::from_value(args)
-        .map_err(|e| Error::new("INVALID_ARGS", format!("driver invocation: {e}")))?;
-    if inv.command == "resume"
-        && let (Some(sessions), Some(id)) = (ctx.get_service::<Sessions>()?, &inv.session_id)
-    {
-        match profile::decide(&inv, profile::recorded(&sessions, id).await.as_ref()) {
-            profile::Decision::Relaunch(relaunch) => {
-                return Ok(serde_json::to_value(DriverOutcome {
-                    exit_code: 0,
-                    relaunch: Some(relaunch),
-                })?);
+
+    async fn run(&self, inv: DriverInvocation) -> Result<DriverOutcome> {
+        let ctx = self.ctx;
+        if inv.command == "resume"
+            && let (Some(sessions), Some(id)) = (ctx.get_service::<Sessions>()?, &inv.session_id)
+        {
+            match profile::decide(&inv, profile::recorded(&sessions, id).await.as_ref()) {
+                profile::Decision::Relaunch(relaunch) => {
+                    return Ok(DriverOutcome {
+                        exit_code: 0,
+                        relaunch: Some(relaunch),
+                    });
+                }
+                profile::Decision::Proceed(Some(line)) => StdSink(Some(ctx)).err(&line),
+                profile::Decision::Proceed(None) => {}
             }
-            profile::Decision::Proceed(Some(line)) => StdSink(Some(ctx)).err(&line),
-            profile::Decision::Proceed(None) => {}
         }
+        let approval = ctx.get_client::<Approval>()?;
+        let sandbox = ctx.get_client::<Sandbox>()?;
+        let interrupts: Interrupts = self.stops.listen();
+        let services = Services {
+            agent: &self.agent,
+            approval: approval.as_ref(),
+            sandbox: sandbox.as_ref(),
+        };
+        let env = RunEnv {
+            hub: Arc::clone(&self.hub),
+            active: Arc::clone(&self.active),
+            sink: Box::new(StdSink(Some(ctx))),
+            progress: inv
+                .stderr_is_terminal
+                .unwrap_or_else(|| std::io::stderr().is_terminal()),
+            interrupts,
+            stdin: Box::new(read_stdin),
+        };
+        let exit_code = run::run(&inv, services, env).await;
+        Ok(DriverOutcome {
+            exit_code,
+            relaunch: None,
+        })
     }
-    let approval = ctx.get_client::<Approval>()?;
-    let sandbox = ctx.get_client::<Sandbox>()?;
-    let interrupts: Interrupts = state.stops.listen();
-    let services = Services {
-        agent: &state.agent,
-        approval: approval.as_ref(),
-        sandbox: sandbox.as_ref(),
-    };
-    let env = RunEnv {
-        hub: Arc::clone(&state.hub),
-        active: Arc::clone(&state.active),
-        sink: Box::new(StdSink(Some(ctx))),
-        progress: inv
-            .stderr_is_terminal
-            .unwrap_or_else(|| std::io::stderr().is_terminal()),
-        interrupts,
-        stdin: Box::new(read_stdin),
-    };
-    let exit_code = run::run(&inv, services, env).await;
-    Ok(serde_json::to_value(DriverOutcome {
-        exit_code,
-        relaunch: None,
-    })?)
 }
+
+/// The row config: none.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Config {}
 
 /// The plugin value.
 #[derive(Default)]
@@ -129,15 +122,15 @@ impl Plugin for Headless {
         Manifest::new("headless", env!("CARGO_PKG_VERSION"))
             .description("one-shot driver: run a prompt to idle, print the result, exit")
             .provides::<Driver>()
-            .requires::<Agent>()
+            .requires::<AgentService>()
             .optional::<Approval>()
             .optional::<Sandbox>()
             .optional::<Sessions>()
-            .config_schema(json!({"type": "object", "additionalProperties": false}))
+            .config_type::<Config>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
-        let agent = ctx.service::<Agent>()?;
+        let agent = ctx.client::<AgentService>()?;
         // Read back at teardown only (see `run::finish_stopped`); `keel.agent` needs it anyway.
         let sessions = ctx.get_service::<Sessions>()?;
         let hub = Arc::new(Hub::default());
@@ -157,15 +150,13 @@ impl Plugin for Headless {
             listening.durable(|| d.session_id.to_string(), d.seq);
             Ok(())
         })?;
-        let state = Arc::new(DriverState {
+        ctx.serve::<Driver, _>(DriverState {
+            ctx,
             agent: agent.clone(),
             hub,
             active: Arc::clone(&active),
             stops: Stops::default(),
-        });
-        ctx.provide::<Driver>(CallHandle::new(move |method, args| {
-            driver_call(ctx, Arc::clone(&state), method, args)
-        }))?;
+        })?;
         ctx.effect("finish a run the kernel stopped", move || async move {
             if let Some(open) = active.take_open() {
                 run::finish_stopped(&agent, sessions.as_deref(), open).await;

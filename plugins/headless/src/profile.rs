@@ -106,7 +106,7 @@ mod tests {
             profile: running.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
             profile_identity: running,
             profile_explicit: explicit,
-            options: json!({}),
+            options: Default::default(),
             stderr_is_terminal: Some(false),
         }
     }

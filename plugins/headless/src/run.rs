@@ -1,5 +1,5 @@
-//! One headless run (SURF-01, SURF-02, ARCHITECTURE §11), over the `keel.agent` and
-//! `keel.approval` handles only, so the whole flow is tested with in-process fakes:
+//! One headless run (SURF-01, SURF-02, ARCHITECTURE §11), over the `keel.agent` client and
+//! the `keel.approval` handle only, so the whole flow is tested with in-process fakes:
 //!
 //! 1. options and the prompt (`-` reads stdin) — a missing or empty prompt is a usage error
 //!    (exit 2); `resume` never invents one;
@@ -20,9 +20,11 @@ use std::time::Instant;
 use futures::FutureExt as _;
 use futures::channel::oneshot;
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::agent::RunReport;
+use keel_plugin_api::services::agent::{
+    AgentClient, AgentSession, CreateAgent, InboxTarget, ResumeAgent, RunReport, SendMessage,
+};
 use keel_plugin_api::services::approval::{self, ApprovalClient};
-use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation};
+use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation, RunOptions};
 use keel_plugin_api::services::sandbox::{self, SandboxClient};
 use serde_json::{Value, json};
 
@@ -47,38 +49,21 @@ pub struct Options {
 }
 
 impl Options {
-    /// Parses the invocation's `options` object (absent keys take their defaults).
+    /// Checks the invocation's options (absent ones take their defaults).
     ///
     /// # Errors
     /// A usage message.
-    pub fn parse(v: &Value) -> Result<Options, String> {
-        let field = |k: &str| v.get(k).unwrap_or(&Value::Null);
-        let max_turns = match field("max_turns") {
-            Value::Null => None,
-            n => Some(n.as_u64().ok_or_else(|| {
-                format!("--max-turns takes a non-negative whole number, got {n}")
-            })?),
-        };
-        let approval = match field("approval") {
-            Value::Null => None,
-            Value::String(s) => Some(s.clone()),
-            other => return Err(format!("--approval takes never or ask, got {other}")),
-        };
-        let sandbox = match field("sandbox") {
-            Value::Null => None,
-            Value::String(s) => Some(s.clone()),
-            other => {
-                return Err(format!(
-                    "--sandbox takes read-only, workspace-write or danger-full-access, got {other}"
-                ));
-            }
-        };
+    pub fn parse(o: &RunOptions) -> Result<Options, String> {
+        let format = o
+            .output_format
+            .as_ref()
+            .map_or(Value::Null, |f| Value::String(f.clone()));
         Ok(Options {
-            format: OutputFormat::parse(field("output_format"))?,
-            ephemeral: field("ephemeral").as_bool().unwrap_or(false),
-            max_turns,
-            approval,
-            sandbox,
+            format: OutputFormat::parse(&format)?,
+            ephemeral: o.ephemeral,
+            max_turns: o.max_turns,
+            approval: o.approval.clone(),
+            sandbox: o.sandbox.clone(),
         })
     }
 }
@@ -167,7 +152,7 @@ impl Active {
 #[derive(Clone, Copy)]
 pub struct Services<'a> {
     /// `keel.agent`.
-    pub agent: &'a CallHandle,
+    pub agent: &'a AgentClient,
     /// `keel.approval`, when a row provides it.
     pub approval: Option<&'a ApprovalClient>,
     /// `keel.sandbox`, when a row provides it.
@@ -328,33 +313,36 @@ impl Run<'_> {
 
     /// `create` or `resume`: the session id and, for a new session, its first seq.
     async fn open(&self) -> Result<(String, Option<u64>)> {
-        let resume = self.inv.command == "resume";
-        let (method, mut args) = if resume {
-            ("resume", json!({"session_id": self.inv.session_id}))
-        } else {
-            let mut args = json!({"cwd": self.inv.cwd, "ephemeral": self.options.ephemeral});
-            // Recorded with the session, so `keel resume` runs it under the same profile.
-            if let Some(profile) = &self.inv.profile_identity {
-                args["profile"] = json!(profile);
-            }
-            ("create", args)
-        };
-        if let Some(n) = self.options.max_turns {
-            args["max_turns"] = json!(n);
+        let agent = self.services.agent;
+        let max_turns = self.options.max_turns;
+        if self.inv.command == "resume" {
+            let session_id = self.inv.session_id.clone().unwrap_or_default();
+            let resumed = agent
+                .resume(ResumeAgent {
+                    session_id: session_id.clone(),
+                    max_turns,
+                })
+                .await?;
+            let id = Some(resumed.session_id).filter(|s| !s.is_empty());
+            return Ok((id.unwrap_or(session_id), None));
         }
-        let answer = self.services.agent.call(method, args).await?;
-        let id = answer["session_id"]
-            .as_str()
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .or_else(|| resume.then(|| self.inv.session_id.clone()).flatten())
-            .ok_or_else(|| {
-                Error::new(
-                    "AGENT_PROTOCOL",
-                    format!("keel.agent {method} answered without a session_id: {answer}"),
-                )
-            })?;
-        Ok((id, (!resume).then_some(0)))
+        let created = agent
+            .create(CreateAgent {
+                cwd: self.inv.cwd.clone(),
+                session_id: None,
+                ephemeral: self.options.ephemeral,
+                max_turns,
+                // Recorded with the session, so `keel resume` runs it under the same profile.
+                profile: self.inv.profile_identity.clone(),
+            })
+            .await?;
+        if created.session_id.is_empty() {
+            return Err(Error::new(
+                "AGENT_PROTOCOL",
+                "keel.agent create answered without a session_id",
+            ));
+        }
+        Ok((created.session_id, Some(0)))
     }
 
     async fn session(&mut self, id: &str, prompt: String) -> i32 {
@@ -396,8 +384,12 @@ impl Run<'_> {
             self.close(id).await;
             return stop.exit_code;
         }
-        let send = json!({"session_id": id, "content": prompt, "target": "followup"});
-        if let Err(e) = agent.call("send", send).await {
+        let send = SendMessage {
+            session_id: id.to_owned(),
+            content: prompt,
+            target: InboxTarget::Followup,
+        };
+        if let Err(e) = agent.send(send).await {
             self.feed.err(format::error_line(&e.code, &e.message));
             self.close(id).await;
             return exit::TURN_FAILED;
@@ -422,14 +414,14 @@ impl Run<'_> {
     /// `wait_idle`, aborting the turn on the first stop request. `(report, the request)`.
     async fn wait(&mut self, id: &str) -> (RunReport, Option<DriverInterrupt>) {
         let agent = self.services.agent;
-        let wait = agent.call("wait_idle", json!({"session_id": id})).fuse();
+        let wait = agent.wait_idle(AgentSession::new(id)).fuse();
         futures::pin_mut!(wait);
         // Biased: `wait_idle` is always in flight before a stop request is looked at.
         let (answer, stopped) = futures::select_biased! {
             r = wait => (r, None),
             stop = self.interrupts.next().fuse() => {
                 if stop.is_some()
-                    && let Err(e) = agent.call("abort", json!({"session_id": id})).await
+                    && let Err(e) = agent.abort(AgentSession::new(id)).await
                 {
                     tracing::warn!(session = id, "abort failed: {e}");
                 }
@@ -446,23 +438,15 @@ impl Run<'_> {
     }
 }
 
-/// `wait_idle`'s answer as a report; a failure or a malformed answer reads as an error turn.
-fn to_report(id: &str, answer: Result<Value>) -> RunReport {
-    answer
-        .and_then(|v| {
-            serde_json::from_value::<RunReport>(v).map_err(|e| {
-                Error::new(
-                    "AGENT_PROTOCOL",
-                    format!("wait_idle answered no report: {e}"),
-                )
-            })
-        })
-        .unwrap_or_else(|e| format::failed_report(id, &e.code, &e.message))
+/// `wait_idle`'s answer as a report; a failure (a malformed answer is the SDK's
+/// `INVALID_ANSWER`) reads as an error turn.
+fn to_report(id: &str, answer: Result<RunReport>) -> RunReport {
+    answer.unwrap_or_else(|e| format::failed_report(id, &e.code, &e.message))
 }
 
 /// `close`; `false` (and an error line) when it failed: durability is then not known.
-async fn close(agent: &CallHandle, feed: &Feed, id: &str) -> bool {
-    match agent.call("close", json!({"session_id": id})).await {
+async fn close(agent: &AgentClient, feed: &Feed, id: &str) -> bool {
+    match agent.close(AgentSession::new(id)).await {
         Ok(_) => true,
         Err(e) => {
             feed.err(format::error_line(
@@ -500,13 +484,13 @@ fn print_result(feed: &Feed, output: OutputFormat, report: &RunReport, started: 
 /// unloading, so for stream-json the events committed meanwhile (the turn's closers) are read
 /// back from `keel.session` `inspect` (which commits nothing) when `sessions` is given — only
 /// after a successful close, so what is read back is stored.
-pub async fn finish_stopped(agent: &CallHandle, sessions: Option<&CallHandle>, open: Open) {
+pub async fn finish_stopped(agent: &AgentClient, sessions: Option<&CallHandle>, open: Open) {
     let id = open.session_id.as_str();
     let args = json!({"session_id": id});
-    if let Err(e) = agent.call("abort", args.clone()).await {
+    if let Err(e) = agent.abort(AgentSession::new(id)).await {
         tracing::warn!(session = id, "abort at teardown failed: {e}");
     }
-    let report = to_report(id, agent.call("wait_idle", args.clone()).await);
+    let report = to_report(id, agent.wait_idle(AgentSession::new(id)).await);
     let closed = close(agent, &open.feed, id).await;
     // Read back only once closed (flushed): then what `inspect` answers is stored.
     if let (true, OutputFormat::StreamJson, Some(sessions)) = (closed, open.format, sessions) {

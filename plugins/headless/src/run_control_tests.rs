@@ -185,8 +185,13 @@ fn a_failed_wait_reads_as_an_error_turn() {
 
 #[test]
 fn options_parse_and_refuse_nonsense() {
+    let parse = |v: Value| {
+        let options: keel_plugin_api::services::driver::RunOptions =
+            serde_json::from_value(v).map_err(|e| e.to_string())?;
+        Options::parse(&options)
+    };
     assert_eq!(
-        Options::parse(&json!({})),
+        parse(json!({})),
         Ok(Options {
             format: OutputFormat::Text,
             ephemeral: false,
@@ -195,9 +200,10 @@ fn options_parse_and_refuse_nonsense() {
             sandbox: None,
         })
     );
-    assert!(Options::parse(&json!({"max_turns": -1})).is_err());
-    assert!(Options::parse(&json!({"output_format": "xml"})).is_err());
-    assert!(Options::parse(&json!({"approval": 1})).is_err());
+    // A malformed option is not a `RunOptions`: the SDK refuses it before the driver runs.
+    assert!(parse(json!({"max_turns": -1})).is_err());
+    assert!(parse(json!({"output_format": "xml"})).is_err());
+    assert!(parse(json!({"approval": 1})).is_err());
     let h = drive(
         &inv("run", Some("x"), json!({"output_format": "xml"})),
         Script::default(),
@@ -218,7 +224,7 @@ fn a_second_concurrent_run_is_refused() {
     let active = Arc::new(Active::default());
     assert!(active.try_begin());
     let out = Captured::default();
-    let agent = CallHandle::new(|_m, _a| async { Ok(json!({})) });
+    let agent = agent_client(|_m, _a| async { Ok(json!({})) });
     let env = RunEnv {
         hub: Arc::new(Hub::default()),
         active: Arc::clone(&active),

@@ -8,6 +8,10 @@ use std::sync::{Arc, Mutex};
 use futures::FutureExt as _;
 use futures::channel::{mpsc, oneshot};
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::agent::{
+    AgentClient, AgentCreated, AgentProvider, AgentResumed, AgentService, CreateAgent, MessageSent,
+    ResumeAgent,
+};
 use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -99,16 +103,68 @@ fn fail(e: &(String, String)) -> Error {
     Error::new(&e.0, e.1.clone())
 }
 
+type Answer = futures::future::BoxFuture<'static, Result<Value>>;
+
+/// A fake `keel.agent` answering each call from a function of `(method, request as JSON)`, so
+/// the tests record and script the wire shapes; served through a real contract handle.
+struct FakeAgent(Arc<dyn Fn(String, Value) -> Answer + Send + Sync>);
+
+impl FakeAgent {
+    async fn ask<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        request: impl serde::Serialize,
+    ) -> Result<T> {
+        let answer = (self.0)(method.to_owned(), serde_json::to_value(request)?).await?;
+        Ok(serde_json::from_value(answer)?)
+    }
+}
+
+impl AgentProvider for FakeAgent {
+    async fn create(&self, r: CreateAgent) -> Result<AgentCreated> {
+        self.ask("create", r).await
+    }
+    async fn resume(&self, r: ResumeAgent) -> Result<AgentResumed> {
+        self.ask("resume", r).await
+    }
+    async fn send(&self, r: SendMessage) -> Result<MessageSent> {
+        self.ask("send", r).await
+    }
+    async fn wait_idle(&self, r: AgentSession) -> Result<RunReport> {
+        self.ask("wait_idle", r).await
+    }
+    async fn abort(&self, r: AgentSession) -> Result<()> {
+        self.ask::<Value>("abort", r).await.map(drop)
+    }
+    async fn close(&self, r: AgentSession) -> Result<()> {
+        self.ask::<Value>("close", r).await.map(drop)
+    }
+}
+
+/// An agent client whose provider is `answer`.
+fn agent_client<F, Fut>(answer: F) -> AgentClient
+where
+    F: Fn(String, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Value>> + Send + 'static,
+{
+    let fake = FakeAgent(Arc::new(move |m, a| Box::pin(answer(m, a))));
+    ContractClient::new(
+        ContractHandle::serve::<AgentService, _>("fake-agent", fake),
+        "headless",
+    )
+    .into()
+}
+
 fn fake_agent(
     script: Script,
     calls: Calls,
     hub: Arc<Hub>,
     interrupt: mpsc::UnboundedSender<DriverInterrupt>,
-) -> CallHandle {
+) -> AgentClient {
     let (abort_tx, abort_rx) = oneshot::channel::<()>();
     let abort_tx = Arc::new(Mutex::new(Some(abort_tx)));
     let abort_rx = Arc::new(Mutex::new(Some(abort_rx)));
-    CallHandle::new(move |method, args| {
+    agent_client(move |method: String, args: Value| {
         calls.lock().unwrap().push((method.clone(), args));
         let (script, hub, interrupt) = (script.clone(), Arc::clone(&hub), interrupt.clone());
         let (abort_tx, abort_rx) = (Arc::clone(&abort_tx), Arc::clone(&abort_rx));
@@ -158,6 +214,7 @@ fn fake_agent(
 }
 
 fn inv(command: &str, prompt: Option<&str>, options: Value) -> DriverInvocation {
+    let options = serde_json::from_value(options).unwrap();
     DriverInvocation {
         command: command.to_owned(),
         session_id: (command == "resume").then(|| "s1".to_owned()),

@@ -12,11 +12,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use keel_plugin_api::sdk::{CallHandle, Error};
-use serde_json::{Value, json};
+use keel_plugin_api::sdk::Error;
+use keel_plugin_api::services::credentials::{CredentialRef, CredentialsClient};
 
-/// Fetches the current `keel.credentials` handle, or `None` when no such row is loaded.
-pub type ServiceLookup = Arc<dyn Fn() -> Option<CallHandle> + Send + Sync>;
+/// Fetches the current `keel.credentials` client, or `None` when no such row is loaded.
+pub type ServiceLookup = Arc<dyn Fn() -> Option<CredentialsClient> + Send + Sync>;
 
 /// Where this adapter looks its key up: the credentials service when one is loaded, else the
 /// process environment.
@@ -66,13 +66,12 @@ impl Resolver {
             return Ok(resolve(reference));
         };
         let answer = service
-            .call("resolve", json!({ "ref": reference, "cwd": cwd }))
+            .resolve(CredentialRef {
+                reference: reference.to_owned(),
+                cwd: cwd.map(PathBuf::from),
+            })
             .await?;
-        Ok(answer
-            .get("value")
-            .and_then(Value::as_str)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned))
+        Ok(answer.value.filter(|v| !v.is_empty()))
     }
 
     /// The `CREDENTIAL_MISSING` message for `reference`: every place it may be set, never a
@@ -121,6 +120,12 @@ mod tests {
     use std::sync::Mutex;
 
     use futures::executor::block_on;
+    use keel_plugin_api::sdk::{ContractClient, ContractHandle};
+    use keel_plugin_api::services::credentials::{
+        Credentials, CredentialsProvider, Description, ListCredentials, Listed, RemoveCredential,
+        Resolved, SetCredential, Source,
+    };
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -144,17 +149,48 @@ mod tests {
         );
     }
 
-    /// A stand-in `keel.credentials` that records its calls and answers from a value it holds.
-    fn fake(value: Arc<Mutex<Option<String>>>, calls: Arc<Mutex<Vec<Value>>>) -> CallHandle {
-        CallHandle::new(move |method, args| {
-            let value = Arc::clone(&value);
-            let calls = Arc::clone(&calls);
-            async move {
-                assert_eq!(method, "resolve");
-                calls.lock().unwrap().push(args);
-                let v = value.lock().unwrap().clone();
-                Ok(json!({ "value": v, "source": v.as_ref().map(|_| "file") }))
+    /// A stand-in `keel.credentials` that records its `resolve` requests (as wire JSON) and
+    /// answers from a value it holds, or fails every call with `fail`.
+    struct StandIn {
+        value: Arc<Mutex<Option<String>>>,
+        calls: Arc<Mutex<Vec<Value>>>,
+        fail: Option<Error>,
+    }
+
+    impl CredentialsProvider for StandIn {
+        async fn resolve(&self, r: CredentialRef) -> Result<Resolved, Error> {
+            if let Some(e) = &self.fail {
+                return Err(e.clone());
             }
+            self.calls.lock().unwrap().push(serde_json::to_value(r)?);
+            let value = self.value.lock().unwrap().clone();
+            let source = value.as_ref().map(|_| Source::File);
+            Ok(Resolved { value, source })
+        }
+        async fn describe(&self, _: CredentialRef) -> Result<Description, Error> {
+            Err(Error::msg("not in this test"))
+        }
+        async fn set(&self, _: SetCredential) -> Result<(), Error> {
+            Err(Error::msg("not in this test"))
+        }
+        async fn remove(&self, _: RemoveCredential) -> Result<(), Error> {
+            Err(Error::msg("not in this test"))
+        }
+        async fn list(&self, _: ListCredentials) -> Result<Listed, Error> {
+            Err(Error::msg("not in this test"))
+        }
+    }
+
+    fn client(stand_in: StandIn) -> CredentialsClient {
+        let handle = ContractHandle::serve::<Credentials, _>("credentials", stand_in);
+        ContractClient::new(handle, "openai").into()
+    }
+
+    fn fake(value: Arc<Mutex<Option<String>>>, calls: Arc<Mutex<Vec<Value>>>) -> CredentialsClient {
+        client(StandIn {
+            value,
+            calls,
+            fail: None,
         })
     }
 
@@ -210,7 +246,7 @@ mod tests {
         assert_eq!(r.missing_message("X"), missing_message("X"));
     }
 
-    fn adapter_with(handle: Option<CallHandle>) -> crate::Adapter {
+    fn adapter_with(handle: Option<CredentialsClient>) -> crate::Adapter {
         let config: crate::Config = serde_json::from_value(json!({
             "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_ref": "K_REF"
         }))
@@ -255,11 +291,13 @@ mod tests {
 
     #[test]
     fn service_errors_become_credential_missing_naming_the_cause() {
-        let handle = CallHandle::new(|_m, _a| async {
-            Err(Error::new(
+        let handle = client(StandIn {
+            value: Arc::new(Mutex::new(None)),
+            calls: Arc::new(Mutex::new(Vec::new())),
+            fail: Some(Error::new(
                 "CREDENTIALS_FILE",
                 "/kh/credentials.toml: line 2: bad",
-            ))
+            )),
         });
         let f = failure_of(&adapter_with(Some(handle)));
         assert_eq!(f.code, "CREDENTIAL_MISSING");

@@ -103,8 +103,8 @@ impl Plugin for OpenAiPlugin {
         let adapter = spawn_bridged(async move { Adapter::new(config) }).await??;
         // Looked up per request, so a credentials row that loads, reloads or goes away later is
         // honoured; with none, the process environment is the only source.
-        let lookup: ServiceLookup = Arc::new(move || match ctx.get_service::<Credentials>() {
-            Ok(found) => found.map(|s| (*s).clone()),
+        let lookup: ServiceLookup = Arc::new(move || match ctx.get_client::<Credentials>() {
+            Ok(found) => found,
             Err(e) => {
                 tracing::warn!(error = %e, "keel.credentials lookup failed; using the environment");
                 None

@@ -15,12 +15,18 @@
 
 use std::io::Write;
 
+use keel_plugin_api::codes::ContractCode;
+use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::one_line;
+use keel_plugin_api::services::command::{
+    CommandArgs, CommandInvocation, CommandOutcome, CommandProvider, ForkArgs, ForkCommand,
+    SessionsArgs, SessionsCommand,
+};
 use keel_plugin_api::services::session::{EventRecord, StoreError};
 use serde_json::{Value, json};
 
-use crate::api::boundary;
 use crate::error::SessionError;
+use crate::fork::Boundary;
 use crate::sessions::SessionManager;
 
 /// Output streams of a command.
@@ -79,28 +85,11 @@ pub fn iso_time(ms: u64) -> String {
     )
 }
 
-fn flag(args: &Value, key: &str) -> bool {
-    args.get(key).and_then(Value::as_bool).unwrap_or(false)
-}
-
-fn session_id(args: &Value) -> Result<String, SessionError> {
-    args.get("session_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| SessionError::invalid("missing SESSION_ID"))
-}
-
-/// `keel sessions …` with `args` `{"action":"list"|"show", "session_id"?, "json"}`.
-pub async fn sessions(mgr: &SessionManager, args: &Value, io: &mut Io<'_>) -> i32 {
-    let r = match args.get("action").and_then(Value::as_str) {
-        Some("list") => list(mgr, flag(args, "json"), io).await,
-        Some("show") => match session_id(args) {
-            Ok(id) => show(mgr, &id, flag(args, "json"), io).await,
-            Err(e) => Err(e),
-        },
-        other => Err(SessionError::invalid(format!(
-            "unknown sessions action {other:?} (list, show)"
-        ))),
+/// `keel sessions …`.
+pub async fn sessions(mgr: &SessionManager, args: &SessionsArgs, io: &mut Io<'_>) -> i32 {
+    let r = match args {
+        SessionsArgs::List { json } => list(mgr, *json, io).await,
+        SessionsArgs::Show { session_id, json } => show(mgr, session_id, *json, io).await,
     };
     match r {
         Ok(()) => 0,
@@ -247,20 +236,75 @@ async fn show(
     Ok(())
 }
 
-/// `keel fork ID [--at SEQ]` with `args` `{"session_id", "at": seq|null}`: prints the child id.
-pub async fn fork(mgr: &SessionManager, args: &Value, io: &mut Io<'_>) -> i32 {
-    let r = async {
-        let id = session_id(args)?;
-        let at = boundary(args.get("at"))?;
-        mgr.fork(&id, at, None).await
-    }
-    .await;
+/// `keel fork ID [--at SEQ]`: prints the child id.
+pub async fn fork(mgr: &SessionManager, args: &ForkArgs, io: &mut Io<'_>) -> i32 {
+    let at = args.at.map_or(Boundary::Last, Boundary::At);
+    let r = mgr.fork(&args.session_id, at, None).await;
     match r {
         Ok(child) => {
             let _ = writeln!(io.out, "{}", child.id);
             0
         }
         Err(e) => fail(io, &e),
+    }
+}
+
+/// Serves `keel.command.sessions` or `keel.command.fork` (one value per name).
+pub struct Command {
+    ctx: Context,
+    mgr: std::sync::Arc<SessionManager>,
+    fork: bool,
+}
+
+impl Command {
+    /// `keel sessions` over `mgr`.
+    pub fn sessions(ctx: Context, mgr: std::sync::Arc<SessionManager>) -> Self {
+        Command {
+            ctx,
+            mgr,
+            fork: false,
+        }
+    }
+
+    /// `keel fork` over `mgr`.
+    pub fn fork(ctx: Context, mgr: std::sync::Arc<SessionManager>) -> Self {
+        Command {
+            ctx,
+            mgr,
+            fork: true,
+        }
+    }
+}
+
+impl CommandProvider for Command {
+    async fn run(
+        &self,
+        request: CommandInvocation,
+    ) -> keel_plugin_api::sdk::Result<CommandOutcome> {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut io = Io {
+            out: &mut out,
+            err: &mut err,
+        };
+        let exit_code = match (&request.command, self.fork) {
+            (CommandArgs::Sessions(args), false) => sessions(&self.mgr, args, &mut io).await,
+            (CommandArgs::Fork(args), true) => fork(&self.mgr, args, &mut io).await,
+            (other, _) => {
+                let serves = if self.fork {
+                    ForkCommand::NAME
+                } else {
+                    SessionsCommand::NAME
+                };
+                return Err(Error::coded(
+                    ContractCode::InvalidArguments,
+                    format!("{serves} does not run `keel {}`", other.name()),
+                ));
+            }
+        };
+        // Through the kernel's output redactions (SEC-03).
+        let _ = self.ctx.write_stdout(&String::from_utf8_lossy(&out));
+        let _ = self.ctx.write_stderr(&String::from_utf8_lossy(&err));
+        Ok(CommandOutcome { exit_code })
     }
 }
 

@@ -51,9 +51,7 @@ use keel_plugin_api::events::session::{
 };
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
-use keel_plugin_api::services::command::{
-    CommandInvocation, CommandOutcome, ForkCommand, SessionsCommand,
-};
+use keel_plugin_api::services::command::{Command, ForkCommand, SessionsCommand};
 use keel_plugin_api::services::session::{
     EventRecord, SessionHeader, SessionStore, Sessions, StoreError,
 };
@@ -253,30 +251,6 @@ impl api::Hooks for KernelHooks {
     }
 }
 
-async fn run_command(
-    ctx: Context,
-    mgr: &SessionManager,
-    method: &str,
-    args: Value,
-    fork: bool,
-) -> Result<Value> {
-    let inv = CommandInvocation::from_call(method, args)?;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let mut io = commands::Io {
-        out: &mut out,
-        err: &mut err,
-    };
-    let exit_code = if fork {
-        commands::fork(mgr, &inv.args, &mut io).await
-    } else {
-        commands::sessions(mgr, &inv.args, &mut io).await
-    };
-    // Through the kernel's output redactions (SEC-03).
-    let _ = ctx.write_stdout(&String::from_utf8_lossy(&out));
-    let _ = ctx.write_stderr(&String::from_utf8_lossy(&err));
-    Ok(serde_json::to_value(CommandOutcome { exit_code })?)
-}
-
 #[derive(Default)]
 struct SessionPlugin;
 
@@ -351,16 +325,10 @@ impl Plugin for SessionPlugin {
             let (m, h) = (m.clone(), h.clone());
             async move { api::call(&m, &*h, &method, args).await.map_err(to_sdk) }
         }))?;
-        let m = mgr.clone();
-        ctx.provide::<SessionsCommand>(CallHandle::new(move |method, args| {
-            let m = m.clone();
-            async move { run_command(ctx, &m, &method, args, false).await }
-        }))?;
-        let m = mgr.clone();
-        ctx.provide::<ForkCommand>(CallHandle::new(move |method, args| {
-            let m = m.clone();
-            async move { run_command(ctx, &m, &method, args, true).await }
-        }))?;
+        let commands = commands::Command::sessions(ctx, mgr.clone());
+        ctx.serve_named::<Command, _>(SessionsCommand::NAME, commands)?;
+        let commands = commands::Command::fork(ctx, mgr.clone());
+        ctx.serve_named::<Command, _>(ForkCommand::NAME, commands)?;
 
         // Disposal drains every live session (B5) and releases its writer lock.
         let h = hooks;

@@ -460,9 +460,9 @@ async fn run_cmd(mgr: &SessionManager, fork: bool, args: Value) -> (i32, String,
         err: &mut err,
     };
     let code = if fork {
-        commands::fork(mgr, &args, &mut io).await
+        commands::fork(mgr, &serde_json::from_value(args).unwrap(), &mut io).await
     } else {
-        commands::sessions(mgr, &args, &mut io).await
+        commands::sessions(mgr, &serde_json::from_value(args).unwrap(), &mut io).await
     };
     (
         code,

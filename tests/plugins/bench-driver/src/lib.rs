@@ -33,7 +33,9 @@ use keel_bench_api::{
     BenchAsyncWaterfall, BenchEmit, BenchParallel, BenchWaterfall, ChatRequest, bump, observe,
 };
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome};
+use keel_plugin_api::services::driver::{
+    Driver, DriverInterrupt, DriverInvocation, DriverOutcome, DriverProvider,
+};
 use serde_json::{Value, json};
 
 type BoxFut<T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'static>>;
@@ -480,25 +482,34 @@ impl Plugin for BenchDriver {
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
-        ctx.provide::<Driver>(CallHandle::new(move |method, args| async move {
-            if method != "run" {
-                return Err(fail(format!("unknown driver method {method}")));
-            }
-            let invocation: DriverInvocation = serde_json::from_value(args)?;
-            let prompt = invocation.prompt.unwrap_or_default();
-            let exit_code = match run(ctx, &prompt).await {
-                Ok(()) => 0,
-                Err(e) => {
-                    print(&json!({"case": prompt, "error": format!("{}: {}", e.code, e.message)}));
-                    1
-                }
-            };
-            Ok(serde_json::to_value(DriverOutcome {
-                exit_code,
-                relaunch: None,
-            })?)
-        }))?;
+        ctx.serve::<Driver, _>(Bench(ctx))?;
         Ok(())
+    }
+}
+
+/// The driver: runs the benchmark case the prompt names.
+struct Bench(Context);
+
+impl DriverProvider for Bench {
+    /// This driver takes no interrupt: the kernel's grace and teardown stop it.
+    async fn interrupt(&self, _: DriverInterrupt) -> Result<()> {
+        Err(fail("the bench driver takes no interrupt".to_owned()))
+    }
+
+    async fn run(&self, invocation: DriverInvocation) -> Result<DriverOutcome> {
+        let ctx = self.0;
+        let prompt = invocation.prompt.unwrap_or_default();
+        let exit_code = match run(ctx, &prompt).await {
+            Ok(()) => 0,
+            Err(e) => {
+                print(&json!({"case": prompt, "error": format!("{}: {}", e.code, e.message)}));
+                1
+            }
+        };
+        Ok(DriverOutcome {
+            exit_code,
+            relaunch: None,
+        })
     }
 }
 

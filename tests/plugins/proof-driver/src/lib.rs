@@ -13,7 +13,9 @@ use std::time::Duration;
 use keel_plugin_api::abi::{RString, RVec};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
-use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome, Relaunch};
+use keel_plugin_api::services::driver::{
+    Driver, DriverInterrupt, DriverInvocation, DriverOutcome, DriverProvider, Relaunch,
+};
 use keel_proof_api::{
     Chain, Counter, LyingLayout, LyingMode, Probe, ProofAsyncWaterfall, ProofEmit, ProofParallel,
     ProofSerial, ProofWaterfall, Undeclared, trace,
@@ -182,43 +184,49 @@ impl Plugin for ProofDriver {
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
-        ctx.provide::<Driver>(CallHandle::new(move |method, args| async move {
-            if method != "run" {
-                return Err(Error::new(
-                    "PROOF",
-                    format!("unknown driver method {method}"),
-                ));
-            }
-            let invocation: DriverInvocation = serde_json::from_value(args)?;
-            let script = invocation.prompt.clone().unwrap_or_default();
-            let mut exit_code = 0;
-            let mut relaunch = None;
-            for s in split_steps(&script) {
-                if let Some(code) = s.strip_prefix("exit:") {
-                    exit_code = code.parse().unwrap_or(1);
-                    continue;
-                }
-                // `relaunch:P`: print the profile this run got, then ask to run again under P.
-                if let Some(profile) = s.strip_prefix("relaunch:") {
-                    print(json!({"step": "relaunch", "ok": true, "value": {
-                        "profile": invocation.profile,
-                        "identity": invocation.profile_identity,
-                        "explicit": invocation.profile_explicit,
-                    }}));
-                    relaunch = Some(Relaunch {
-                        profile: profile.to_owned(),
-                        reason: "the proof script asked".to_owned(),
-                    });
-                    continue;
-                }
-                print(step(ctx, s).await);
-            }
-            Ok(serde_json::to_value(DriverOutcome {
-                exit_code,
-                relaunch,
-            })?)
-        }))?;
+        ctx.serve::<Driver, _>(Scripted(ctx))?;
         Ok(())
+    }
+}
+
+/// The driver: runs the prompt as a script of steps.
+struct Scripted(Context);
+
+impl DriverProvider for Scripted {
+    /// This driver takes no interrupt: the kernel's grace and teardown stop it.
+    async fn interrupt(&self, _: DriverInterrupt) -> Result<()> {
+        Err(Error::new("PROOF", "the proof driver takes no interrupt"))
+    }
+
+    async fn run(&self, invocation: DriverInvocation) -> Result<DriverOutcome> {
+        let ctx = self.0;
+        let script = invocation.prompt.clone().unwrap_or_default();
+        let mut exit_code = 0;
+        let mut relaunch = None;
+        for s in split_steps(&script) {
+            if let Some(code) = s.strip_prefix("exit:") {
+                exit_code = code.parse().unwrap_or(1);
+                continue;
+            }
+            // `relaunch:P`: print the profile this run got, then ask to run again under P.
+            if let Some(profile) = s.strip_prefix("relaunch:") {
+                print(json!({"step": "relaunch", "ok": true, "value": {
+                    "profile": invocation.profile,
+                    "identity": invocation.profile_identity,
+                    "explicit": invocation.profile_explicit,
+                }}));
+                relaunch = Some(Relaunch {
+                    profile: profile.to_owned(),
+                    reason: "the proof script asked".to_owned(),
+                });
+                continue;
+            }
+            print(step(ctx, s).await);
+        }
+        Ok(DriverOutcome {
+            exit_code,
+            relaunch,
+        })
     }
 }
 

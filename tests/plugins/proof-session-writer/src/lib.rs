@@ -27,7 +27,9 @@ use std::time::Duration;
 
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::{ServiceRef, sleep};
-use keel_plugin_api::services::driver::{Driver, DriverInvocation, DriverOutcome};
+use keel_plugin_api::services::driver::{
+    Driver, DriverInterrupt, DriverInvocation, DriverOutcome, DriverProvider,
+};
 use keel_plugin_api::services::session::Sessions;
 use serde_json::{Value, json};
 
@@ -282,18 +284,26 @@ impl Plugin for SessionWriter {
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
-        ctx.provide::<Driver>(CallHandle::new(move |method, args| async move {
-            if method != "run" {
-                return Err(bad(format!("unknown driver method {method}")));
-            }
-            let invocation: DriverInvocation = serde_json::from_value(args)?;
-            let exit_code = run(ctx, invocation).await?;
-            Ok(serde_json::to_value(DriverOutcome {
-                exit_code,
-                relaunch: None,
-            })?)
-        }))?;
+        ctx.serve::<Driver, _>(WriterDriver(ctx))?;
         Ok(())
+    }
+}
+
+/// The driver: writes the session the invocation describes.
+struct WriterDriver(Context);
+
+impl DriverProvider for WriterDriver {
+    /// This driver takes no interrupt: the kernel's grace and teardown stop it.
+    async fn interrupt(&self, _: DriverInterrupt) -> Result<()> {
+        Err(bad("the session writer takes no interrupt".to_owned()))
+    }
+
+    async fn run(&self, invocation: DriverInvocation) -> Result<DriverOutcome> {
+        let exit_code = run(self.0, invocation).await?;
+        Ok(DriverOutcome {
+            exit_code,
+            relaunch: None,
+        })
     }
 }
 
