@@ -74,4 +74,8 @@ pub trait ErrorCode: Copy + 'static {
 }
 
 /// Every code set, in the order `docs/errors.md` lists them.
-pub const CATALOG: &[CodeSet] = &[ContractCode::SET, crate::services::prompt::PromptCode::SET];
+pub const CATALOG: &[CodeSet] = &[
+    ContractCode::SET,
+    crate::services::prompt::PromptCode::SET,
+    crate::services::session::SessionCode::SET,
+];
