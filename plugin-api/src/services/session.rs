@@ -303,7 +303,7 @@ pub struct ForkedSession {
     /// The child's id.
     pub session_id: String,
     /// Number of events copied from the parent.
-    pub seed_length: u64,
+    pub seed_length: Option<u64>,
 }
 
 /// One listed session: its header fields plus counts.

@@ -1,6 +1,7 @@
 //! Unit tests of `projection` (SES-03, the tool-call contract).
 
 use super::*;
+use serde_json::json;
 use crate::test_support::*;
 
 fn surface_replace(seq: u64, base: EventRecord, start: u64, end: u64, src: &[u64]) -> EventRecord {
