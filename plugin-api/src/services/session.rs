@@ -190,6 +190,28 @@ impl EventInput {
         }
     }
 
+    /// An event given as its JSON form, `{type, data, ignorable?, surface_op?,
+    /// source_event_seqs?}` (a caller that builds events as JSON); `data` is encoded once here.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENTS` when the other fields are not an event's.
+    pub fn from_json(mut event: serde_json::Value) -> Result<Self> {
+        let data = event.get_mut("data").map(serde_json::Value::take);
+        if let Some(fields) = event.as_object_mut() {
+            fields.remove("data");
+        }
+        let mut input: EventInput = serde_json::from_value(event).map_err(|e| {
+            crate::sdk::Error::coded(
+                crate::codes::ContractCode::InvalidArguments,
+                format!("event: {e}"),
+            )
+        })?;
+        if let Some(data) = data {
+            input.data = Some(Frozen::freeze(&data)?);
+        }
+        Ok(input)
+    }
+
     /// Marks the event skippable by readers that do not know its type.
     #[must_use]
     pub fn ignorable(mut self) -> Self {
@@ -497,6 +519,9 @@ crate::error_codes! {
         /// The agent loop could not append to its session; the turn ends (the message carries
         /// the session's own code).
         Append = "SESSION_APPEND", by "`agent-loop`", retry Never;
+        /// The session could not be made durable, so the model request, tool body or step
+        /// was not dispatched (B6); the message carries the session's own code.
+        CheckpointFailed = "CHECKPOINT_FAILED", by "`checkpoint`", retry Later;
     }
 }
 
@@ -514,6 +539,19 @@ mod tests {
         let listed: ListedSession = serde_json::from_value(row.clone()).unwrap();
         assert_eq!((listed.header.id.as_str(), listed.events), ("s", 3));
         assert_eq!(serde_json::to_value(&listed).unwrap(), row);
+    }
+
+    #[test]
+    fn an_event_from_json_keeps_every_field_and_freezes_its_data() {
+        let event = serde_json::json!({"type": "tool/result", "data": {"call_id": "c", "content": "x"},
+            "surface_op": "append", "ignorable": true});
+        let input = EventInput::from_json(event.clone()).unwrap();
+        assert_eq!(
+            input.data.as_ref().map(Frozen::as_str),
+            Some(r#"{"call_id":"c","content":"x"}"#)
+        );
+        assert_eq!(serde_json::to_value(&input).unwrap(), event);
+        assert!(EventInput::from_json(serde_json::json!({"data": 1})).is_err());
     }
 
     #[test]

@@ -7,7 +7,9 @@ use keel_plugin_api::events::agent::AgentPoint;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::{Llm, LlmCallConfig, LlmRequest, LlmResponse, ModelTool};
 use keel_plugin_api::services::prompt::{AssembleRequest, SystemPrompt};
-use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::session::{
+    AppendEvents, EventInput, SessionRef, Sessions, SessionsClient,
+};
 use keel_plugin_api::services::tools::{BatchRequest, ToolDefinition, ToolResult, Tools};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -16,7 +18,7 @@ use serde_json::{Value, json};
 pub struct Seams {
     /// This fiber's context.
     pub ctx: Context,
-    session: ServiceRef<Sessions>,
+    session: SessionsClient,
     llm: ServiceRef<Llm>,
     tools: ServiceRef<Tools>,
     /// The row config.
@@ -51,7 +53,7 @@ impl Seams {
     pub fn new(ctx: Context, config: crate::config::LoopConfig) -> Result<Self> {
         Ok(Seams {
             config,
-            session: ctx.service::<Sessions>()?,
+            session: ctx.client::<Sessions>()?,
             llm: ctx.service::<Llm>()?,
             tools: ctx.service::<Tools>()?,
             ctx,
@@ -70,55 +72,45 @@ impl Seams {
 
     // ---- session ---------------------------------------------------------------------------
 
-    /// Appends events (`{type, data, surface_op?, ignorable?}`); returns their seqs.
-    pub async fn append(&self, session_id: &str, events: Vec<Value>) -> Result<Vec<u64>> {
-        let v = self
-            .session
-            .call(
-                "append",
-                json!({ "session_id": session_id, "events": events }),
-            )
-            .await?;
-        parse("append", v.get("seqs").cloned().unwrap_or(Value::Null))
+    /// The `keel.session` client (create, open, load, close: the agent service's calls).
+    pub fn sessions(&self) -> &SessionsClient {
+        &self.session
     }
 
-    /// Appends one event.
+    /// Appends events; returns their seqs.
+    pub async fn append(&self, session_id: &str, events: Vec<EventInput>) -> Result<Vec<u64>> {
+        let request = AppendEvents {
+            session_id: session_id.to_owned(),
+            events,
+        };
+        Ok(self.session.append(request).await?.seqs)
+    }
+
+    /// Appends one event (surface types with `surface_op: "append"`); its data is encoded once.
     pub async fn append_one(&self, session_id: &str, kind: &str, data: Value) -> Result<()> {
-        let surface = matches!(kind, "user/message" | "assistant/message" | "tool/result");
-        let mut ev = json!({ "type": kind, "data": data });
-        if surface {
-            ev["surface_op"] = json!("append");
+        let mut event = EventInput::new(kind, &data)?;
+        if matches!(kind, "user/message" | "assistant/message" | "tool/result") {
+            event = event.surface();
         }
-        self.append(session_id, vec![ev]).await.map(|_| ())
+        self.append(session_id, vec![event]).await.map(drop)
     }
 
     /// The durability barrier.
     pub async fn flush(&self, session_id: &str) -> Result<()> {
         self.session
-            .call("flush", json!({ "session_id": session_id }))
+            .flush(SessionRef::new(session_id))
             .await
-            .map(|_| ())
+            .map(drop)
     }
 
-    /// Any `keel.session` method.
-    pub async fn session_call(&self, method: &str, args: Value) -> Result<Value> {
-        self.session.call(method, args).await
-    }
-
-    /// The projected model history (LOOP-04).
-    pub async fn messages(&self, session_id: &str) -> Result<Vec<Value>> {
-        #[derive(Deserialize)]
-        struct Answer {
-            messages: Vec<Value>,
-        }
-        // Text straight into the typed answer: one pass over the history, not three.
-        let text = self
+    /// The projected model history (LOOP-04): each message frozen once by the session and
+    /// shared by reference; nothing of it is encoded or parsed here.
+    pub async fn messages(&self, session_id: &str) -> Result<Vec<Frozen>> {
+        Ok(self
             .session
-            .call_text("messages", json!({ "session_id": session_id }).to_string())
-            .await?;
-        let answer: Answer = serde_json::from_str(&text)
-            .map_err(|e| Error::new("INVALID_ANSWER", format!("messages: {e}")))?;
-        Ok(answer.messages)
+            .messages(SessionRef::new(session_id))
+            .await?
+            .messages)
     }
 
     // ---- llm -------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ use keel_plugin_api::events::Json;
 use keel_plugin_api::events::tools::PreExecute;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::approval::{Approval, ApprovalRequest};
-use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::session::{AppendEvents, EventInput, Sessions, SessionsClient};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -80,13 +80,16 @@ fn args<T: DeserializeOwned>(method: &str, v: Value) -> Result<T> {
 
 /// `keel.session` as the audit log.
 struct SessionAudit {
-    sessions: ServiceRef<Sessions>,
+    sessions: SessionsClient,
 }
 
 impl Audit for SessionAudit {
     async fn append(&self, session_id: &str, event: Value) -> Result<()> {
-        let a = json!({"session_id": session_id, "events": [event]});
-        self.sessions.call("append", a).await.map(|_| ())
+        let request = AppendEvents {
+            session_id: session_id.to_owned(),
+            events: vec![EventInput::from_json(event)?],
+        };
+        self.sessions.append(request).await.map(drop)
     }
 }
 
@@ -128,7 +131,7 @@ async fn call(ctx: Context, state: &Approvals, method: &str, a: Value) -> Result
         "ask" => {
             let request: ApprovalRequest = args(method, a)?;
             let audit = SessionAudit {
-                sessions: ctx.service::<Sessions>()?,
+                sessions: ctx.client::<Sessions>()?,
             };
             let outcome = state.ask(&audit, &SeamResponder { ctx }, &request).await?;
             Ok(json!({"outcome": outcome}))

@@ -82,7 +82,7 @@ async fn driver_call(
     let inv: DriverInvocation = serde_json::from_value(args)
         .map_err(|e| Error::new("INVALID_ARGS", format!("driver invocation: {e}")))?;
     if inv.command == "resume"
-        && let (Some(sessions), Some(id)) = (ctx.get_service::<Sessions>()?, &inv.session_id)
+        && let (Some(sessions), Some(id)) = (ctx.get_client::<Sessions>()?, &inv.session_id)
     {
         match profile::decide(&inv, profile::recorded(&sessions, id).await.as_ref()) {
             profile::Decision::Relaunch(relaunch) => {
@@ -139,7 +139,7 @@ impl Plugin for Headless {
     async fn activate(&self, ctx: Context) -> Result<()> {
         let agent = ctx.service::<Agent>()?;
         // Read back at teardown only (see `run::finish_stopped`); `keel.agent` needs it anyway.
-        let sessions = ctx.get_service::<Sessions>()?;
+        let sessions = ctx.get_client::<Sessions>()?;
         let hub = Arc::new(Hub::default());
         let active = Arc::new(Active::default());
         let listening = Arc::clone(&hub);
@@ -168,7 +168,7 @@ impl Plugin for Headless {
         }))?;
         ctx.effect("finish a run the kernel stopped", move || async move {
             if let Some(open) = active.take_open() {
-                run::finish_stopped(&agent, sessions.as_deref(), open).await;
+                run::finish_stopped(&agent, sessions.as_ref(), open).await;
             }
             Ok(())
         })?;

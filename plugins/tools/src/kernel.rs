@@ -13,7 +13,7 @@ use keel_plugin_api::events::tools::{
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::approval::{Approval, ApprovalOutcome, ApprovalRequest};
-use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionsClient};
 use keel_plugin_api::services::tools::{PROVIDER_METHOD, ToolInvocation, ToolResult, codes};
 use serde_json::{Value, json};
 
@@ -27,7 +27,7 @@ pub struct KernelHost {
     /// The row's context.
     pub ctx: Context,
     /// `keel.session`.
-    pub sessions: ServiceRef<Sessions>,
+    pub sessions: SessionsClient,
     /// `keel.approval`, when loaded.
     pub approval: Option<ServiceRef<Approval>>,
     /// The registry (the body looks the provider up at run time).
@@ -40,8 +40,11 @@ pub struct KernelHost {
 
 impl Host for KernelHost {
     async fn append(&self, event: Value) -> Result<()> {
-        let args = json!({"session_id": self.session_id, "events": [event]});
-        self.sessions.call("append", args).await.map(|_| ())
+        let request = AppendEvents {
+            session_id: self.session_id.clone(),
+            events: vec![EventInput::from_json(event)?],
+        };
+        self.sessions.append(request).await.map(drop)
     }
 
     async fn pre_execute(&self, exec: ToolExecution) -> Result<Json> {
