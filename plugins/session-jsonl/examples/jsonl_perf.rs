@@ -12,9 +12,9 @@
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
+use keel_plugin_api::services::session::{LoadFormat, LoadStored};
 use keel_plugin_session_jsonl::{JsonlOptions, JsonlStore};
 use keel_session_contract::fixtures::{event, header, turn};
-use keel_plugin_api::services::session::{LoadFormat, LoadStored};
 use keel_session_store_kit::Backend;
 use serde_json::{Value, json};
 

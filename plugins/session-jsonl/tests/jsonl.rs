@@ -13,9 +13,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use keel_plugin_api::services::session::{AppendBatch, LoadFormat, LoadStored, SessionRef};
 use keel_plugin_session_jsonl::{JsonlOptions, JsonlStore, StoreFailure};
 use keel_session_contract::fixtures::{header, open_turn, turn};
-use keel_plugin_api::services::session::{AppendBatch, LoadFormat, LoadStored, SessionRef};
 use keel_session_store_kit::Backend;
 use serde_json::{Value, json};
 

@@ -15,8 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use keel_plugin_api::prelude::Result as SdkResult;
 use keel_plugin_api::services::session::{
-    AppendBatch, BatchStored, FORMAT_VERSION, ListedSession, LoadStored, SessionHeader,
-    SessionRef, StoredListing, StoredLog, StoredUnreadable, TornTail,
+    AppendBatch, BatchStored, FORMAT_VERSION, ListedSession, LoadStored, SessionHeader, SessionRef,
+    StoredListing, StoredLog, StoredUnreadable, TornTail,
 };
 use keel_session_store_kit::Backend;
 use rusqlite::{Connection, TransactionBehavior};

@@ -11,9 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use keel_plugin_session_sqlite::{DB_FILE, SqliteStore};
 use keel_plugin_api::sdk::ContractHandle;
 use keel_plugin_api::services::session::SessionStore;
+use keel_plugin_session_sqlite::{DB_FILE, SqliteStore};
 use keel_session_contract::{Backend, ContractStore, Damage, Failure, call_served, contract_tests};
 use keel_session_store_kit::Worker;
 use rusqlite::{Connection, params};

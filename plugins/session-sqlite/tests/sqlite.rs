@@ -13,12 +13,12 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use keel_plugin_api::services::session::{AppendBatch, LoadFormat, LoadStored, SessionRef};
 use keel_plugin_session_sqlite::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use keel_plugin_session_sqlite::{DB_FILE, SqliteStore, StoreFailure};
 use keel_session_contract::fixtures::{header, open_turn, turn};
-use rusqlite::Connection;
-use keel_plugin_api::services::session::{AppendBatch, LoadFormat, LoadStored, SessionRef};
 use keel_session_store_kit::Backend;
+use rusqlite::Connection;
 use serde_json::{Value, json};
 
 fn append(

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use keel_plugin_api::prelude::Result as SdkResult;
 use keel_plugin_api::services::session::{
-    AppendEvents, AppendedEvents, CreateSession, CreatedSession, EventInput, EventRecord, ForkAt,
-    ForkMark, ForkSession, ForkedSession, Flushed, ListedSession, OpenedSession, RecordedProfile,
+    AppendEvents, AppendedEvents, CreateSession, CreatedSession, EventInput, EventRecord, Flushed,
+    ForkAt, ForkMark, ForkSession, ForkedSession, ListedSession, OpenedSession, RecordedProfile,
     SessionHeader, SessionListing, SessionLog, SessionMessages, SessionRef, SessionsProvider,
     UnreadableSession,
 };

@@ -39,10 +39,13 @@ impl SessionError {
 
     /// An error from a wire code: seam codes become [`ErrorCode::Store`], others are kept.
     pub fn from_code(code: &str, message: impl Into<String>) -> Self {
-        let code = SessionCode::ALL.iter().find(|k| k.code() == code).map_or_else(
-            || ErrorCode::Other(code.to_owned()),
-            |k| ErrorCode::Store(*k),
-        );
+        let code = SessionCode::ALL
+            .iter()
+            .find(|k| k.code() == code)
+            .map_or_else(
+                || ErrorCode::Other(code.to_owned()),
+                |k| ErrorCode::Store(*k),
+            );
         SessionError {
             code,
             message: message.into(),

@@ -1,8 +1,8 @@
 //! Unit tests of `projection` (SES-03, the tool-call contract).
 
 use super::*;
-use serde_json::json;
 use crate::test_support::*;
+use serde_json::json;
 
 fn surface_replace(seq: u64, base: EventRecord, start: u64, end: u64, src: &[u64]) -> EventRecord {
     EventRecord {

@@ -292,7 +292,11 @@ impl SessionManager {
         check_id(id)?;
         let loaded = self.store.load(id, repair).await?;
         if let (true, Some(torn)) = (repair, &loaded.truncated) {
-            tracing::warn!(session = id, "cut the torn tail of the session log: {}", serde_json::json!(torn));
+            tracing::warn!(
+                session = id,
+                "cut the torn tail of the session log: {}",
+                serde_json::json!(torn)
+            );
         }
         check_header(&loaded.header)?;
         check_readable(&loaded.events, &self.types)?;

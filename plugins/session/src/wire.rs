@@ -52,8 +52,9 @@ fn read_range(range: &EventsFile) -> Result<String> {
             format!("cannot {what} session file {path}: {e}"),
         )
     };
-    let len = usize::try_from(range.len)
-        .map_err(|_| SessionError::corrupt(format!("events_file length {} is too large", range.len)))?;
+    let len = usize::try_from(range.len).map_err(|_| {
+        SessionError::corrupt(format!("events_file length {} is too large", range.len))
+    })?;
     let file = std::fs::File::open(path).map_err(|e| io("open", e))?;
     let mut buf = vec![0; len];
     file.read_exact_at(&mut buf, range.offset)
