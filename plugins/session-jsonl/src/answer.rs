@@ -1,4 +1,4 @@
-//! The `load` answer of the JSONL store (`StoreMethod::Load`), in the form the request asks:
+//! The `load` answer of the JSONL store (`SessionStore::load`), in the form the request asks:
 //!
 //! - `events` (default): the checked lines parsed into an array of records;
 //! - `jsonl`: `events_jsonl`, the checked lines verbatim as one string;

@@ -1,4 +1,4 @@
-//! Service-level tests: [`SessionManager`], the JSON methods and the CLI commands over
+//! Service-level tests: [`SessionManager`], the `keel.session` provider and the CLI commands over
 //! [`MemStore`], on a tokio runtime standing in for the kernel's.
 
 use std::sync::{Arc, Mutex};
