@@ -10,7 +10,7 @@
 //!    transaction, `synchronous = FULL`), next to a bare `write + fsync` on the same file system.
 //! 3. **Cold load + recovery at 1M events.** A session of 1M events whose last turn is open
 //!    (crashed after a `tool/call`), loaded by a fresh store instance with repair, passed
-//!    through the JSON seam the plugin uses, replayed (`SessionLog::replay`: validation,
+//!    through the `keel.session-store` contract the plugin uses, replayed (`SessionLog::replay`: validation,
 //!    invariants, projection), closed (`recovery::closers`) and the closers committed — per
 //!    phase. The page cache is warm (the file was just written); "cold" means no in-process
 //!    state.
@@ -29,7 +29,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_plugin_api::services::session::{EventRecord, FORMAT_VERSION, HeaderKind, SessionHeader};
+use keel_plugin_api::sdk::{ContractClient, ContractHandle};
+use keel_plugin_api::services::session::{
+    AppendBatch, EventRecord, FORMAT_VERSION, HeaderKind, LoadFormat, LoadStored, SessionHeader,
+    SessionStore, SessionStoreClient,
+};
 use keel_plugin_session::log::SessionLog;
 use keel_plugin_session::recovery;
 use keel_plugin_session::store::{BoxFut, MemStore, Timer};
@@ -38,7 +42,7 @@ use keel_plugin_session::wire;
 use keel_plugin_session::writer::Writer;
 use keel_plugin_session_jsonl::{JsonlOptions, JsonlStore};
 use keel_plugin_session_sqlite::SqliteStore;
-use keel_plugin_session_sqlite::args::LoadFormat;
+use keel_session_store_kit::{Backend, Worker};
 use keel_tests::bench::{Summary, machine, summarize};
 use serde_json::{Value, json};
 
@@ -319,30 +323,52 @@ fn appends(settings: &Settings) -> Result<Value, Failure> {
 
 // ---- 2. flush latency -------------------------------------------------------------------------
 
-/// Something with the `keel.session-store` JSON contract.
+/// A backend served through the real `keel.session-store` contract (its worker thread, the
+/// payload encode and decode), as the session plugin reaches it.
 trait Call {
-    fn call(&self, method: &str, args: Value) -> Result<Value, Failure>;
+    /// The typed client.
+    fn client(&self) -> &SessionStoreClient;
     /// The backend's own typed load without repair; returns the number of events.
     fn typed_load(&self, id: &str) -> Result<usize, Failure>;
 }
 
-impl Call for JsonlStore {
-    fn call(&self, method: &str, args: Value) -> Result<Value, Failure> {
-        JsonlStore::call(self, method, args).map_err(|f| format!("{f:?}"))
+struct Served<B> {
+    backend: Arc<B>,
+    client: SessionStoreClient,
+}
+
+fn serve<B: Backend>(name: &str, backend: B) -> Result<Served<B>, Failure> {
+    let backend = Arc::new(backend);
+    let worker = Worker::start(name, Arc::clone(&backend)).map_err(|e| e.to_string())?;
+    let handle = ContractHandle::serve::<SessionStore, _>(name, worker);
+    Ok(Served {
+        backend,
+        client: ContractClient::new(handle, "bench").into(),
+    })
+}
+
+fn wait<T>(
+    f: impl std::future::Future<Output = keel_plugin_api::sdk::Result<T>>,
+) -> Result<T, Failure> {
+    futures::executor::block_on(f).map_err(|e| format!("[{}] {}", e.code, e.message))
+}
+
+impl Call for Served<JsonlStore> {
+    fn client(&self) -> &SessionStoreClient {
+        &self.client
     }
     fn typed_load(&self, id: &str) -> Result<usize, Failure> {
-        let loaded = self.load(id, false).map_err(|e| e.to_string())?;
+        let loaded = JsonlStore::load(&self.backend, id, false).map_err(|e| e.to_string())?;
         Ok(loaded.count as usize)
     }
 }
 
-impl Call for SqliteStore {
-    fn call(&self, method: &str, args: Value) -> Result<Value, Failure> {
-        SqliteStore::call(self, method, args).map_err(|f| format!("{f:?}"))
+impl Call for Served<SqliteStore> {
+    fn client(&self) -> &SessionStoreClient {
+        &self.client
     }
     fn typed_load(&self, id: &str) -> Result<usize, Failure> {
-        let loaded = self
-            .load(id, false, LoadFormat::Jsonl)
+        let loaded = SqliteStore::load(&self.backend, id, false, LoadFormat::Jsonl)
             .map_err(|e| e.to_string())?;
         Ok(loaded.events.len() as usize)
     }
@@ -356,13 +382,13 @@ fn store_log(
     batch: usize,
 ) -> Result<(), Failure> {
     for (i, chunk) in events.chunks(batch).enumerate() {
-        let first = (i * batch) as u64;
-        let chunk: Vec<&EventRecord> = chunk.iter().map(|e| &**e).collect();
-        let mut args = json!({"session_id": id, "events": chunk, "expected_next_seq": first});
-        if i == 0 {
-            args["header"] = serde_json::to_value(header(id)).map_err(|e| e.to_string())?;
-        }
-        store.call("append", args)?;
+        let request = AppendBatch {
+            session_id: id.to_owned(),
+            header: (i == 0).then(|| header(id)),
+            events: chunk.to_vec(),
+            expected_next_seq: (i * batch) as u64,
+        };
+        wait(store.client().append(request))?;
     }
     Ok(())
 }
@@ -373,9 +399,14 @@ fn flush_latency(store: &dyn Call, settings: &Settings) -> Result<Summary, Failu
     store_log(store, "flush", &events[..1], 1)?;
     let mut samples = Vec::with_capacity(settings.flushes);
     for (i, ev) in events[1..=settings.flushes].iter().enumerate() {
-        let args = json!({"session_id": "flush", "events": [&**ev], "expected_next_seq": i + 1});
+        let request = AppendBatch {
+            session_id: "flush".into(),
+            header: None,
+            events: vec![Arc::clone(ev)],
+            expected_next_seq: i as u64 + 1,
+        };
         let started = Instant::now();
-        store.call("append", args)?;
+        wait(store.client().append(request))?;
         samples.push(us(started.elapsed()));
     }
     Ok(summarize(samples))
@@ -398,41 +429,32 @@ fn raw_fsync(dir: &Path, n: usize) -> Result<Summary, Failure> {
 
 // ---- 3. cold load + recovery ------------------------------------------------------------------
 
-/// One cold load with repair through the JSON seam, replay, closers and their commit.
+/// One cold load with repair through the contract seam, replay, closers and their commit.
 fn load_and_recover(store: &dyn Call, id: &str) -> Result<(Value, usize), Failure> {
-    // For reference: the backend's own typed load (no JSON answer), without repair.
+    // For reference: the backend's own typed load (no answer across the seam), without repair.
     let r0 = Instant::now();
     let native = store.typed_load(id)?;
     let native_ms = ms(r0.elapsed());
     // For reference: the `events` form of the same answer (what callers that do not opt in
-    // get), parsed straight into typed records (no `Value`).
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        #[allow(dead_code, reason = "parsed for the measurement only")]
-        header: SessionHeader,
-        events: Vec<EventRecord>,
-    }
-    let store_copy = store.call("load", json!({"session_id": id}))?.to_string();
+    // get), through the seam into typed records.
+    let load = |repair, format| LoadStored {
+        session_id: id.to_owned(),
+        repair,
+        format,
+    };
     let a0 = Instant::now();
-    let direct: Answer = serde_json::from_str(&store_copy).map_err(|e| e.to_string())?;
+    let direct = wait(store.client().load(load(false, LoadFormat::Events)))?;
     let direct_ms = ms(a0.elapsed());
-    drop(store_copy);
+    let direct_len = direct.events.as_ref().map_or(0, Vec::len);
+    drop(direct);
 
     let t0 = Instant::now();
-    let loaded = store.call(
-        "load",
-        json!({"session_id": id, "repair": true, "format": "jsonl-file"}),
-    )?;
+    // The plugin's seam: the typed answer crosses the contract as one payload (the JSONL
+    // backend names a byte range, SQLite sends JSON lines), and the core decodes it
+    // (`wire::load_answer`: the lines straight into typed records).
+    let loaded = wait(store.client().load(load(true, LoadFormat::JsonlFile)))?;
     let t1 = Instant::now();
-    // The plugin's seam: the answer crosses the ABI as a JSON string, `CallHandle::call` parses
-    // it into a `Value`, and the core decodes that (`wire::load_answer`: the `events_jsonl`
-    // lines straight into typed records).
-    let text = loaded.to_string();
-    drop(loaded);
-    let t1a = Instant::now();
-    let parsed: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    let t1b = Instant::now();
-    let decoded = wire::load_answer(parsed).map_err(|e| e.to_string())?;
+    let decoded = wire::load_answer(loaded).map_err(|e| e.to_string())?;
     let (header, events) = (decoded.header, decoded.events);
     let t2 = Instant::now();
     let n = events.len();
@@ -443,26 +465,22 @@ fn load_and_recover(store: &dyn Call, id: &str) -> Result<(Value, usize), Failur
     let closers = recovery::closers(&stored);
     let t4 = Instant::now();
     let count = closers.len();
-    let committed: Vec<EventRecord> = log
-        .commit_records(closers)
-        .map_err(|e| e.to_string())?
-        .iter()
-        .map(|e| (**e).clone())
-        .collect();
-    store.call(
-        "append",
-        json!({"session_id": id, "events": committed, "expected_next_seq": n}),
-    )?;
+    let committed = log.commit_records(closers).map_err(|e| e.to_string())?;
+    let request = AppendBatch {
+        session_id: id.to_owned(),
+        header: None,
+        events: committed.to_vec(),
+        expected_next_seq: n as u64,
+    };
+    wait(store.client().append(request))?;
     let t5 = Instant::now();
 
-    if direct.events.len() != n || native != n {
+    if direct_len != n || native != n {
         return Err(format!("{n} events via the seam, {native} natively"));
     }
     let phases = json!({
-        "backend_load_ms": round(ms(t1 - t0)),
-        "seam_to_string_ms": round(ms(t1a - t1)),
-        "seam_parse_value_ms": round(ms(t1b - t1a)),
-        "seam_decode_records_ms": round(ms(t2 - t1b)),
+        "backend_load_and_seam_ms": round(ms(t1 - t0)),
+        "seam_decode_records_ms": round(ms(t2 - t1)),
         "replay_ms": round(ms(t3 - t2)),
         "closers_ms": round(ms(t4 - t3b)),
         "commit_closers_ms": round(ms(t5 - t4)),
@@ -477,13 +495,13 @@ fn load_and_recover(store: &dyn Call, id: &str) -> Result<(Value, usize), Failur
 fn cold_load(
     name: &str,
     dir: &Path,
-    open: impl Fn(&Path) -> Box<dyn Call>,
+    open: impl Fn(&Path) -> Result<Box<dyn Call>, Failure>,
     log: &SessionLog,
     settings: &Settings,
 ) -> Result<Value, Failure> {
     let pristine = dir.join(format!("{name}-pristine"));
     {
-        let store = open(&pristine);
+        let store = open(&pristine)?;
         store_log(&*store, "big", log.events(), 10_000)?;
     }
     let bytes: u64 = files(&pristine)
@@ -496,7 +514,7 @@ fn cold_load(
     for rep in 0..settings.load_reps {
         let root = dir.join(format!("{name}-rep{rep}"));
         copy_dir(&pristine, &root)?;
-        let store = open(&root);
+        let store = open(&root)?;
         let (phases, n) = load_and_recover(&*store, "big")?;
         if n as u64 != log.len() {
             return Err(format!("{name}: loaded {n} events, stored {}", log.len()));
@@ -581,7 +599,7 @@ fn next_request(log: &mut SessionLog, reps: usize) -> Result<Value, Failure> {
         }
         step_us.push(us(started.elapsed()) / n);
         let started = Instant::now();
-        let shared: Vec<Arc<Value>> = log.projection().iter().cloned().collect();
+        let shared = log.projection().shared().map_err(|e| e.to_string())?;
         walk_us.push(us(started.elapsed()));
         drop(shared);
         if copy_us.len() < 5 {
@@ -621,12 +639,13 @@ fn next_requests(settings: &Settings) -> Result<Vec<Value>, Failure> {
 
 // ---- the whole run ---------------------------------------------------------------------------
 
-fn open_jsonl(root: &Path) -> Box<dyn Call> {
-    Box::new(JsonlStore::new(root, JsonlOptions::default()))
+fn open_jsonl(root: &Path) -> Result<Box<dyn Call>, Failure> {
+    let store = JsonlStore::new(root, JsonlOptions::default());
+    Ok(Box::new(serve("session-jsonl", store)?))
 }
 
-fn open_sqlite(root: &Path) -> Box<dyn Call> {
-    Box::new(SqliteStore::new(root))
+fn open_sqlite(root: &Path) -> Result<Box<dyn Call>, Failure> {
+    Ok(Box::new(serve("session-sqlite", SqliteStore::new(root))?))
 }
 
 fn run(settings: &Settings) -> Result<(), Failure> {
@@ -645,7 +664,10 @@ fn run(settings: &Settings) -> Result<(), Failure> {
     if settings.cold_load_only {
         let big = build_log("big", settings.big, true)?;
         for (name, open) in [
-            ("jsonl", open_jsonl as fn(&Path) -> Box<dyn Call>),
+            (
+                "jsonl",
+                open_jsonl as fn(&Path) -> Result<Box<dyn Call>, Failure>,
+            ),
             ("sqlite", open_sqlite),
         ] {
             cold_load(name, tmp.path(), open, &big, settings)?;
@@ -659,11 +681,8 @@ fn run(settings: &Settings) -> Result<(), Failure> {
     let append = appends(settings)?;
 
     let fsync = raw_fsync(tmp.path(), settings.flushes)?;
-    let jsonl = flush_latency(
-        &JsonlStore::new(tmp.path().join("flush-jsonl"), JsonlOptions::default()),
-        settings,
-    )?;
-    let sqlite = flush_latency(&SqliteStore::new(tmp.path().join("flush-sqlite")), settings)?;
+    let jsonl = flush_latency(&*open_jsonl(&tmp.path().join("flush-jsonl"))?, settings)?;
+    let sqlite = flush_latency(&*open_sqlite(&tmp.path().join("flush-sqlite"))?, settings)?;
     println!(
         "flush latency (one event, durable): jsonl {:.0} µs, sqlite {:.0} µs median; \
          bare write+fsync {:.0} µs",

@@ -88,4 +88,5 @@ pub const CATALOG: &[CodeSet] = &[
     crate::services::agent::AgentCode::SET,
     crate::services::credentials::CredentialCode::SET,
     crate::services::firewall::SecretsCode::SET,
+    crate::services::session::SessionCode::SET,
 ];

@@ -1,273 +1,564 @@
 //! The session seam: the log every durable fact goes through (ARCHITECTURE §7).
 //!
-//! Two services. `keel.session` (provided by the `session` plugin) is what the rest of keel
-//! uses: create, append (no I/O), flush, load with recovery, fork, list, project. Its storage is
-//! `keel.session-store` (provided by exactly one backend plugin: `session-jsonl` or
-//! `session-sqlite`), a narrower contract of durable batches and raw loads that both backends
-//! pass through one shared contract suite (SES-08). Both are JSON request/response services
-//! ([`CallHandle`]): their calls are per batch or per session, never per token.
+//! Two contracts. [`Sessions`] (`keel.session`, provided by the `session` plugin) is what the
+//! rest of keel uses: create, append (no I/O), flush, load with recovery, fork, list, project.
+//! Its storage is [`SessionStore`] (`keel.session-store`, provided by exactly one backend plugin:
+//! `session-jsonl` or `session-sqlite`), a narrower contract of durable batches and raw loads
+//! that both backends pass through one shared contract suite (SES-08). Calls are per batch or
+//! per session, never per token. Every error carries a [`SessionCode`].
 //!
-//! The envelope and header types below are the on-disk format (format version 0, SES-09); they
-//! live here so that the core and every backend agree on one definition.
+//! The projected history (`messages`) answers [`Frozen`] messages: each is encoded once, when
+//! the session first projects it, and every later request shares it by reference.
+//!
+//! The on-disk format (header, envelope) is in [`format`], re-exported here.
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdk::{CallHandle, Service};
+use crate::sdk::{Frozen, Result};
+use crate::services::driver::ProfileIdentity;
 
-/// Format version written in every header. Any other version is refused as "unsupported
-/// format", never as corruption (SES-09).
-pub const FORMAT_VERSION: u32 = 0;
+mod format;
 
-/// The `session` plugin's service: see the method list on [`SessionMethod`].
-#[derive(Debug, Clone, Copy)]
-pub struct Sessions;
+pub use format::*;
 
-impl Service for Sessions {
-    const NAME: &'static str = "keel.session";
-    type Handle = CallHandle;
+crate::contract! {
+    /// The `session` plugin's service: live sessions, the log, the projected history.
+    pub contract Sessions = "keel.session", version 1;
+    provider SessionsProvider;
+    client SessionsClient;
+    /// Creates a session. Writes nothing until the first flush (a created-but-empty session
+    /// leaves no file); an `ephemeral` session is never stored at all (`keel run --ephemeral`).
+    /// `profile` is logged at once as the first event, [`PROFILE_EVENT`].
+    fn create(CreateSession) -> CreatedSession;
+    /// Claims the writer lock, loads and repairs a crashed tail (committing the closers), and
+    /// makes the session live for appends.
+    fn open(SessionRef) -> OpenedSession;
+    /// Validates events and assigns their seqs; no I/O (the writer stores them behind).
+    fn append(AppendEvents) -> AppendedEvents;
+    /// The durability barrier (dispatches `session/flush`): `durable_seq` is `None` while
+    /// nothing is stored yet.
+    fn flush(SessionRef) -> Flushed;
+    /// Drains the session and releases its writer lock.
+    fn close(SessionRef) -> ();
+    /// Loads a session that is not live, committing recovery closers (SES-06, included in
+    /// `events`); `truncated` is the torn tail it cut. A live session with a turn open is
+    /// `SESSION_LOCKED`.
+    fn load(SessionRef) -> SessionLog;
+    /// Like `load` but commits nothing: closers only in `recovered`, `committed: false`, and
+    /// `truncated` is the torn tail a repair would cut.
+    fn inspect(SessionRef) -> SessionLog;
+    /// Forks a closed prefix into a new session (SES-07).
+    fn fork(ForkSession) -> ForkedSession;
+    /// Every stored (and live) session, and what could not be read.
+    fn list(()) -> SessionListing;
+    /// The projected model history, each message frozen once and shared.
+    fn messages(SessionRef) -> SessionMessages;
+    /// The profile the session was created under (its first [`PROFILE_EVENT`]); reads a stored
+    /// session without repairing it, like `inspect`.
+    fn profile(SessionRef) -> RecordedProfile;
 }
 
-/// The storage backend's service (exclusive: one backend per profile).
-#[derive(Debug, Clone, Copy)]
-pub struct SessionStore;
-
-impl Service for SessionStore {
-    const NAME: &'static str = "keel.session-store";
-    type Handle = CallHandle;
+crate::contract! {
+    /// The storage backend's service (exclusive: one backend per profile).
+    pub contract SessionStore = "keel.session-store", version 1;
+    provider SessionStoreProvider;
+    client SessionStoreClient;
+    /// Durable on return (one fsync / one transaction per call). The header is required on the
+    /// first append (which materialises the session atomically) and refused later.
+    /// `events[0].seq` must equal `expected_next_seq`, which must equal the stored next seq;
+    /// seqs must be contiguous. On failure nothing of the batch is stored.
+    fn append(AppendBatch) -> BatchStored;
+    /// Reads every complete event. A torn tail after the last `turn/end` is cut (physically
+    /// when `repair`, only in the answer otherwise) and reported in `truncated`; any defect at
+    /// or before it is `SESSION_CORRUPT`. See [`LoadFormat`] for how the events travel.
+    fn load(LoadStored) -> StoredLog;
+    /// Every session; what could not be read is named, never skipped.
+    fn list(()) -> StoredListing;
+    /// Takes the one-live-writer lock of the session for this process (held until `release`
+    /// or process exit); another holder → `SESSION_LOCKED`.
+    fn claim(SessionRef) -> ();
+    /// Releases the writer lock.
+    fn release(SessionRef) -> ();
 }
 
-/// The immutable first record of a session (ARCHITECTURE §7).
+/// A request naming one session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SessionHeader {
-    /// Always `"session"` on disk (distinguishes the header line in JSONL).
-    #[serde(rename = "type")]
-    pub kind: HeaderKind,
-    /// Format version; must equal [`FORMAT_VERSION`].
-    pub version: u32,
-    /// Session id: `[A-Za-z0-9_-]{1,128}`.
-    pub id: String,
-    /// Epoch ms.
-    pub created_at: u64,
+pub struct SessionRef {
+    /// Session id.
+    pub session_id: String,
+}
+
+impl SessionRef {
+    /// The request for session `id`.
+    pub fn new(id: impl Into<String>) -> Self {
+        SessionRef {
+            session_id: id.into(),
+        }
+    }
+}
+
+/// `create`'s request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
     /// Absolute working directory.
     pub cwd: String,
-    /// The session this one was forked from.
+    /// Session id; generated when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_session: Option<String>,
-    /// Number of events copied from the parent (the seed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed_length: Option<u64>,
+    pub id: Option<String>,
     /// `"subagent"` for delegated sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
     /// 0 at top level.
     #[serde(default)]
     pub delegation_depth: u32,
+    /// Kept in memory only (`keel run --ephemeral`): the id is not claimed, no file is
+    /// written, and the events vanish when the session closes. Checkpoints still succeed.
+    #[serde(default)]
+    pub ephemeral: bool,
+    /// The profile the session is created under, logged at once as its first event
+    /// (`session/profile`, issue 11 item 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfileIdentity>,
 }
 
-/// The literal `"session"` tag of a header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HeaderKind {
-    /// The only value.
-    Session,
+/// `create`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreatedSession {
+    /// The new session's id.
+    pub session_id: String,
+    /// Its header.
+    pub header: SessionHeader,
 }
 
-/// One durable event: the envelope of ARCHITECTURE §7, exactly as stored.
+/// `open`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenedSession {
+    /// Session id.
+    pub session_id: String,
+    /// The seq the next append gets.
+    pub next_seq: u64,
+    /// Recovery closers committed on open (empty for a balanced log).
+    pub recovered: Vec<EventRecord>,
+}
+
+/// One event to append: the envelope without `seq` and `time`, which the session assigns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EventRecord {
-    /// Contiguous from 0.
-    pub seq: u64,
-    /// Epoch ms.
-    pub time: u64,
+pub struct EventInput {
     /// Event type, e.g. `turn/start`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// Validated JSON (finite numbers, no duplicate keys), immutable once appended.
-    pub data: serde_json::Value,
-    /// Readers that do not know `kind` may skip the event only when this is true.
+    /// The data, a JSON document checked losslessly (no duplicate keys, finite numbers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Frozen>,
+    /// The data as raw JSON text (same checks); exactly one of `data` / `data_json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_json: Option<String>,
+    /// Readers that do not know `kind` may skip the event.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ignorable: bool,
-    /// Only on surface types (`user/message`, `assistant/message`, `tool/result`).
+    /// Only on surface types.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub surface_op: Option<SurfaceOp>,
-    /// Earlier events this one cites (replacements list every shadowed seq).
+    /// Earlier events this one cites.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_event_seqs: Option<Vec<u64>>,
 }
 
-/// How a surface event changes the projected history.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum SurfaceOp {
-    /// `"append"`.
-    Append(AppendTag),
-    /// `{"op":"replace","start":S,"end":E}`: shadows surface events with seq in `S..=E`.
-    Replace {
-        /// Always `"replace"`.
-        op: ReplaceTag,
-        /// First shadowed seq.
-        start: u64,
-        /// Last shadowed seq (inclusive).
-        end: u64,
-    },
-}
+impl EventInput {
+    /// An event of type `kind` with `data`, encoded once here.
+    ///
+    /// # Errors
+    /// `INVALID_JSON` when `data` cannot be serialised.
+    pub fn new<T: Serialize + ?Sized>(kind: &str, data: &T) -> Result<Self> {
+        Ok(EventInput::frozen(kind, Frozen::freeze(data)?))
+    }
 
-/// The literal `"append"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AppendTag {
-    /// The only value.
-    Append,
-}
-
-/// The literal `"replace"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReplaceTag {
-    /// The only value.
-    Replace,
-}
-
-/// Surface event types: the only ones that carry `surface_op` / `source_event_seqs`.
-pub const SURFACE_TYPES: &[&str] = &["user/message", "assistant/message", "tool/result"];
-
-/// Core durable types every reader understands (plugins add their own, marked `ignorable`
-/// unless every reader must understand them).
-pub const CORE_TYPES: &[&str] = &[
-    "turn/start",
-    "turn/end",
-    "step/start",
-    "step/end",
-    "user/message",
-    "assistant/chunk",
-    "assistant/message",
-    "tool/call",
-    "tool/result",
-    "request/header",
-    "request/context",
-    "todo/write",
-    "session/end-seed",
-    PROFILE_EVENT,
-];
-
-/// `session/profile {name, digest}`: the profile a session was created under (a driver's
-/// [`ProfileIdentity`](crate::services::driver::ProfileIdentity)), logged by `create` as the
-/// session's first event and always `ignorable`, so a reader that predates it skips it. The
-/// first one in the log is the session's recorded profile (a fork's seed carries its parent's).
-pub const PROFILE_EVENT: &str = "session/profile";
-
-/// Methods of `keel.session-store` (the backend contract), with their JSON shapes. Every
-/// error is an SDK `Error` with one of the codes listed in [`StoreError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreMethod {
-    /// `"append"`: `{session_id, header?: SessionHeader, events: [EventRecord], expected_next_seq}`
-    /// → `{next_seq}`. Durable on return (one fsync / one transaction per call). The header is
-    /// required on the first append (which materialises the session atomically) and refused
-    /// later. `events[0].seq` must equal `expected_next_seq`, which must equal the stored next
-    /// seq; seqs must be contiguous. On failure nothing of the batch is stored.
-    Append,
-    /// `"load"`: `{session_id, repair: bool, format?: "events"|"jsonl"|"jsonl-file"}` →
-    /// `{header, events, truncated: {seq, reason}|null}`. With `format: "jsonl"` the answer
-    /// carries `events_jsonl` instead of `events`: the same records as JSON lines text (one per
-    /// line, each ending with `\n`, in seq order). With `format: "jsonl-file"` a backend that
-    /// keeps its records as checked JSON lines in a local file may instead answer
-    /// `events_file: {path, offset, len}`, the byte range of exactly those lines (only lines it
-    /// checked in this load, never a torn tail); any other backend answers `events_jsonl`, so
-    /// the caller accepts either. The caller trusts the backend's check for both forms. Reads
-    /// every complete event. A torn tail after the last `turn/end` is cut (physically when
-    /// `repair`, only in the answer otherwise) and reported in `truncated`: `{seq, reason,
-    /// path}` plus `line` and `bytes` (JSONL) or `rows` (SQLite); any defect at or before it
-    /// is `SESSION_CORRUPT`.
-    Load,
-    /// `"list"`: `{}` → `{sessions: [SessionHeader + {events: count, updated_at}], unreadable:
-    /// [{session_id, path, code, message}]}` — what could not be read is named, never skipped.
-    List,
-    /// `"claim"`: `{session_id}` → `{}`. Takes the one-live-writer lock of the session for this
-    /// process (held until `release` or process exit); another holder → `SESSION_LOCKED`.
-    Claim,
-    /// `"release"`: `{session_id}` → `{}`.
-    Release,
-}
-
-/// Error codes of the session seam (core and backends).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreError {
-    /// `SESSION_NOT_FOUND`: no such session.
-    NotFound,
-    /// `SESSION_EXISTS`: create/fork with an id that exists.
-    Exists,
-    /// `SESSION_UNSUPPORTED`: another format version, another schema version, another
-    /// application's database, or an unknown required event type (SES-09/10). Not corruption.
-    Unsupported,
-    /// `SESSION_CORRUPT`: a defect at or before the last committed `turn/end`.
-    Corrupt,
-    /// `SESSION_LOCKED`: another live writer holds the session — a second `open`, or a `load`
-    /// of a live session with a turn open (never repaired while live).
-    Locked,
-    /// `SESSION_SEQ`: a batch does not continue the stored log.
-    Seq,
-    /// `SESSION_IO`: the storage failed (disk full, permissions); nothing was stored.
-    Io,
-    /// `SESSION_INVALID`: an event failed validation or the runtime invariants (B15).
-    Invalid,
-    /// `SESSION_OPEN_TURN`: a fork boundary inside an open turn.
-    OpenTurn,
-}
-
-impl StoreError {
-    /// The wire code.
-    pub const fn code(self) -> &'static str {
-        match self {
-            StoreError::NotFound => "SESSION_NOT_FOUND",
-            StoreError::Exists => "SESSION_EXISTS",
-            StoreError::Unsupported => "SESSION_UNSUPPORTED",
-            StoreError::Corrupt => "SESSION_CORRUPT",
-            StoreError::Locked => "SESSION_LOCKED",
-            StoreError::Seq => "SESSION_SEQ",
-            StoreError::Io => "SESSION_IO",
-            StoreError::Invalid => "SESSION_INVALID",
-            StoreError::OpenTurn => "SESSION_OPEN_TURN",
+    /// An event of type `kind` whose data is already frozen.
+    pub fn frozen(kind: &str, data: Frozen) -> Self {
+        EventInput {
+            kind: kind.to_owned(),
+            data: Some(data),
+            data_json: None,
+            ignorable: false,
+            surface_op: None,
+            source_event_seqs: None,
         }
+    }
+
+    /// An event given as its JSON form, `{type, data, ignorable?, surface_op?,
+    /// source_event_seqs?}` (a caller that builds events as JSON); `data` is encoded once here.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENTS` when the other fields are not an event's.
+    pub fn from_json(mut event: serde_json::Value) -> Result<Self> {
+        let data = event.get_mut("data").map(serde_json::Value::take);
+        if let Some(fields) = event.as_object_mut() {
+            fields.remove("data");
+        }
+        let mut input: EventInput = serde_json::from_value(event).map_err(|e| {
+            crate::sdk::Error::coded(
+                crate::codes::ContractCode::InvalidArguments,
+                format!("event: {e}"),
+            )
+        })?;
+        if let Some(data) = data {
+            input.data = Some(Frozen::freeze(&data)?);
+        }
+        Ok(input)
+    }
+
+    /// Marks the event skippable by readers that do not know its type.
+    #[must_use]
+    pub fn ignorable(mut self) -> Self {
+        self.ignorable = true;
+        self
+    }
+
+    /// A surface event appended to the projected history (`surface_op: "append"`).
+    #[must_use]
+    pub fn surface(mut self) -> Self {
+        self.surface_op = Some(SurfaceOp::Append(AppendTag::Append));
+        self
     }
 }
 
-/// Methods of `keel.session` (what the loop, drivers and commands use).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionMethod {
-    /// `"create"`: `{cwd, id?, origin?, delegation_depth?, ephemeral?, profile?}` →
-    /// `{session_id}`. Writes nothing until the first flush (a created-but-empty session leaves
-    /// no file); an `ephemeral` session is never stored at all (`keel run --ephemeral`).
-    /// `profile` (`{name, digest}`) is logged at once as the first event, [`PROFILE_EVENT`].
-    Create,
-    /// `"open"`: `{session_id}` → `{session_id, next_seq, recovered: [EventRecord]}`. Claims the
-    /// writer lock, loads and repairs a crashed tail (committing the closers), and makes the
-    /// session live for appends.
-    Open,
-    /// `"append"`: `{session_id, events: [{type, data, ignorable?, surface_op?,
-    /// source_event_seqs?}]}` → `{seqs: [u64]}`. Validates and assigns seqs; no I/O.
-    Append,
-    /// `"flush"`: `{session_id}` → `{durable_seq}`. The durability barrier (dispatches
-    /// `session/flush`).
-    Flush,
-    /// `"close"`: `{session_id}` → `{}`. Drains, releases the writer lock.
-    Close,
-    /// `"load"`: `{session_id}` → `{header, events, recovered: [EventRecord], truncated}`.
-    /// Loads a session that is not live, committing recovery closers (SES-06); `truncated` is
-    /// the torn tail it cut (the store's report) or `null`. A live session with a turn open is
-    /// `SESSION_LOCKED`.
-    Load,
-    /// `"inspect"`: like `load` but commits nothing (closers shown, marked).
-    Inspect,
-    /// `"fork"`: `{session_id, at?, child_id?}` → `{session_id}` (SES-07).
-    Fork,
-    /// `"list"`: `{}` → `{sessions: [...], unreadable: [{path, reason, code, session_id}]}`.
-    List,
-    /// `"messages"`: `{session_id}` → `{messages: [...]}`: the projected model history.
-    Messages,
-    /// `"profile"`: `{session_id}` → `{profile: {name, digest} | null}`: the profile the session
-    /// was created under (its first [`PROFILE_EVENT`]), `null` when it records none. Reads a
-    /// stored session without repairing it, like `inspect`.
-    Profile,
+/// `append`'s request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppendEvents {
+    /// Session id.
+    pub session_id: String,
+    /// The batch (atomic: all or nothing).
+    pub events: Vec<EventInput>,
+}
+
+/// `append`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendedEvents {
+    /// The seq of each event, in order.
+    pub seqs: Vec<u64>,
+}
+
+/// `flush`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flushed {
+    /// The last durable seq; `None` while nothing is stored.
+    pub durable_seq: Option<u64>,
+}
+
+/// A backend's torn-tail report: what a repair cuts (or cut).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TornTail {
+    /// The first cut seq.
+    pub seq: u64,
+    /// Why it is not a committed record.
+    pub reason: String,
+    /// The file (JSONL) or database (SQLite).
+    pub path: String,
+    /// JSONL: the 1-based line of the torn record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// JSONL: the bytes cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// SQLite: the rows cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
+}
+
+/// `load` / `inspect`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionLog {
+    /// The header.
+    pub header: SessionHeader,
+    /// Durable events (for `load`, including the committed closers).
+    pub events: Vec<EventRecord>,
+    /// Recovery closers: committed by `load`, only shown by `inspect`.
+    pub recovered: Vec<EventRecord>,
+    /// The torn tail cut (or, for `inspect`, that a repair would cut).
+    pub truncated: Option<TornTail>,
+    /// `Some(false)` from `inspect`: nothing was committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed: Option<bool>,
+}
+
+/// A fork boundary: a seq, or the last `turn/end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ForkAt {
+    /// Copy events `0..=seq`.
+    Seq(u64),
+    /// A named boundary.
+    Mark(ForkMark),
+}
+
+/// The named fork boundaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ForkMark {
+    /// `"last-turn-end"`: through the last committed `turn/end`.
+    #[serde(rename = "last-turn-end")]
+    LastTurnEnd,
+}
+
+/// `fork`'s request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkSession {
+    /// The parent.
+    pub session_id: String,
+    /// Where to cut; absent → after the last event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<ForkAt>,
+    /// The child's id; generated when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_id: Option<String>,
+}
+
+/// `fork`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkedSession {
+    /// The child's id.
+    pub session_id: String,
+    /// Number of events copied from the parent.
+    pub seed_length: Option<u64>,
+}
+
+/// One listed session: its header fields plus counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListedSession {
+    /// The header (its fields inline).
+    #[serde(flatten)]
+    pub header: SessionHeader,
+    /// Number of stored events.
+    pub events: u64,
+    /// Epoch ms of the last event (the creation time when none).
+    pub updated_at: u64,
+    /// Live in this process (`keel.session` only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub live: bool,
+}
+
+/// `keel.session` `list`: a session that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnreadableSession {
+    /// The file or database.
+    pub path: String,
+    /// Why.
+    pub reason: String,
+    /// The code of the failure (`SESSION_UNSUPPORTED`, `SESSION_CORRUPT`, …).
+    pub code: String,
+    /// `None` when the file names none.
+    pub session_id: Option<String>,
+}
+
+/// `keel.session` `list`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionListing {
+    /// Every readable session.
+    pub sessions: Vec<ListedSession>,
+    /// What could not be read.
+    pub unreadable: Vec<UnreadableSession>,
+}
+
+/// `messages`' answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionMessages {
+    /// The projected model history, in order; each message frozen once by the session.
+    pub messages: Vec<Frozen>,
+}
+
+/// `profile`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedProfile {
+    /// The recorded profile, `None` when the session records none.
+    pub profile: Option<ProfileIdentity>,
+}
+
+/// `keel.session-store` `append`'s request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppendBatch {
+    /// Session id.
+    pub session_id: String,
+    /// Required on the first append, refused later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<SessionHeader>,
+    /// Contiguous events starting at `expected_next_seq` (shared with the core's log).
+    pub events: Vec<Arc<EventRecord>>,
+    /// Must equal the stored next seq.
+    pub expected_next_seq: u64,
+}
+
+/// `keel.session-store` `append`'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchStored {
+    /// The stored next seq.
+    pub next_seq: u64,
+}
+
+/// How a `load` answer carries its events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LoadFormat {
+    /// `events`: an array of records (the default).
+    #[default]
+    #[serde(rename = "events")]
+    Events,
+    /// `events_jsonl`: the same records as JSON lines text, one per line (each ending with
+    /// `\n`), in seq order.
+    #[serde(rename = "jsonl")]
+    Jsonl,
+    /// A backend that keeps its records as checked JSON lines in a local file may answer
+    /// `events_file`, the byte range of exactly those lines (only lines it checked in this
+    /// load, never a torn tail); any other backend answers as for [`LoadFormat::Jsonl`].
+    #[serde(rename = "jsonl-file")]
+    JsonlFile,
+}
+
+impl LoadFormat {
+    /// Whether the records are wanted as JSON lines (`jsonl`, or `jsonl-file` from a backend
+    /// without a file to point at).
+    pub fn lines(self) -> bool {
+        matches!(self, LoadFormat::Jsonl | LoadFormat::JsonlFile)
+    }
+}
+
+/// `keel.session-store` `load`'s request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadStored {
+    /// Session id.
+    pub session_id: String,
+    /// Cut a torn tail physically.
+    #[serde(default)]
+    pub repair: bool,
+    /// How the answer carries the events.
+    #[serde(default)]
+    pub format: LoadFormat,
+}
+
+/// The byte range of checked record lines in a backend's file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsFile {
+    /// The file.
+    pub path: String,
+    /// First byte.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// `keel.session-store` `load`'s answer: the events in exactly one of the three forms. The
+/// caller trusts the backend's check for the line forms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredLog {
+    /// The header.
+    pub header: SessionHeader,
+    /// [`LoadFormat::Events`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<EventRecord>>,
+    /// [`LoadFormat::Jsonl`] (or `jsonl-file` without a file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_jsonl: Option<String>,
+    /// [`LoadFormat::JsonlFile`] from a file-backed store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_file: Option<EventsFile>,
+    /// The torn tail cut (with `repair`) or left out.
+    pub truncated: Option<TornTail>,
+}
+
+/// `keel.session-store` `list`: a session that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredUnreadable {
+    /// `None` when the file names none.
+    pub session_id: Option<String>,
+    /// The file or database.
+    pub path: String,
+    /// The failure's code.
+    pub code: String,
+    /// The failure's message.
+    pub message: String,
+}
+
+/// `keel.session-store` `list`'s answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoredListing {
+    /// Every readable session.
+    pub sessions: Vec<ListedSession>,
+    /// What could not be read.
+    pub unreadable: Vec<StoredUnreadable>,
+}
+
+crate::error_codes! {
+    /// The session seam (`keel.session`, `keel.session-store` and their callers).
+    pub enum SessionCode in "session" {
+        /// No such session.
+        NotFound = "SESSION_NOT_FOUND", by "`keel.session`, `keel.session-store`", retry Changed;
+        /// `create`/`fork` with an id that exists, or a header on a later append.
+        Exists = "SESSION_EXISTS", by "`keel.session`, `keel.session-store`", retry Changed;
+        /// Another format version, another schema version, another application's database,
+        /// or an unknown required event type (SES-09/10). Not corruption.
+        Unsupported = "SESSION_UNSUPPORTED", by "`keel.session`, `keel.session-store`", retry Never;
+        /// A defect at or before the last committed `turn/end`.
+        Corrupt = "SESSION_CORRUPT", by "`keel.session`, `keel.session-store`", retry Never;
+        /// Another live writer holds the session — a second `open`, or a `load` of a live
+        /// session with a turn open (never repaired while live).
+        Locked = "SESSION_LOCKED", by "`keel.session`, `keel.session-store`", retry Later;
+        /// A batch does not continue the stored log.
+        Seq = "SESSION_SEQ", by "`keel.session-store` `append`", retry Never;
+        /// The storage failed (disk full, permissions); nothing was stored.
+        Io = "SESSION_IO", by "`keel.session`, `keel.session-store`", retry Later;
+        /// An event or request failed validation or the runtime invariants (B15).
+        Invalid = "SESSION_INVALID", by "`keel.session`, `keel.session-store`", retry Changed;
+        /// A fork boundary inside an open turn.
+        OpenTurn = "SESSION_OPEN_TURN", by "`keel.session` `fork`", retry Changed;
+        /// The agent loop could not append to its session; the turn ends (the message carries
+        /// the session's own code).
+        Append = "SESSION_APPEND", by "`agent-loop`", retry Never;
+        /// The session could not be made durable, so the model request, tool body or step
+        /// was not dispatched (B6); the message carries the session's own code.
+        CheckpointFailed = "CHECKPOINT_FAILED", by "`checkpoint`", retry Later;
+    }
+}
+
+/// The codes a backend or the core may answer (before SDK 2: `StoreError`).
+pub type StoreError = SessionCode;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_session_is_its_header_fields_inline() {
+        let row = serde_json::json!({"type": "session", "version": 0, "id": "s", "created_at": 1,
+            "cwd": "/", "delegation_depth": 0, "events": 3, "updated_at": 9});
+        let listed: ListedSession = serde_json::from_value(row.clone()).unwrap();
+        assert_eq!((listed.header.id.as_str(), listed.events), ("s", 3));
+        assert_eq!(serde_json::to_value(&listed).unwrap(), row);
+    }
+
+    #[test]
+    fn an_event_from_json_keeps_every_field_and_freezes_its_data() {
+        let event = serde_json::json!({"type": "tool/result", "data": {"call_id": "c", "content": "x"},
+            "surface_op": "append", "ignorable": true});
+        let input = EventInput::from_json(event.clone()).unwrap();
+        assert_eq!(
+            input.data.as_ref().map(Frozen::as_str),
+            Some(r#"{"call_id":"c","content":"x"}"#)
+        );
+        assert_eq!(serde_json::to_value(&input).unwrap(), event);
+        assert!(EventInput::from_json(serde_json::json!({"data": 1})).is_err());
+    }
+
+    #[test]
+    fn fork_boundaries_keep_their_wire_form() {
+        let at: ForkAt = serde_json::from_str("\"last-turn-end\"").unwrap();
+        assert_eq!(at, ForkAt::Mark(ForkMark::LastTurnEnd));
+        assert_eq!(serde_json::from_str::<ForkAt>("7").unwrap(), ForkAt::Seq(7));
+        assert!(serde_json::from_str::<ForkAt>("\"first\"").is_err());
+    }
 }

@@ -13,6 +13,7 @@ use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
 use keel_plugin_api::events::agent::Status;
 use keel_plugin_api::services::agent::{InboxTarget, RunReport};
+use keel_plugin_api::services::session::EventRecord;
 use serde_json::{Value, json};
 
 use crate::seams::Seams;
@@ -56,12 +57,12 @@ pub struct LogState {
 /// keeps them ordered and reproducible (a random suffix would only make a clash unlikely).
 /// Ids of another shape (a fork's seed carries its parent's `msg_P_n`) cannot clash with
 /// this session's prefix and are ignored.
-pub fn last_message_number(session_id: &str, events: &[Value]) -> u64 {
+pub fn last_message_number(session_id: &str, events: &[EventRecord]) -> u64 {
     let prefix = format!("msg_{session_id}_");
     events
         .iter()
-        .filter(|e| e.get("type").and_then(Value::as_str) == Some("user/message"))
-        .filter_map(|e| e.pointer("/data/id").and_then(Value::as_str))
+        .filter(|e| e.kind == "user/message")
+        .filter_map(|e| e.data.get("id").and_then(Value::as_str))
         .filter_map(|id| id.strip_prefix(&prefix)?.parse::<u64>().ok())
         .max()
         .unwrap_or(0)
@@ -352,17 +353,26 @@ mod tests {
     // Issue 11 item 6: a resumed agent numbers after the highest id of its own log.
     #[test]
     fn item6_a_resumed_agent_numbers_after_the_ids_its_log_holds() {
-        let msg = |id: &str| json!({"type": "user/message", "data": {"id": id, "content": "x"}});
+        let record = |kind: &str, data: Value| EventRecord {
+            seq: 0,
+            time: 0,
+            kind: kind.into(),
+            data,
+            ignorable: false,
+            surface_op: None,
+            source_event_seqs: None,
+        };
+        let msg = |id: &str| record("user/message", json!({"id": id, "content": "x"}));
         let events = vec![
             msg("msg_s_1"),
-            json!({"type": "turn/start", "data": {"turn": 0}}),
+            record("turn/start", json!({"turn": 0})),
             msg("msg_s_7"),
             msg("msg_s_3"),
             // A fork's seed (another prefix), a foreign id, a non-number: not ours.
             msg("msg_parent_40"),
             msg("msg_s_x"),
             msg("custom"),
-            json!({"type": "assistant/message", "data": {"id": "msg_s_99"}}),
+            record("assistant/message", json!({"id": "msg_s_99"})),
         ];
         assert_eq!(last_message_number("s", &events), 7);
         assert_eq!(last_message_number("s", &[]), 0);

@@ -26,9 +26,9 @@ use keel_plugin_api::services::agent::{
 };
 use keel_plugin_api::services::llm::{Llm, LlmCallConfig};
 use keel_plugin_api::services::prompt::SystemPrompt;
-use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::session::{CreateSession, SessionRef, Sessions};
 use keel_plugin_api::services::tools::Tools;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use agent::{Agent, LogState};
 use config::LoopConfig;
@@ -76,22 +76,14 @@ impl Hub {
         // any request and before a session is created.
         let config = default_config(&self.seams).await?;
         self.seams.check(&config).await?;
-        let mut create = json!({ "cwd": a.cwd });
-        if let Some(id) = &a.session_id {
-            create["id"] = json!(id);
-        }
-        if a.ephemeral {
-            create["ephemeral"] = json!(true);
-        }
-        if let Some(profile) = a.profile {
-            create["profile"] = serde_json::to_value(profile)?;
-        }
-        let v = self.seams.session_call("create", create).await?;
-        let sid = v
-            .get("session_id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let create = CreateSession {
+            cwd: a.cwd.clone(),
+            id: a.session_id.clone(),
+            ephemeral: a.ephemeral,
+            profile: a.profile.clone(),
+            ..CreateSession::default()
+        };
+        let sid = self.seams.sessions().create(create).await?.session_id;
         let log = LogState {
             header_reason: "initial",
             ..LogState::default()
@@ -103,31 +95,13 @@ impl Hub {
     async fn resume(&self, a: ResumeAgent) -> Result<AgentResumed> {
         let config = default_config(&self.seams).await?;
         self.seams.check(&config).await?;
-        let loaded = self
-            .seams
-            .session_call("load", json!({ "session_id": a.session_id }))
-            .await?;
-        let cwd = loaded
-            .pointer("/header/cwd")
-            .and_then(Value::as_str)
-            .unwrap_or("/")
-            .to_owned();
-        let events = loaded
-            .get("events")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let next_turn = events
-            .iter()
-            .filter(|e| e.get("type").and_then(Value::as_str) == Some("turn/start"))
-            .count() as u64;
-        let recovered = loaded
-            .get("recovered")
-            .and_then(Value::as_array)
-            .map_or(0, |r| r.len() as u64);
-        self.seams
-            .session_call("open", json!({ "session_id": a.session_id }))
-            .await?;
+        let sessions = self.seams.sessions();
+        let loaded = sessions.load(SessionRef::new(&a.session_id)).await?;
+        let cwd = loaded.header.cwd;
+        let events = loaded.events;
+        let next_turn = events.iter().filter(|e| e.kind == "turn/start").count() as u64;
+        let recovered = loaded.recovered.len() as u64;
+        sessions.open(SessionRef::new(&a.session_id)).await?;
         // The first request after a resume logs a full header with reason `resume` (LOOP-05).
         let log = LogState {
             next_turn,
@@ -210,7 +184,8 @@ impl AgentProvider for Served {
             .remove(&session_id);
         hub.seams.flush(&session_id).await?;
         hub.seams
-            .session_call("close", json!({ "session_id": session_id }))
+            .sessions()
+            .close(SessionRef::new(session_id))
             .await?;
         Ok(())
     }

@@ -9,18 +9,19 @@ use keel_plugin_api::services::llm::{
     CheckRequest, Llm, LlmCallConfig, LlmClient, LlmRequest, LlmResponse, ModelTool,
 };
 use keel_plugin_api::services::prompt::{AssembleRequest, SystemPrompt};
-use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::session::{
+    AppendEvents, EventInput, SessionRef, Sessions, SessionsClient,
+};
 use keel_plugin_api::services::tools::{
     BatchRequest, CancelRequest, ListRequest, ResultFlags, Tools, ToolsClient,
 };
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The services, resolved once at activation (required ones live as long as this fiber).
 pub struct Seams {
     /// This fiber's context.
     pub ctx: Context,
-    session: ServiceRef<Sessions>,
+    session: SessionsClient,
     llm: LlmClient,
     tools: ToolsClient,
     /// The row config.
@@ -46,16 +47,12 @@ pub struct StageFailure {
     pub message: String,
 }
 
-fn parse<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T> {
-    serde_json::from_value(v).map_err(|e| Error::new("INVALID_ANSWER", format!("{what}: {e}")))
-}
-
 impl Seams {
     /// Resolves the required services.
     pub fn new(ctx: Context, config: crate::config::LoopConfig) -> Result<Self> {
         Ok(Seams {
             config,
-            session: ctx.service::<Sessions>()?,
+            session: ctx.client::<Sessions>()?,
             llm: ctx.client::<Llm>()?,
             tools: ctx.client::<Tools>()?,
             ctx,
@@ -74,55 +71,45 @@ impl Seams {
 
     // ---- session ---------------------------------------------------------------------------
 
-    /// Appends events (`{type, data, surface_op?, ignorable?}`); returns their seqs.
-    pub async fn append(&self, session_id: &str, events: Vec<Value>) -> Result<Vec<u64>> {
-        let v = self
-            .session
-            .call(
-                "append",
-                json!({ "session_id": session_id, "events": events }),
-            )
-            .await?;
-        parse("append", v.get("seqs").cloned().unwrap_or(Value::Null))
+    /// The `keel.session` client (create, open, load, close: the agent service's calls).
+    pub fn sessions(&self) -> &SessionsClient {
+        &self.session
     }
 
-    /// Appends one event.
+    /// Appends events; returns their seqs.
+    pub async fn append(&self, session_id: &str, events: Vec<EventInput>) -> Result<Vec<u64>> {
+        let request = AppendEvents {
+            session_id: session_id.to_owned(),
+            events,
+        };
+        Ok(self.session.append(request).await?.seqs)
+    }
+
+    /// Appends one event (surface types with `surface_op: "append"`); its data is encoded once.
     pub async fn append_one(&self, session_id: &str, kind: &str, data: Value) -> Result<()> {
-        let surface = matches!(kind, "user/message" | "assistant/message" | "tool/result");
-        let mut ev = json!({ "type": kind, "data": data });
-        if surface {
-            ev["surface_op"] = json!("append");
+        let mut event = EventInput::new(kind, &data)?;
+        if matches!(kind, "user/message" | "assistant/message" | "tool/result") {
+            event = event.surface();
         }
-        self.append(session_id, vec![ev]).await.map(|_| ())
+        self.append(session_id, vec![event]).await.map(drop)
     }
 
     /// The durability barrier.
     pub async fn flush(&self, session_id: &str) -> Result<()> {
         self.session
-            .call("flush", json!({ "session_id": session_id }))
+            .flush(SessionRef::new(session_id))
             .await
-            .map(|_| ())
+            .map(drop)
     }
 
-    /// Any `keel.session` method.
-    pub async fn session_call(&self, method: &str, args: Value) -> Result<Value> {
-        self.session.call(method, args).await
-    }
-
-    /// The projected model history (LOOP-04).
+    /// The projected model history (LOOP-04): each message frozen once by the session and
+    /// shared by reference; nothing of it is encoded or parsed here.
     pub async fn messages(&self, session_id: &str) -> Result<Vec<Frozen>> {
-        #[derive(Deserialize)]
-        struct Answer {
-            messages: Vec<Frozen>,
-        }
-        // Text straight into the typed answer: one pass over the history, not three.
-        let text = self
+        Ok(self
             .session
-            .call_text("messages", json!({ "session_id": session_id }).to_string())
-            .await?;
-        let answer: Answer = serde_json::from_str(&text)
-            .map_err(|e| Error::new("INVALID_ANSWER", format!("messages: {e}")))?;
-        Ok(answer.messages)
+            .messages(SessionRef::new(session_id))
+            .await?
+            .messages)
     }
 
     // ---- llm -------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ use keel_plugin_api::events::agent::{AgentError, PreStep, Request, RequestError,
 use keel_plugin_api::events::{Json, agent::InboxClaimed, agent::InboxDiscarded};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::{FinishReason, LlmCallConfig, LlmFailure, LlmRequest};
+use keel_plugin_api::services::session::{EventInput, SessionCode};
 use keel_plugin_api::services::tools::BatchRequest;
 use serde_json::{Value, json};
 
@@ -56,7 +57,7 @@ pub async fn run(agent: &Agent, seams: &Seams, first: Vec<InboxMessage>) -> Resu
     let reason = t.steps(first).await;
     let reason = match reason {
         Ok(r) => r,
-        Err(e) if e.code == "SESSION_APPEND" => return Err(e),
+        Err(e) if e.is(SessionCode::Append) => return Err(e),
         Err(e) => {
             let msg = e.message.to_string();
             if let Ok(p) = Seams::point(
@@ -89,7 +90,7 @@ pub async fn run(agent: &Agent, seams: &Seams, first: Vec<InboxMessage>) -> Resu
 
 /// Marks a session write failure so it is not mistaken for a contained seam failure.
 fn session_error(e: Error) -> Error {
-    Error::new("SESSION_APPEND", format!("[{}] {}", e.code, e.message))
+    Error::coded(SessionCode::Append, format!("[{}] {}", e.code, e.message))
 }
 
 struct Turn<'a> {
@@ -288,6 +289,7 @@ impl Turn<'_> {
                 c.checked = Some(config.clone());
             }
         }
+        // The history as the session froze it: references, nothing encoded or parsed here.
         let messages = self.seams.messages(&self.sid).await?;
         let request = LlmRequest {
             session_id: Some(self.sid.clone()),
@@ -437,21 +439,16 @@ impl Turn<'_> {
                 .unwrap_or(0);
             tracing::warn!(session = %self.sid, code = %failure.code, attempt, delay_ms = delay, "model call failed; retrying");
             // B2 `llm/retry`: the retry is a fact of the log, not only of the tracing output.
+            let retry = json!({
+                "turn": self.turn,
+                "failed_step": self.step - 1,
+                "attempt": attempt + 1,
+                "delay_ms": delay,
+                "code": failure.code,
+            });
+            let event = EventInput::new("llm/retry", &retry)?.ignorable();
             self.seams
-                .append(
-                    &self.sid,
-                    vec![json!({
-                        "type": "llm/retry",
-                        "ignorable": true,
-                        "data": {
-                            "turn": self.turn,
-                            "failed_step": self.step - 1,
-                            "attempt": attempt + 1,
-                            "delay_ms": delay,
-                            "code": failure.code,
-                        }
-                    })],
-                )
+                .append(&self.sid, vec![event])
                 .await
                 .map_err(session_error)?;
             self.attempt += 1;

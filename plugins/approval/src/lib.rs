@@ -28,10 +28,10 @@ use keel_plugin_api::services::approval::{
     Approval, ApprovalCode, ApprovalProvider, ApprovalRequest, AskAnswer, ModeAnswer, ModeRequest,
     SetModeRequest,
 };
-use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::session::{AppendEvents, EventInput, Sessions, SessionsClient};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use approvals::{Approvals, Audit, Responder};
 use keel_plugin_api::events::approval::Answer;
@@ -56,13 +56,16 @@ fn default_mode() -> Mode {
 
 /// `keel.session` as the audit log.
 struct SessionAudit {
-    sessions: ServiceRef<Sessions>,
+    sessions: SessionsClient,
 }
 
 impl Audit for SessionAudit {
     async fn append(&self, session_id: &str, event: Value) -> Result<()> {
-        let a = json!({"session_id": session_id, "events": [event]});
-        self.sessions.call("append", a).await.map(|_| ())
+        let request = AppendEvents {
+            session_id: session_id.to_owned(),
+            events: vec![EventInput::from_json(event)?],
+        };
+        self.sessions.append(request).await.map(drop)
     }
 }
 
@@ -108,7 +111,7 @@ struct Service {
 impl ApprovalProvider for Service {
     async fn ask(&self, request: ApprovalRequest) -> Result<AskAnswer> {
         let audit = SessionAudit {
-            sessions: self.ctx.service::<Sessions>()?,
+            sessions: self.ctx.client::<Sessions>()?,
         };
         let responder = SeamResponder { ctx: self.ctx };
         let outcome = self.state.ask(&audit, &responder, &request).await?;

@@ -14,22 +14,21 @@ use keel_plugin_api::events::agent::PreStep;
 use keel_plugin_api::events::llm::Stream;
 use keel_plugin_api::events::tools::Execute;
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::session::{SessionCode, SessionRef, Sessions, SessionsClient};
 use keel_plugin_api::services::tools::ToolResult;
-use serde_json::json;
 
 /// Runs before every other listener of the three events, so the flush precedes any work
 /// another wrapper does downstream.
 const ORDER: i32 = -1000;
 
-async fn flush(sessions: &ServiceRef<Sessions>, session_id: &str) -> Result<()> {
+async fn flush(sessions: &SessionsClient, session_id: &str) -> Result<()> {
     sessions
-        .call("flush", json!({ "session_id": session_id }))
+        .flush(SessionRef::new(session_id))
         .await
         .map(|_| ())
         .map_err(|e| {
-            Error::new(
-                "CHECKPOINT_FAILED",
+            Error::coded(
+                SessionCode::CheckpointFailed,
                 format!(
                     "session '{session_id}' could not be made durable, so nothing was dispatched: [{}] {}",
                     e.code, e.message
@@ -50,7 +49,7 @@ impl Plugin for Checkpoint {
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
-        let sessions = ctx.service::<Sessions>()?;
+        let sessions = ctx.client::<Sessions>()?;
         let s = sessions.clone();
         ctx.async_waterfall::<Stream, _, _>(ListenerOptions::order(ORDER), move |call, next| {
             let s = s.clone();

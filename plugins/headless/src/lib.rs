@@ -69,7 +69,7 @@ impl DriverProvider for DriverState {
     async fn run(&self, inv: DriverInvocation) -> Result<DriverOutcome> {
         let ctx = self.ctx;
         if inv.command == "resume"
-            && let (Some(sessions), Some(id)) = (ctx.get_service::<Sessions>()?, &inv.session_id)
+            && let (Some(sessions), Some(id)) = (ctx.get_client::<Sessions>()?, &inv.session_id)
         {
             match profile::decide(&inv, profile::recorded(&sessions, id).await.as_ref()) {
                 profile::Decision::Relaunch(relaunch) => {
@@ -132,7 +132,7 @@ impl Plugin for Headless {
     async fn activate(&self, ctx: Context) -> Result<()> {
         let agent = ctx.client::<AgentService>()?;
         // Read back at teardown only (see `run::finish_stopped`); `keel.agent` needs it anyway.
-        let sessions = ctx.get_service::<Sessions>()?;
+        let sessions = ctx.get_client::<Sessions>()?;
         let hub = Arc::new(Hub::default());
         let active = Arc::new(Active::default());
         let listening = Arc::clone(&hub);
@@ -159,7 +159,7 @@ impl Plugin for Headless {
         })?;
         ctx.effect("finish a run the kernel stopped", move || async move {
             if let Some(open) = active.take_open() {
-                run::finish_stopped(&agent, sessions.as_deref(), open).await;
+                run::finish_stopped(&agent, sessions.as_ref(), open).await;
             }
             Ok(())
         })?;

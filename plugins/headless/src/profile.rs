@@ -13,9 +13,8 @@
 //! - for a session that records no profile (created before keel recorded it, or by a driver
 //!   that does not), or a kernel that does not tell its profile, runs as before.
 
-use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::driver::{DriverInvocation, ProfileIdentity, Relaunch};
-use serde_json::json;
+use keel_plugin_api::services::session::{SessionRef, SessionsClient};
 
 /// What the driver does with a resume, given the session's recorded profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,9 +70,9 @@ pub fn decide(inv: &DriverInvocation, recorded: Option<&ProfileIdentity>) -> Dec
 
 /// The profile session `id` records, read through `keel.session` `profile`; `None` when it
 /// records none or cannot be read here (the resume itself then reports why, as before).
-pub async fn recorded(sessions: &CallHandle, id: &str) -> Option<ProfileIdentity> {
-    match sessions.call("profile", json!({ "session_id": id })).await {
-        Ok(answer) => serde_json::from_value(answer.get("profile").cloned()?).ok(),
+pub async fn recorded(sessions: &SessionsClient, id: &str) -> Option<ProfileIdentity> {
+    match sessions.profile(SessionRef::new(id)).await {
+        Ok(answer) => answer.profile,
         Err(e) => {
             tracing::debug!(
                 session = id,
@@ -88,6 +87,7 @@ pub async fn recorded(sessions: &CallHandle, id: &str) -> Option<ProfileIdentity
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
 
     fn id(name: &str, digest: &str) -> ProfileIdentity {

@@ -26,7 +26,8 @@ use keel_plugin_api::services::agent::{
 use keel_plugin_api::services::approval::{self, ApprovalClient};
 use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation, RunOptions};
 use keel_plugin_api::services::sandbox::{self, SandboxClient};
-use serde_json::{Value, json};
+use keel_plugin_api::services::session::{SessionLog, SessionRef, SessionsClient};
+use serde_json::Value;
 
 use crate::feed::{Feed, FeedOptions, Hub, Notice, Sink};
 use crate::format::{self, OutputFormat, exit};
@@ -484,9 +485,8 @@ fn print_result(feed: &Feed, output: OutputFormat, report: &RunReport, started: 
 /// unloading, so for stream-json the events committed meanwhile (the turn's closers) are read
 /// back from `keel.session` `inspect` (which commits nothing) when `sessions` is given — only
 /// after a successful close, so what is read back is stored.
-pub async fn finish_stopped(agent: &AgentClient, sessions: Option<&CallHandle>, open: Open) {
+pub async fn finish_stopped(agent: &AgentClient, sessions: Option<&SessionsClient>, open: Open) {
     let id = open.session_id.as_str();
-    let args = json!({"session_id": id});
     if let Err(e) = agent.abort(AgentSession::new(id)).await {
         tracing::warn!(session = id, "abort at teardown failed: {e}");
     }
@@ -494,7 +494,7 @@ pub async fn finish_stopped(agent: &AgentClient, sessions: Option<&CallHandle>, 
     let closed = close(agent, &open.feed, id).await;
     // Read back only once closed (flushed): then what `inspect` answers is stored.
     if let (true, OutputFormat::StreamJson, Some(sessions)) = (closed, open.format, sessions) {
-        match sessions.call("inspect", args).await {
+        match sessions.inspect(SessionRef::new(id)).await {
             Ok(log) => open.feed.replay(notices_of(id, &log)),
             Err(e) => tracing::warn!(session = id, "cannot read the session back: {e}"),
         }
@@ -504,23 +504,18 @@ pub async fn finish_stopped(agent: &AgentClient, sessions: Option<&CallHandle>, 
 }
 
 /// The events of a `keel.session` `load`/`inspect` answer as feed notices.
-fn notices_of(id: &str, log: &Value) -> Vec<Notice> {
-    log["events"]
-        .as_array()
-        .map(|events| {
-            events
-                .iter()
-                .filter_map(|e| {
-                    Some(Notice {
-                        session_id: id.to_owned(),
-                        seq: e["seq"].as_u64()?,
-                        kind: e["type"].as_str().unwrap_or_default().to_owned(),
-                        record: e.to_string(),
-                    })
-                })
-                .collect()
+fn notices_of(id: &str, log: &SessionLog) -> Vec<Notice> {
+    log.events
+        .iter()
+        .filter_map(|e| {
+            Some(Notice {
+                session_id: id.to_owned(),
+                seq: e.seq,
+                kind: e.kind.clone(),
+                record: serde_json::to_string(e).ok()?,
+            })
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 #[cfg(test)]

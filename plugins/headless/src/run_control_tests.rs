@@ -290,13 +290,14 @@ fn surf01_a_run_stopped_from_outside_is_finished_by_the_disposer() {
     assert_eq!(open.session_id, "s1");
     // The log as `keel.session` `inspect` answers after close: what was printed, and the
     // turn's closers the listener no longer saw.
-    let sessions = CallHandle::new(|method, args| async move {
-        assert_eq!(
-            (method.as_str(), &args),
-            ("inspect", &json!({"session_id": "s1"}))
-        );
+    let sessions = inspect_only(|request| {
+        assert_eq!(request.session_id, "s1");
         let ev = |seq: u64, kind: &str| json!({"seq": seq, "time": 0, "type": kind, "data": {}});
-        Ok(json!({"events": [ev(0, "turn/start"), ev(1, "step/end"), ev(2, "turn/end")]}))
+        let header =
+            json!({"type": "session", "version": 0, "id": "s1", "created_at": 0, "cwd": "/"});
+        serde_json::from_value(json!({"header": header, "recovered": [], "truncated": null,
+            "events": [ev(0, "turn/start"), ev(1, "step/end"), ev(2, "turn/end")]}))
+        .unwrap()
     });
     futures::executor::block_on(finish_stopped(&agent, Some(&sessions), open));
     let methods: Vec<String> = calls
@@ -327,4 +328,55 @@ fn surf01_a_run_stopped_from_outside_is_finished_by_the_disposer() {
     );
     assert_eq!(stdout[4]["turn_end_reason"], "aborted");
     assert!(active.take_open().is_none());
+}
+
+/// A `keel.session` whose only method is `inspect`, answered by `answer`.
+fn inspect_only(
+    answer: fn(
+        keel_plugin_api::services::session::SessionRef,
+    ) -> keel_plugin_api::services::session::SessionLog,
+) -> keel_plugin_api::services::session::SessionsClient {
+    use keel_plugin_api::sdk::{ContractClient, ContractHandle};
+    use keel_plugin_api::services::session::*;
+    struct Fake(fn(SessionRef) -> SessionLog);
+    fn no<T>() -> Result<T> {
+        Err(Error::msg("not in this test"))
+    }
+    impl SessionsProvider for Fake {
+        async fn create(&self, _: CreateSession) -> Result<CreatedSession> {
+            no()
+        }
+        async fn open(&self, _: SessionRef) -> Result<OpenedSession> {
+            no()
+        }
+        async fn append(&self, _: AppendEvents) -> Result<AppendedEvents> {
+            no()
+        }
+        async fn flush(&self, _: SessionRef) -> Result<Flushed> {
+            no()
+        }
+        async fn close(&self, _: SessionRef) -> Result<()> {
+            no()
+        }
+        async fn load(&self, _: SessionRef) -> Result<SessionLog> {
+            no()
+        }
+        async fn inspect(&self, request: SessionRef) -> Result<SessionLog> {
+            Ok((self.0)(request))
+        }
+        async fn fork(&self, _: ForkSession) -> Result<ForkedSession> {
+            no()
+        }
+        async fn list(&self, (): ()) -> Result<SessionListing> {
+            no()
+        }
+        async fn messages(&self, _: SessionRef) -> Result<SessionMessages> {
+            no()
+        }
+        async fn profile(&self, _: SessionRef) -> Result<RecordedProfile> {
+            no()
+        }
+    }
+    let handle = ContractHandle::serve::<Sessions, _>("session", Fake(answer));
+    ContractClient::new(handle, "headless").into()
 }

@@ -12,8 +12,10 @@
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
+use keel_plugin_api::services::session::{LoadFormat, LoadStored};
 use keel_plugin_session_jsonl::{JsonlOptions, JsonlStore};
 use keel_session_contract::fixtures::{event, header, turn};
+use keel_session_store_kit::Backend;
 use serde_json::{Value, json};
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -26,13 +28,13 @@ fn flush_latency_per_batch() {
         .unwrap();
     let s = JsonlStore::new(dir.path(), JsonlOptions::default());
     let first = json!({ "session_id": "p", "header": header("p"), "events": turn(0), "expected_next_seq": 0 });
-    s.call("append", first).unwrap();
+    Backend::append(&s, serde_json::from_value(first).unwrap()).unwrap();
     let mut times = Vec::new();
     for i in 0..500_u64 {
         let seq0 = 8 + i * 8;
         let args = json!({ "session_id": "p", "events": turn(seq0), "expected_next_seq": seq0 });
         let t = Instant::now();
-        s.call("append", args).unwrap();
+        Backend::append(&s, serde_json::from_value(args).unwrap()).unwrap();
         times.push(t.elapsed());
     }
     times.sort();
@@ -71,9 +73,12 @@ fn cold_load_of_a_million_events() {
     for _ in 0..3 {
         let s = JsonlStore::new(dir.path(), JsonlOptions::default());
         let t = Instant::now();
-        let answer = s
-            .call("load", json!({ "session_id": "big", "repair": true }))
-            .unwrap();
+        let request = LoadStored {
+            session_id: "big".into(),
+            repair: true,
+            format: LoadFormat::Events,
+        };
+        let answer = json!(Backend::load(&s, request).unwrap());
         load = load.min(t.elapsed());
         assert_eq!(answer["events"].as_array().unwrap().len() as u64, n);
         let t = Instant::now();

@@ -1,10 +1,11 @@
 //! Typed failures of the JSONL store and their mapping to the `keel.session-store` wire codes
-//! (`StoreError` in `keel-plugin-api`). Every variant that concerns stored data names the file,
+//! (`SessionCode` in `keel-plugin-api`). Every variant that concerns stored data names the file,
 //! and the line when there is one.
 
 use std::path::PathBuf;
 
-use keel_plugin_api::services::session::StoreError;
+use keel_plugin_api::sdk::Error;
+use keel_plugin_api::services::session::SessionCode;
 use keel_session_store_kit::KitError;
 
 /// Why a store call failed.
@@ -13,9 +14,6 @@ pub enum JsonlError {
     /// The request is malformed (bad id, missing field, header of another session).
     #[error("invalid request: {0}")]
     Invalid(String),
-    /// The method is not part of the store contract.
-    #[error("keel.session-store has no method '{0}'")]
-    UnknownMethod(String),
     /// No stored session with this id.
     #[error("session '{id}' not found ({})", path.display())]
     NotFound {
@@ -77,17 +75,16 @@ pub enum JsonlError {
 
 impl JsonlError {
     /// The wire code of this failure.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> SessionCode {
         match self {
-            JsonlError::Invalid(_) => StoreError::Invalid.code(),
-            JsonlError::UnknownMethod(_) => "UNKNOWN_METHOD",
-            JsonlError::NotFound { .. } => StoreError::NotFound.code(),
-            JsonlError::Exists { .. } => StoreError::Exists.code(),
-            JsonlError::Unsupported { .. } => StoreError::Unsupported.code(),
-            JsonlError::Corrupt { .. } => StoreError::Corrupt.code(),
-            JsonlError::Locked { .. } => StoreError::Locked.code(),
-            JsonlError::Seq(_) => StoreError::Seq.code(),
-            JsonlError::Io { .. } => StoreError::Io.code(),
+            JsonlError::Invalid(_) => SessionCode::Invalid,
+            JsonlError::NotFound { .. } => SessionCode::NotFound,
+            JsonlError::Exists { .. } => SessionCode::Exists,
+            JsonlError::Unsupported { .. } => SessionCode::Unsupported,
+            JsonlError::Corrupt { .. } => SessionCode::Corrupt,
+            JsonlError::Locked { .. } => SessionCode::Locked,
+            JsonlError::Seq(_) => SessionCode::Seq,
+            JsonlError::Io { .. } => SessionCode::Io,
         }
     }
 
@@ -127,21 +124,12 @@ impl From<KitError> for JsonlError {
     }
 }
 
-/// A failed call as it crosses the plugin boundary: wire code and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreFailure {
-    /// `SESSION_*` or `UNKNOWN_METHOD`.
-    pub code: String,
-    /// Human text naming the file (and line) where there is one.
-    pub message: String,
-}
+/// A failed call as it crosses the plugin boundary: the SDK error (typed code and message).
+pub type StoreFailure = Error;
 
-impl From<JsonlError> for StoreFailure {
+impl From<JsonlError> for Error {
     fn from(e: JsonlError) -> Self {
-        StoreFailure {
-            code: e.code().to_owned(),
-            message: e.to_string(),
-        }
+        Error::coded(e.code(), e.to_string())
     }
 }
 
@@ -153,7 +141,7 @@ mod tests {
 
     fn mapped(e: KitError) -> (&'static str, String) {
         let e = JsonlError::from(e);
-        (e.code(), e.to_string())
+        (e.code().code(), e.to_string())
     }
 
     #[test]

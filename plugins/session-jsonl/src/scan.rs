@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use keel_plugin_api::services::session::{FORMAT_VERSION, SessionHeader};
+use keel_plugin_api::services::session::{EventRecord, FORMAT_VERSION, SessionHeader};
 use serde_json::Value;
 
 use crate::error::JsonlError;
@@ -276,10 +276,10 @@ impl Scan {
 ///
 /// # Errors
 /// The first line that does not parse (cannot happen for a body that [`scan`] checked).
-pub fn values(body: &[u8]) -> Result<Vec<Value>, String> {
+pub fn values(body: &[u8]) -> Result<Vec<EventRecord>, String> {
     let lines = split_lines(body, 0);
     parallel(&lines, |l| {
-        serde_json::from_slice::<Value>(&body[l.start..l.end])
+        serde_json::from_slice::<EventRecord>(&body[l.start..l.end])
     })
     .into_iter()
     .collect::<Result<_, _>>()

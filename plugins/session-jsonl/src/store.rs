@@ -21,11 +21,17 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::UNIX_EPOCH;
 
-use keel_plugin_api::services::session::{EventRecord, SessionHeader, StoreError};
-use serde_json::{Value, json};
+use std::sync::Arc;
+
+use keel_plugin_api::prelude::Result as SdkResult;
+use keel_plugin_api::services::session::{
+    AppendBatch, BatchStored, EventRecord, ListedSession, LoadStored, SessionCode, SessionHeader,
+    SessionRef, StoredListing, StoredLog, StoredUnreadable,
+};
+use keel_session_store_kit::Backend;
 
 use crate::args::{self, AppendArgs};
-use crate::error::{JsonlError, StoreFailure};
+use crate::error::JsonlError;
 use crate::lock::Locks;
 use crate::scan::{self, Scan, Torn};
 
@@ -111,37 +117,6 @@ impl JsonlStore {
             return Err(std::io::Error::other("injected write failure (fail point)"));
         }
         Ok(())
-    }
-
-    /// One call of the JSON contract (`StoreMethod`).
-    ///
-    /// # Errors
-    /// The failure's wire code and message.
-    pub fn call(&self, method: &str, args: Value) -> Result<Value, StoreFailure> {
-        Ok(self.dispatch(method, args)?)
-    }
-
-    fn dispatch(&self, method: &str, args: Value) -> Result<Value, JsonlError> {
-        match method {
-            "append" => {
-                let a = args::append(args, |id| self.session_path(id))?;
-                Ok(json!({ "next_seq": self.append(a)? }))
-            }
-            "load" => crate::answer::load(self, args),
-            "list" => self.list(),
-            "claim" => {
-                let id = args::session_id("claim", args)?;
-                self.ensure_root()?;
-                self.locks.claim(&self.root, &id)?;
-                Ok(json!({}))
-            }
-            "release" => {
-                let id = args::session_id("release", args)?;
-                self.locks.release(&id);
-                Ok(json!({}))
-            }
-            other => Err(JsonlError::UnknownMethod(other.to_owned())),
-        }
     }
 
     fn ensure_root(&self) -> Result<(), JsonlError> {
@@ -271,7 +246,7 @@ impl JsonlStore {
         &self,
         path: &Path,
         header: &SessionHeader,
-        events: &[EventRecord],
+        events: &[Arc<EventRecord>],
     ) -> Result<u64, JsonlError> {
         self.ensure_root()?;
         let mut buf =
@@ -386,11 +361,11 @@ impl JsonlStore {
     ///
     /// # Errors
     /// `SESSION_IO` when the root cannot be read.
-    pub fn list(&self) -> Result<Value, JsonlError> {
+    pub fn list(&self) -> Result<StoredListing, JsonlError> {
         let entries = match std::fs::read_dir(&self.root) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(json!({ "sessions": [], "unreadable": [] }));
+                return Ok(StoredListing::default());
             }
             Err(e) => return Err(JsonlError::io("read directory", &self.root, e)),
         };
@@ -405,15 +380,15 @@ impl JsonlStore {
                 Ok(id) if args::check_id(id).is_ok() => ids.push(id.to_owned()),
                 _ => {
                     let path = entry.path();
-                    unreadable.push(json!({
-                        "session_id": null,
-                        "path": path.to_string_lossy(),
-                        "code": StoreError::Invalid.code(),
-                        "message": format!(
+                    unreadable.push(StoredUnreadable {
+                        session_id: None,
+                        path: path.to_string_lossy().into_owned(),
+                        code: SessionCode::Invalid.code().to_owned(),
+                        message: format!(
                             "{}: the file name is not a session id ([A-Za-z0-9_-]{{1,128}}.jsonl)",
                             path.display()
                         ),
-                    }));
+                    });
                 }
             }
         }
@@ -422,18 +397,21 @@ impl JsonlStore {
         for id in ids {
             match self.summary(&id) {
                 Ok(entry) => sessions.push(entry),
-                Err(e) => unreadable.push(json!({
-                    "session_id": id,
-                    "path": self.session_path(&id).to_string_lossy(),
-                    "code": e.code(),
-                    "message": e.to_string(),
-                })),
+                Err(e) => unreadable.push(StoredUnreadable {
+                    path: self.session_path(&id).to_string_lossy().into_owned(),
+                    session_id: Some(id),
+                    code: e.code().code().to_owned(),
+                    message: e.to_string(),
+                }),
             }
         }
-        Ok(json!({ "sessions": sessions, "unreadable": unreadable }))
+        Ok(StoredListing {
+            sessions,
+            unreadable,
+        })
     }
 
-    fn summary(&self, id: &str) -> Result<Value, JsonlError> {
+    fn summary(&self, id: &str) -> Result<ListedSession, JsonlError> {
         let path = self.session_path(id);
         let file = File::open(&path).map_err(|e| JsonlError::io("open", &path, e))?;
         let modified = file
@@ -462,21 +440,53 @@ impl JsonlStore {
             let n = buf.len();
             reader.consume(n);
         }
-        let mut entry =
-            serde_json::to_value(&header).map_err(|e| JsonlError::Invalid(e.to_string()))?;
-        if let Some(map) = entry.as_object_mut() {
-            map.insert("events".into(), json!(events));
-            map.insert("updated_at".into(), json!(updated_at));
-        }
-        Ok(entry)
+        Ok(ListedSession {
+            header,
+            events,
+            updated_at,
+            live: false,
+        })
+    }
+}
+
+/// The `keel.session-store` contract over this store (run on the plugin's thread).
+impl Backend for JsonlStore {
+    fn append(&self, request: AppendBatch) -> SdkResult<BatchStored> {
+        let a = args::append(request, |id| self.session_path(id)).map_err(JsonlError::from)?;
+        Ok(BatchStored {
+            next_seq: JsonlStore::append(self, a)?,
+        })
+    }
+
+    fn load(&self, request: LoadStored) -> SdkResult<StoredLog> {
+        Ok(crate::answer::load(self, request)?)
+    }
+
+    fn list(&self) -> SdkResult<StoredListing> {
+        Ok(JsonlStore::list(self)?)
+    }
+
+    fn claim(&self, request: SessionRef) -> SdkResult<()> {
+        let id = args::session_id(request).map_err(JsonlError::from)?;
+        self.ensure_root()?;
+        self.locks
+            .claim(&self.root, &id)
+            .map_err(JsonlError::from)?;
+        Ok(())
+    }
+
+    fn release(&self, request: SessionRef) -> SdkResult<()> {
+        let id = args::session_id(request).map_err(JsonlError::from)?;
+        self.locks.release(&id);
+        Ok(())
     }
 }
 
 /// One line per event.
-fn encode(events: &[EventRecord]) -> Result<Vec<u8>, JsonlError> {
+fn encode(events: &[Arc<EventRecord>]) -> Result<Vec<u8>, JsonlError> {
     let mut buf = Vec::with_capacity(events.len() * 160);
     for e in events {
-        serde_json::to_writer(&mut buf, e)
+        serde_json::to_writer(&mut buf, &**e)
             .map_err(|e| JsonlError::Invalid(format!("event: {e}")))?;
         buf.push(b'\n');
     }

@@ -13,8 +13,10 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use keel_plugin_api::services::session::{AppendBatch, LoadFormat, LoadStored, SessionRef};
 use keel_plugin_session_jsonl::{JsonlOptions, JsonlStore, StoreFailure};
 use keel_session_contract::fixtures::{header, open_turn, turn};
+use keel_session_store_kit::Backend;
 use serde_json::{Value, json};
 
 fn store(root: &Path) -> JsonlStore {
@@ -28,15 +30,22 @@ fn append(
     events: &[Value],
     at: u64,
 ) -> Result<Value, StoreFailure> {
-    let mut args = json!({ "session_id": id, "events": events, "expected_next_seq": at });
-    if hdr {
-        args["header"] = header(id);
-    }
-    s.call("append", args)
+    let batch = AppendBatch {
+        session_id: id.to_owned(),
+        header: hdr.then(|| serde_json::from_value(header(id)).unwrap()),
+        events: serde_json::from_value(json!(events)).unwrap(),
+        expected_next_seq: at,
+    };
+    Backend::append(s, batch).map(|a| json!(a))
 }
 
 fn load(s: &JsonlStore, id: &str, repair: bool) -> Result<Value, StoreFailure> {
-    s.call("load", json!({ "session_id": id, "repair": repair }))
+    let request = LoadStored {
+        session_id: id.to_owned(),
+        repair,
+        format: LoadFormat::Events,
+    };
+    Backend::load(s, request).map(|l| json!(l))
 }
 
 /// A session of two closed turns and an open one; returns its file and text.
@@ -220,7 +229,7 @@ fn directory_and_files_are_private() {
     let root = dir.path().join("a/b/sessions");
     let s = store(&root);
     append(&s, "s1", true, &turn(0), 0).unwrap();
-    s.call("claim", json!({ "session_id": "s1" })).unwrap();
+    Backend::claim(&s, SessionRef::new("s1")).unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&root), 0o700);
     assert_eq!(mode(&dir.path().join("a")), 0o700);
@@ -278,9 +287,9 @@ fn a_lock_held_by_another_process_is_refused() {
     while !ready.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let f = s.call("claim", json!({ "session_id": "s1" })).unwrap_err();
+    let f = Backend::claim(&s, SessionRef::new("s1")).unwrap_err();
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(f.code, "SESSION_LOCKED", "{}", f.message);
-    s.call("claim", json!({ "session_id": "s1" })).unwrap();
+    Backend::claim(&s, SessionRef::new("s1")).unwrap();
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use keel_plugin_session_sqlite::SqliteStore;
 use keel_plugin_session_sqlite::args::LoadFormat;
 use keel_session_contract::fixtures::{event, header, turn};
+use keel_session_store_kit::Backend;
 use serde_json::{Value, json};
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -26,13 +27,13 @@ fn flush_latency_per_batch() {
         .unwrap();
     let s = SqliteStore::new(dir.path());
     let first = json!({ "session_id": "p", "header": header("p"), "events": turn(0), "expected_next_seq": 0 });
-    s.call("append", first).unwrap();
+    Backend::append(&s, serde_json::from_value(first).unwrap()).unwrap();
     let mut times = Vec::new();
     for i in 0..500_u64 {
         let seq0 = 8 + i * 8;
         let args = json!({ "session_id": "p", "events": turn(seq0), "expected_next_seq": seq0 });
         let t = Instant::now();
-        s.call("append", args).unwrap();
+        Backend::append(&s, serde_json::from_value(args).unwrap()).unwrap();
         times.push(t.elapsed());
     }
     times.sort();
@@ -50,7 +51,7 @@ fn cold_load_of_a_million_events() {
     {
         let s = SqliteStore::new(dir.path());
         let mut args = json!({ "session_id": "big", "header": header("big"), "events": [], "expected_next_seq": 0 });
-        s.call("append", args.clone()).unwrap();
+        Backend::append(&s, serde_json::from_value(args.clone()).unwrap()).unwrap();
         args.as_object_mut().unwrap().remove("header");
         for chunk in 0..(n / 10_000) {
             let events: Vec<Value> = (chunk * 10_000..(chunk + 1) * 10_000)
@@ -66,7 +67,7 @@ fn cold_load_of_a_million_events() {
                 .collect();
             args["events"] = json!(events);
             args["expected_next_seq"] = json!(chunk * 10_000);
-            s.call("append", args.clone()).unwrap();
+            Backend::append(&s, serde_json::from_value(args.clone()).unwrap()).unwrap();
         }
     }
     let s = SqliteStore::new(dir.path());

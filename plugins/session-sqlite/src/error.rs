@@ -1,10 +1,11 @@
 //! Typed failures of the SQLite store and their mapping to the `keel.session-store` wire codes
-//! (`StoreError` in `keel-plugin-api`). Failures about stored data name the database file, the
+//! (`SessionCode` in `keel-plugin-api`). Failures about stored data name the database file, the
 //! session and the seq.
 
 use std::path::PathBuf;
 
-use keel_plugin_api::services::session::StoreError;
+use keel_plugin_api::sdk::Error;
+use keel_plugin_api::services::session::SessionCode;
 use keel_session_store_kit::KitError;
 
 /// Why a store call failed.
@@ -13,9 +14,6 @@ pub enum SqliteError {
     /// The request is malformed (bad id, missing field, header of another session).
     #[error("invalid request: {0}")]
     Invalid(String),
-    /// The method is not part of the store contract.
-    #[error("keel.session-store has no method '{0}'")]
-    UnknownMethod(String),
     /// No stored session with this id.
     #[error("session '{id}' not found in {}", path.display())]
     NotFound {
@@ -87,19 +85,18 @@ pub enum SqliteError {
 
 impl SqliteError {
     /// The wire code of this failure.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> SessionCode {
         match self {
-            SqliteError::Invalid(_) => StoreError::Invalid.code(),
-            SqliteError::UnknownMethod(_) => "UNKNOWN_METHOD",
-            SqliteError::NotFound { .. } => StoreError::NotFound.code(),
-            SqliteError::Exists { .. } => StoreError::Exists.code(),
+            SqliteError::Invalid(_) => SessionCode::Invalid,
+            SqliteError::NotFound { .. } => SessionCode::NotFound,
+            SqliteError::Exists { .. } => SessionCode::Exists,
             SqliteError::Unsupported { .. } | SqliteError::ForeignDatabase { .. } => {
-                StoreError::Unsupported.code()
+                SessionCode::Unsupported
             }
-            SqliteError::Corrupt { .. } => StoreError::Corrupt.code(),
-            SqliteError::Locked { .. } => StoreError::Locked.code(),
-            SqliteError::Seq(_) => StoreError::Seq.code(),
-            SqliteError::Io { .. } => StoreError::Io.code(),
+            SqliteError::Corrupt { .. } => SessionCode::Corrupt,
+            SqliteError::Locked { .. } => SessionCode::Locked,
+            SqliteError::Seq(_) => SessionCode::Seq,
+            SqliteError::Io { .. } => SessionCode::Io,
         }
     }
 
@@ -143,21 +140,12 @@ impl From<KitError> for SqliteError {
     }
 }
 
-/// A failed call as it crosses the plugin boundary: wire code and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreFailure {
-    /// `SESSION_*` or `UNKNOWN_METHOD`.
-    pub code: String,
-    /// Human text naming the database (and session, seq) where there is one.
-    pub message: String,
-}
+/// A failed call as it crosses the plugin boundary: the SDK error (typed code and message).
+pub type StoreFailure = Error;
 
-impl From<SqliteError> for StoreFailure {
+impl From<SqliteError> for Error {
     fn from(e: SqliteError) -> Self {
-        StoreFailure {
-            code: e.code().to_owned(),
-            message: e.to_string(),
-        }
+        Error::coded(e.code(), e.to_string())
     }
 }
 
@@ -169,7 +157,7 @@ mod tests {
 
     fn mapped(e: KitError) -> (&'static str, String) {
         let e = SqliteError::from(e);
-        (e.code(), e.to_string())
+        (e.code().code(), e.to_string())
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `session-sqlite`: the `keel.session-store` backend that keeps every session in one WAL-mode
 //! SQLite database (ARCHITECTURE §7, requirements B4). The store is plain Rust
 //! ([`SqliteStore`], no SDK types); this file only adapts it to the kernel: the manifest, the
-//! row config (`root`), and a [`CallHandle`] whose calls run on a thread the plugin owns, so
+//! row config (`root`), and the `keel.session-store` provider, a
+//! [`Worker`](keel_session_store_kit::Worker) whose calls run on a thread the plugin owns, so
 //! SQLite I/O never blocks the kernel's async workers.
 
 pub mod error;
@@ -10,24 +11,26 @@ pub mod schema;
 pub mod store;
 
 // The shared session-store modules, at the paths they had when this crate held copies.
-use keel_session_store_kit::worker;
+use keel_session_store_kit::Worker;
 pub use keel_session_store_kit::{args, envelope, line, lock};
 
 use std::path::PathBuf;
 
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::session::SessionStore;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub use error::{SqliteError, StoreFailure};
 pub use store::{DB_FILE, Loaded, SqliteStore};
 
 /// The row config.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Config {
     /// Directory of `sessions.sqlite3`; default `<KEEL_HOME>/sessions`.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     root: Option<PathBuf>,
 }
 
@@ -42,11 +45,7 @@ impl Plugin for SessionSqlite {
             .provides::<SessionStore>()
             // Logs under the workspace would be the model's to read and rewrite.
             .guard_keys(&["root"])
-            .config_schema(serde_json::json!({
-                "type": "object",
-                "properties": { "root": { "type": "string", "minLength": 1 } },
-                "additionalProperties": false
-            }))
+            .config_type::<Config>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
@@ -56,10 +55,8 @@ impl Plugin for SessionSqlite {
             None => ctx.keel_home()?.join("sessions"),
         };
         let store = SqliteStore::new(root);
-        let worker = worker::Worker::start("keel-session-sqlite", move |method, args| {
-            store.call(method, args).map_err(|f| (f.code, f.message))
-        })?;
-        ctx.provide::<SessionStore>(worker.handle())?;
+        let worker = Worker::start("keel-session-sqlite", store)?;
+        ctx.serve::<SessionStore, _>(worker.clone())?;
         ctx.effect("stop the session-sqlite worker", move || async move {
             worker.stop();
             Ok(())

@@ -13,12 +13,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use keel_plugin_api::services::session::{FORMAT_VERSION, SessionHeader};
+use keel_plugin_api::prelude::Result as SdkResult;
+use keel_plugin_api::services::session::{
+    AppendBatch, BatchStored, FORMAT_VERSION, ListedSession, LoadStored, SessionHeader, SessionRef,
+    StoredListing, StoredLog, StoredUnreadable, TornTail,
+};
+use keel_session_store_kit::Backend;
 use rusqlite::{Connection, TransactionBehavior};
-use serde_json::{Value, json};
 
 use crate::args::{self, AppendArgs, LoadFormat};
-use crate::error::{SqliteError, StoreFailure};
+use crate::error::SqliteError;
 use crate::lock::Locks;
 use crate::rows;
 
@@ -106,68 +110,6 @@ impl SqliteStore {
             ));
         }
         Ok(())
-    }
-
-    /// One call of the JSON contract (`StoreMethod`).
-    ///
-    /// # Errors
-    /// The failure's wire code and message.
-    pub fn call(&self, method: &str, args: Value) -> Result<Value, StoreFailure> {
-        Ok(self.dispatch(method, args)?)
-    }
-
-    fn dispatch(&self, method: &str, args: Value) -> Result<Value, SqliteError> {
-        match method {
-            "append" => {
-                let a = args::append(args, |_| self.path.clone())?;
-                Ok(json!({ "next_seq": self.append(a)? }))
-            }
-            "load" => {
-                let a = args::load(args)?;
-                let loaded = self.load(&a.session_id, a.repair, a.format)?;
-                let truncated = match &loaded.truncated {
-                    Some(t) => json!({
-                        "seq": t.seq,
-                        "reason": t.reason,
-                        "path": self.path.to_string_lossy(),
-                        "rows": t.rows,
-                    }),
-                    None => Value::Null,
-                };
-                let to_json = |e: serde_json::Error| SqliteError::Invalid(format!("encode: {e}"));
-                // Built by hand: `json!` would deep-copy the events through `to_value`.
-                let mut answer = serde_json::Map::new();
-                let header = serde_json::to_value(&loaded.header).map_err(to_json)?;
-                answer.insert("header".into(), header);
-                match loaded.events {
-                    rows::Events::Values(events) => {
-                        answer.insert("events".into(), Value::Array(events));
-                    }
-                    rows::Events::Lines { text, .. } => {
-                        answer.insert("events_jsonl".into(), Value::String(text));
-                    }
-                }
-                answer.insert("truncated".into(), truncated);
-                Ok(Value::Object(answer))
-            }
-            "list" => self.list(),
-            "claim" => {
-                let id = args::session_id("claim", args)?;
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(&self.root)
-                    .map_err(|e| SqliteError::io("create directory", &self.root, e))?;
-                self.locks.claim(&self.root, &id)?;
-                Ok(json!({}))
-            }
-            "release" => {
-                let id = args::session_id("release", args)?;
-                self.locks.release(&id);
-                Ok(json!({}))
-            }
-            other => Err(SqliteError::UnknownMethod(other.to_owned())),
-        }
     }
 
     /// Runs `f` on the open, validated connection. With `create: false` a missing database is
@@ -342,7 +284,7 @@ impl SqliteStore {
     ///
     /// # Errors
     /// `SESSION_UNSUPPORTED` for a foreign database, `SESSION_IO`.
-    pub fn list(&self) -> Result<Value, SqliteError> {
+    pub fn list(&self) -> Result<StoredListing, SqliteError> {
         let path = &self.path;
         let listed = self.with_conn(false, |conn| {
             let mut stmt = conn
@@ -362,23 +304,85 @@ impl SqliteStore {
                 let (header, updated_at, count) = read(row).map_err(|e| SqliteError::io("read", path, e))?;
                 if header.version != FORMAT_VERSION {
                     let e = self.unsupported(&header.id, i64::from(header.version));
-                    unreadable.push(json!({
-                        "session_id": header.id,
-                        "path": path.to_string_lossy(),
-                        "code": e.code(),
-                        "message": e.to_string(),
-                    }));
+                    unreadable.push(StoredUnreadable {
+                        session_id: Some(header.id.clone()),
+                        path: path.to_string_lossy().into_owned(),
+                        code: e.code().code().to_owned(),
+                        message: e.to_string(),
+                    });
                     continue;
                 }
-                let mut entry = serde_json::to_value(&header).map_err(|e| SqliteError::Invalid(e.to_string()))?;
-                if let Some(map) = entry.as_object_mut() {
-                    map.insert("events".into(), json!(count));
-                    map.insert("updated_at".into(), json!(updated_at));
-                }
-                sessions.push(entry);
+                sessions.push(ListedSession {
+                    header,
+                    events: u64::try_from(count).unwrap_or_default(),
+                    updated_at: u64::try_from(updated_at).unwrap_or_default(),
+                    live: false,
+                });
             }
-            Ok(json!({ "sessions": sessions, "unreadable": unreadable }))
+            Ok(StoredListing { sessions, unreadable })
         })?;
-        Ok(listed.unwrap_or_else(|| json!({ "sessions": [], "unreadable": [] })))
+        Ok(listed.unwrap_or_default())
+    }
+}
+
+/// The `keel.session-store` contract over this store (run on the plugin's thread).
+impl Backend for SqliteStore {
+    fn append(&self, request: AppendBatch) -> SdkResult<BatchStored> {
+        let a = args::append(request, |_| self.path.clone()).map_err(SqliteError::from)?;
+        Ok(BatchStored {
+            next_seq: SqliteStore::append(self, a)?,
+        })
+    }
+
+    fn load(&self, request: LoadStored) -> SdkResult<StoredLog> {
+        let a = args::load(request).map_err(SqliteError::from)?;
+        let loaded = SqliteStore::load(self, &a.session_id, a.repair, a.format)?;
+        let truncated = loaded.truncated.map(|t| TornTail {
+            seq: t.seq,
+            reason: t.reason,
+            path: self.path.to_string_lossy().into_owned(),
+            line: None,
+            bytes: None,
+            rows: Some(t.rows),
+        });
+        let mut answer = StoredLog {
+            header: loaded.header,
+            events: None,
+            events_jsonl: None,
+            events_file: None,
+            truncated,
+        };
+        match loaded.events {
+            rows::Events::Values(events) => {
+                let events = serde_json::from_value(serde_json::Value::Array(events))
+                    .map_err(|e| SqliteError::Invalid(format!("stored event: {e}")))?;
+                answer.events = Some(events);
+            }
+            rows::Events::Lines { text, .. } => answer.events_jsonl = Some(text),
+        }
+        Ok(answer)
+    }
+
+    fn list(&self) -> SdkResult<StoredListing> {
+        Ok(SqliteStore::list(self)?)
+    }
+
+    fn claim(&self, request: SessionRef) -> SdkResult<()> {
+        let id = args::session_id(request).map_err(SqliteError::from)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.root)
+            .map_err(|e| SqliteError::io("create directory", &self.root, e))?;
+        self.locks
+            .claim(&self.root, &id)
+            .map_err(SqliteError::from)?;
+        Ok(())
+    }
+
+    fn release(&self, request: SessionRef) -> SdkResult<()> {
+        let id = args::session_id(request).map_err(SqliteError::from)?;
+        self.locks.release(&id);
+        Ok(())
     }
 }

@@ -13,9 +13,11 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use keel_plugin_api::services::session::{AppendBatch, LoadFormat, LoadStored, SessionRef};
 use keel_plugin_session_sqlite::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use keel_plugin_session_sqlite::{DB_FILE, SqliteStore, StoreFailure};
 use keel_session_contract::fixtures::{header, open_turn, turn};
+use keel_session_store_kit::Backend;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
@@ -26,15 +28,26 @@ fn append(
     events: &[Value],
     at: u64,
 ) -> Result<Value, StoreFailure> {
-    let mut args = json!({ "session_id": id, "events": events, "expected_next_seq": at });
-    if hdr {
-        args["header"] = header(id);
-    }
-    s.call("append", args)
+    let batch = AppendBatch {
+        session_id: id.to_owned(),
+        header: hdr.then(|| serde_json::from_value(header(id)).unwrap()),
+        events: serde_json::from_value(json!(events)).unwrap(),
+        expected_next_seq: at,
+    };
+    Backend::append(s, batch).map(|a| json!(a))
 }
 
 fn load(s: &SqliteStore, id: &str, repair: bool) -> Result<Value, StoreFailure> {
-    s.call("load", json!({ "session_id": id, "repair": repair }))
+    let request = LoadStored {
+        session_id: id.to_owned(),
+        repair,
+        format: LoadFormat::Events,
+    };
+    Backend::load(s, request).map(|l| json!(l))
+}
+
+fn list(s: &SqliteStore) -> Result<Value, StoreFailure> {
+    Backend::list(s).map(|l| json!(l))
 }
 
 fn pragma(conn: &Connection, name: &str) -> i64 {
@@ -51,7 +64,7 @@ fn assert_refused(root: &Path, needles: &[&str]) {
     let calls = [
         append(&s, "s1", true, &turn(0), 0),
         load(&s, "s1", true),
-        s.call("list", json!({})),
+        list(&s),
     ];
     for result in calls {
         let f = result.unwrap_err();
@@ -122,7 +135,7 @@ fn a_file_that_is_not_sqlite_is_refused_untouched() {
 fn a_fresh_database_is_stamped_strict_and_in_wal_mode() {
     let dir = tempfile::tempdir().unwrap();
     let s = SqliteStore::new(dir.path());
-    assert_eq!(s.call("list", json!({})).unwrap()["sessions"], json!([]));
+    assert_eq!(list(&s).unwrap()["sessions"], json!([]));
     assert!(
         !dir.path().join(DB_FILE).exists(),
         "list created the database"
@@ -147,7 +160,7 @@ fn directory_database_and_sidecars_are_private() {
     let root = dir.path().join("home/sessions");
     let s = SqliteStore::new(&root);
     append(&s, "s1", true, &turn(0), 0).unwrap();
-    s.call("claim", json!({ "session_id": "s1" })).unwrap();
+    Backend::claim(&s, SessionRef::new("s1")).unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&root), 0o700);
     assert_eq!(mode(&dir.path().join("home")), 0o700);

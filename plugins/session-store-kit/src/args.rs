@@ -1,17 +1,19 @@
-//! The JSON requests of the `keel.session-store` contract (`StoreMethod`), parsed and checked
-//! before anything touches the disk: session ids, header shape and version, batch contiguity.
+//! The requests of the `keel.session-store` contract (`SessionStore`), checked before anything
+//! touches the disk: session ids, header shape and version, batch contiguity.
 //! Shared by every session-store backend; `path` in [`append`] is the backend's file for a
 //! session, named in version errors.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use keel_plugin_api::services::session::{EventRecord, FORMAT_VERSION, SessionHeader};
-use serde::Deserialize;
-use serde_json::Value;
+pub use keel_plugin_api::services::session::LoadFormat;
+use keel_plugin_api::services::session::{
+    AppendBatch, EventRecord, FORMAT_VERSION, LoadStored, SessionHeader, SessionRef,
+};
 
 use crate::error::KitError;
 
-/// `append`: `{session_id, header?, events, expected_next_seq}`.
+/// `append`, checked.
 #[derive(Debug)]
 pub struct AppendArgs {
     /// Checked id.
@@ -19,53 +21,9 @@ pub struct AppendArgs {
     /// Present on the first append only.
     pub header: Option<SessionHeader>,
     /// The batch, contiguous from `expected_next_seq`.
-    pub events: Vec<EventRecord>,
+    pub events: Vec<Arc<EventRecord>>,
     /// The caller's idea of the stored next seq.
     pub expected_next_seq: u64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawAppend {
-    session_id: String,
-    #[serde(default)]
-    header: Option<Value>,
-    events: Vec<EventRecord>,
-    expected_next_seq: u64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLoad {
-    session_id: String,
-    #[serde(default)]
-    repair: bool,
-    #[serde(default)]
-    format: LoadFormat,
-}
-
-/// How a `load` answer carries its events (`format` of the request).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LoadFormat {
-    /// `events`: an array of records (the default).
-    #[default]
-    Events,
-    /// `events_jsonl`: the same records as JSON lines text, one per line, in seq order.
-    Jsonl,
-    /// `"jsonl-file"`: a backend that keeps the records as checked JSON lines in a file may
-    /// answer `events_file: {path, offset, len}`, the byte range of those lines; any other
-    /// backend answers as for [`LoadFormat::Jsonl`].
-    #[serde(rename = "jsonl-file")]
-    JsonlFile,
-}
-
-impl LoadFormat {
-    /// Whether the records are wanted as JSON lines (`jsonl`, or `jsonl-file` from a backend
-    /// without a file to point at).
-    pub fn lines(self) -> bool {
-        matches!(self, LoadFormat::Jsonl | LoadFormat::JsonlFile)
-    }
 }
 
 /// Parsed `load` arguments.
@@ -77,16 +35,6 @@ pub struct LoadArgs {
     pub repair: bool,
     /// How the answer carries the events.
     pub format: LoadFormat,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawId {
-    session_id: String,
-}
-
-fn parse<T: serde::de::DeserializeOwned>(method: &str, args: Value) -> Result<T, KitError> {
-    serde_json::from_value(args).map_err(|e| KitError::Invalid(format!("{method} arguments: {e}")))
 }
 
 /// Checks a session id: `[A-Za-z0-9_-]{1,128}` (it becomes a file name).
@@ -105,12 +53,11 @@ pub fn check_id(id: &str) -> Result<(), KitError> {
     }
 }
 
-/// Parses `append` arguments; `path` is the session file (named in errors).
+/// Checks an `append` request; `path` is the session file (named in errors).
 pub fn append(
-    args: Value,
+    raw: AppendBatch,
     path: impl Fn(&str) -> std::path::PathBuf,
 ) -> Result<AppendArgs, KitError> {
-    let raw: RawAppend = parse("append", args)?;
     check_id(&raw.session_id)?;
     let header = match raw.header {
         None => None,
@@ -143,20 +90,14 @@ pub fn append(
     })
 }
 
-fn header(value: Value, id: &str, path: &Path) -> Result<SessionHeader, KitError> {
-    match value.get("version") {
-        Some(v) if v.as_u64() == Some(u64::from(FORMAT_VERSION)) => {}
-        Some(v) => {
-            return Err(KitError::Unsupported {
-                path: path.to_owned(),
-                found: v.to_string(),
-                expected: FORMAT_VERSION,
-            });
-        }
-        None => return Err(KitError::Invalid("header has no version".into())),
+fn header(header: SessionHeader, id: &str, path: &Path) -> Result<SessionHeader, KitError> {
+    if header.version != FORMAT_VERSION {
+        return Err(KitError::Unsupported {
+            path: path.to_owned(),
+            found: header.version.to_string(),
+            expected: FORMAT_VERSION,
+        });
     }
-    let header: SessionHeader =
-        serde_json::from_value(value).map_err(|e| KitError::Invalid(format!("header: {e}")))?;
     if header.id != id {
         return Err(KitError::Invalid(format!(
             "header id '{}' differs from session_id '{id}'",
@@ -172,9 +113,8 @@ fn header(value: Value, id: &str, path: &Path) -> Result<SessionHeader, KitError
     Ok(header)
 }
 
-/// Parses `load` arguments: `{session_id, repair?, format?: "events"|"jsonl"|"jsonl-file"}`.
-pub fn load(args: Value) -> Result<LoadArgs, KitError> {
-    let raw: RawLoad = parse("load", args)?;
+/// Checks a `load` request.
+pub fn load(raw: LoadStored) -> Result<LoadArgs, KitError> {
     check_id(&raw.session_id)?;
     Ok(LoadArgs {
         session_id: raw.session_id,
@@ -183,9 +123,8 @@ pub fn load(args: Value) -> Result<LoadArgs, KitError> {
     })
 }
 
-/// Parses `claim` / `release` arguments.
-pub fn session_id(method: &str, args: Value) -> Result<String, KitError> {
-    let raw: RawId = parse(method, args)?;
+/// Checks a `claim` / `release` request.
+pub fn session_id(raw: SessionRef) -> Result<String, KitError> {
     check_id(&raw.session_id)?;
     Ok(raw.session_id)
 }

@@ -12,3 +12,4 @@ pub mod lock;
 pub mod worker;
 
 pub use error::KitError;
+pub use worker::{Backend, Worker};

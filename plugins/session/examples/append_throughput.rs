@@ -110,16 +110,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t.elapsed(),
     );
     let t = Instant::now();
-    let shared = log.projection().shared();
+    let shared = log.projection().shared()?;
     report(
-        "  shared() first read (renders, caches)",
+        "  shared() first read (renders, freezes once)",
         shared.len(),
         t.elapsed(),
     );
     let t = Instant::now();
-    let shared = log.projection().shared();
+    let shared = log.projection().shared()?;
     report(
-        "  shared() next read (cached Arcs)",
+        "  shared() next read (refcount clones only)",
         shared.len(),
         t.elapsed(),
     );

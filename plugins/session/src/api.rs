@@ -1,37 +1,26 @@
-//! The `keel.session` JSON methods (`SessionMethod`) over a [`SessionManager`], with the
-//! kernel-facing side effects behind [`Hooks`] so the whole surface is testable without the SDK.
+//! The `keel.session` provider ([`Api`], implementing the `Sessions` contract) over a
+//! [`SessionManager`], with the kernel-facing side effects behind [`Hooks`] so the whole
+//! surface is testable without the kernel. The request and answer types, and what each method
+//! does, are declared once in `keel_plugin_api::services::session`.
 //!
-//! Shapes (requests → answers):
-//! - `create {cwd, id?, origin?, delegation_depth?, ephemeral?, profile?}` → `{session_id,
-//!   header}` — `profile` (`{name, digest}`) is logged at once as the first event,
-//!   `session/profile`
-//! - `open {session_id}` → `{session_id, next_seq, recovered: [EventRecord]}`
-//! - `append {session_id, events: [{type, data | data_json, ignorable?, surface_op?,
-//!   source_event_seqs?}]}` → `{seqs}` — `data_json` is raw JSON text checked for duplicate
-//!   keys; `data` arrives already parsed by the transport, which keeps the last of two equal
-//!   keys, so callers holding untrusted text should send `data_json`
-//! - `flush {session_id}` → `{durable_seq}` (`null`: nothing stored yet); dispatches
-//!   `session/flush` so every durability listener runs
-//! - `close {session_id}` → `{}`
-//! - `load {session_id}` → `{header, events, recovered, truncated}` (closers committed,
-//!   included in `events`; `truncated`: the torn tail this load cut, or `null`)
-//! - `inspect {session_id}` → `{header, events, recovered, committed: false, truncated}`
-//!   (closers not in `events`; `truncated`: the torn tail a repair would cut)
-//! - `fork {session_id, at?: seq | "last-turn-end", child_id?}` → `{session_id, seed_length}`
-//! - `list {}` → `{sessions: [...], unreadable: [{path, reason, code, session_id}]}`
-//! - `messages {session_id}` → `{messages: [...]}`
-//! - `profile {session_id}` → `{profile: {name, digest} | null}` — the first `session/profile`
-//!   event (the profile the session was created under); reads without repairing
+//! `append` takes each event's data as a frozen JSON document (`data`) or raw text
+//! (`data_json`); both are parsed here with the lossless checks of [`parse_data`] (duplicate
+//! keys refused), so no transport can drop a repeated key before the session sees it.
 
 use std::sync::Arc;
 
-use keel_plugin_api::services::session::{EventRecord, SessionHeader, SurfaceOp};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use keel_plugin_api::prelude::Result as SdkResult;
+use keel_plugin_api::services::session::{
+    AppendEvents, AppendedEvents, CreateSession, CreatedSession, EventInput, EventRecord, Flushed,
+    ForkAt, ForkMark, ForkSession, ForkedSession, ListedSession, OpenedSession, RecordedProfile,
+    SessionHeader, SessionListing, SessionLog, SessionMessages, SessionRef, SessionsProvider,
+    UnreadableSession,
+};
+use serde_json::Value;
 
 use crate::error::{Result, SessionError};
 use crate::fork::Boundary;
-use crate::sessions::{CreateArgs, SessionManager};
+use crate::sessions::SessionManager;
 use crate::store::BoxFut;
 use crate::validate::{NewEvent, parse_data};
 
@@ -53,54 +42,9 @@ pub trait Hooks: Send + Sync + 'static {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IdArgs {
-    session_id: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EventInput {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    data: Option<Value>,
-    #[serde(default)]
-    data_json: Option<String>,
-    #[serde(default)]
-    ignorable: bool,
-    #[serde(default)]
-    surface_op: Option<SurfaceOp>,
-    #[serde(default)]
-    source_event_seqs: Option<Vec<u64>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AppendArgs {
-    session_id: String,
-    events: Vec<EventInput>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ForkArgs {
-    session_id: String,
-    #[serde(default)]
-    at: Option<Value>,
-    #[serde(default)]
-    child_id: Option<String>,
-}
-
-fn args<T: serde::de::DeserializeOwned>(method: &str, v: Value) -> Result<T> {
-    serde_json::from_value(v)
-        .map_err(|e| SessionError::invalid(format!("bad arguments to '{method}': {e}")))
-}
-
 fn to_new(e: EventInput) -> Result<NewEvent> {
     let data = match (e.data, e.data_json) {
-        (Some(d), None) => d,
+        (Some(d), None) => parse_data(d.as_str())?,
         (None, Some(raw)) => parse_data(&raw)?,
         _ => {
             return Err(SessionError::invalid(format!(
@@ -118,140 +62,233 @@ fn to_new(e: EventInput) -> Result<NewEvent> {
     })
 }
 
-/// Parses a fork boundary: absent/null → last, a seq, or `"last-turn-end"`.
+/// Parses a fork boundary given as JSON (the CLI's `--at`): absent/null → last, a seq, or
+/// `"last-turn-end"`.
 ///
 /// # Errors
 /// `SESSION_INVALID` for anything else.
 pub fn boundary(at: Option<&Value>) -> Result<Boundary> {
     match at {
         None | Some(Value::Null) => Ok(Boundary::Last),
-        Some(Value::String(s)) if s == "last-turn-end" => Ok(Boundary::LastTurnEnd),
-        Some(v) => v.as_u64().map(Boundary::At).ok_or_else(|| {
-            SessionError::invalid(format!(
-                "fork boundary must be a seq or \"last-turn-end\", got {v}"
-            ))
-        }),
+        Some(v) => serde_json::from_value::<ForkAt>(v.clone())
+            .map(|at| fork_boundary(Some(at)))
+            .map_err(|_| {
+                SessionError::invalid(format!(
+                    "fork boundary must be a seq or \"last-turn-end\", got {v}"
+                ))
+            }),
     }
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
+/// The typed fork boundary as the fork module's.
+pub fn fork_boundary(at: Option<ForkAt>) -> Boundary {
+    match at {
+        None => Boundary::Last,
+        Some(ForkAt::Seq(seq)) => Boundary::At(seq),
+        Some(ForkAt::Mark(ForkMark::LastTurnEnd)) => Boundary::LastTurnEnd,
+    }
 }
 
-/// Runs one `keel.session` method.
+/// A `list` row of the manager (header fields, `events`, `updated_at`, `live`) as typed.
+fn listed(row: Value) -> Result<ListedSession> {
+    serde_json::from_value(row).map_err(|e| SessionError::invalid(format!("listed session: {e}")))
+}
+
+fn unreadable(row: Value) -> UnreadableSession {
+    let text = |k: &str| row.get(k).and_then(Value::as_str).map(str::to_owned);
+    UnreadableSession {
+        path: text("path").unwrap_or_default(),
+        reason: text("reason").unwrap_or_default(),
+        code: text("code").unwrap_or_default(),
+        session_id: text("session_id"),
+    }
+}
+
+/// The `keel.session` provider.
+pub struct Api<H: ?Sized> {
+    /// The live sessions and the store.
+    pub mgr: Arc<SessionManager>,
+    /// The kernel side.
+    pub hooks: Arc<H>,
+}
+
+impl<H: Hooks + ?Sized> Api<H> {
+    async fn create(&self, create: CreateSession) -> Result<CreatedSession> {
+        let (mgr, hooks) = (&*self.mgr, &*self.hooks);
+        let profile = create.profile.clone();
+        let header = mgr.create(create).await?;
+        hooks.created(&header);
+        if let Some(profile) = profile {
+            let id = header.id.as_str();
+            let logged = mgr.append(
+                id,
+                vec![crate::core_events::session_profile(&profile)],
+                |c| {
+                    hooks.committed(id, c);
+                },
+            );
+            if let Err(e) = logged {
+                let _ = mgr.close(id).await;
+                hooks.disposed(&header);
+                return Err(e);
+            }
+        }
+        Ok(CreatedSession {
+            session_id: header.id.clone(),
+            header,
+        })
+    }
+
+    async fn open(&self, SessionRef { session_id }: SessionRef) -> Result<OpenedSession> {
+        let o = self.mgr.open(&session_id).await?;
+        self.hooks.created(&o.header);
+        if !o.recovered.is_empty() {
+            self.hooks.committed(&session_id, &o.recovered);
+        }
+        Ok(OpenedSession {
+            session_id,
+            next_seq: o.next_seq,
+            recovered: o.recovered.iter().map(|e| (**e).clone()).collect(),
+        })
+    }
+
+    fn append(&self, AppendEvents { session_id, events }: AppendEvents) -> Result<AppendedEvents> {
+        let mut batch = events.into_iter().map(to_new).collect::<Result<Vec<_>>>()?;
+        self.hooks.before_persist(&session_id, &mut batch)?;
+        let seqs = self.mgr.append(&session_id, batch, |committed| {
+            self.hooks.committed(&session_id, committed);
+        })?;
+        Ok(AppendedEvents { seqs })
+    }
+
+    async fn flush(&self, SessionRef { session_id }: SessionRef) -> Result<Flushed> {
+        self.mgr.durable_seq(&session_id)?;
+        self.hooks.flush(&session_id).await?;
+        Ok(Flushed {
+            durable_seq: self.mgr.durable_seq(&session_id)?,
+        })
+    }
+
+    async fn close(&self, SessionRef { session_id }: SessionRef) -> Result<()> {
+        let header = self.mgr.close(&session_id).await?;
+        self.hooks.disposed(&header);
+        Ok(())
+    }
+
+    async fn read(&self, session_id: String, commit: bool) -> Result<SessionLog> {
+        let s = if commit {
+            self.mgr.load(&session_id).await?
+        } else {
+            self.mgr.inspect(&session_id).await?
+        };
+        if s.committed && !s.recovered.is_empty() {
+            let recs: Vec<Arc<EventRecord>> = s.recovered.iter().cloned().map(Arc::new).collect();
+            self.hooks.committed(&session_id, &recs);
+        }
+        Ok(SessionLog {
+            header: s.header,
+            events: s.events,
+            recovered: s.recovered,
+            truncated: s.truncated,
+            committed: (!commit).then_some(false),
+        })
+    }
+
+    async fn fork(&self, f: ForkSession) -> Result<ForkedSession> {
+        let child = self
+            .mgr
+            .fork(&f.session_id, fork_boundary(f.at), f.child_id)
+            .await?;
+        Ok(ForkedSession {
+            session_id: child.id,
+            seed_length: child.seed_length,
+        })
+    }
+
+    async fn list(&self) -> Result<SessionListing> {
+        let listing = self.mgr.list().await?;
+        Ok(SessionListing {
+            sessions: listing
+                .sessions
+                .into_iter()
+                .map(listed)
+                .collect::<Result<_>>()?,
+            unreadable: listing.unreadable.into_iter().map(unreadable).collect(),
+        })
+    }
+
+    async fn profile(&self, SessionRef { session_id }: SessionRef) -> Result<RecordedProfile> {
+        let profile = match self.mgr.recorded_profile(&session_id).await? {
+            Some(data) => Some(serde_json::from_value(data).map_err(|e| {
+                SessionError::invalid(format!(
+                    "session '{session_id}' records a profile that is not {{name, digest}}: {e}"
+                ))
+            })?),
+            None => None,
+        };
+        Ok(RecordedProfile { profile })
+    }
+}
+
+impl<H: Hooks + ?Sized> SessionsProvider for Api<H> {
+    async fn create(&self, request: CreateSession) -> SdkResult<CreatedSession> {
+        Ok(Api::create(self, request).await?)
+    }
+    async fn open(&self, request: SessionRef) -> SdkResult<OpenedSession> {
+        Ok(Api::open(self, request).await?)
+    }
+    async fn append(&self, request: AppendEvents) -> SdkResult<AppendedEvents> {
+        Ok(Api::append(self, request)?)
+    }
+    async fn flush(&self, request: SessionRef) -> SdkResult<Flushed> {
+        Ok(Api::flush(self, request).await?)
+    }
+    async fn close(&self, request: SessionRef) -> SdkResult<()> {
+        Ok(Api::close(self, request).await?)
+    }
+    async fn load(&self, request: SessionRef) -> SdkResult<SessionLog> {
+        Ok(self.read(request.session_id, true).await?)
+    }
+    async fn inspect(&self, request: SessionRef) -> SdkResult<SessionLog> {
+        Ok(self.read(request.session_id, false).await?)
+    }
+    async fn fork(&self, request: ForkSession) -> SdkResult<ForkedSession> {
+        Ok(Api::fork(self, request).await?)
+    }
+    async fn list(&self, (): ()) -> SdkResult<SessionListing> {
+        Ok(Api::list(self).await?)
+    }
+    async fn messages(&self, request: SessionRef) -> SdkResult<SessionMessages> {
+        Ok(SessionMessages {
+            messages: self.mgr.messages(&request.session_id).await?,
+        })
+    }
+    async fn profile(&self, request: SessionRef) -> SdkResult<RecordedProfile> {
+        Ok(Api::profile(self, request).await?)
+    }
+}
+
+/// Test access: one `keel.session` call with JSON arguments, through the real contract
+/// dispatch (request decoding, answer encoding) of an [`Api`] over `mgr` and `hooks`.
 ///
 /// # Errors
-/// `SESSION_INVALID` for bad arguments or an unknown method, else the manager's errors.
-pub async fn call(
-    mgr: &SessionManager,
-    hooks: &dyn Hooks,
+/// The call's error, as a [`SessionError`].
+#[cfg(test)]
+pub async fn call<H: Hooks>(
+    mgr: &Arc<SessionManager>,
+    hooks: &Arc<H>,
     method: &str,
-    a: Value,
+    args: Value,
 ) -> Result<Value> {
-    match method {
-        "create" => {
-            let create = args::<CreateArgs>(method, a)?;
-            let profile = create.profile.clone();
-            let header = mgr.create(create).await?;
-            hooks.created(&header);
-            if let Some(profile) = profile {
-                let id = header.id.as_str();
-                let logged = mgr.append(
-                    id,
-                    vec![crate::core_events::session_profile(&profile)],
-                    |c| {
-                        hooks.committed(id, c);
-                    },
-                );
-                if let Err(e) = logged {
-                    let _ = mgr.close(id).await;
-                    hooks.disposed(&header);
-                    return Err(e);
-                }
-            }
-            Ok(json!({ "session_id": header.id, "header": to_json(&header) }))
-        }
-        "open" => {
-            let IdArgs { session_id } = args(method, a)?;
-            let o = mgr.open(&session_id).await?;
-            hooks.created(&o.header);
-            if !o.recovered.is_empty() {
-                hooks.committed(&session_id, &o.recovered);
-            }
-            let recovered: Vec<&EventRecord> = o.recovered.iter().map(|e| &**e).collect();
-            Ok(
-                json!({ "session_id": session_id, "next_seq": o.next_seq, "recovered": to_json(&recovered) }),
-            )
-        }
-        "append" => {
-            let AppendArgs { session_id, events } = args(method, a)?;
-            let mut batch = events.into_iter().map(to_new).collect::<Result<Vec<_>>>()?;
-            hooks.before_persist(&session_id, &mut batch)?;
-            let seqs = mgr.append(&session_id, batch, |committed| {
-                hooks.committed(&session_id, committed);
-            })?;
-            Ok(json!({ "seqs": seqs }))
-        }
-        "flush" => {
-            let IdArgs { session_id } = args(method, a)?;
-            mgr.durable_seq(&session_id)?;
-            hooks.flush(&session_id).await?;
-            Ok(json!({ "durable_seq": mgr.durable_seq(&session_id)? }))
-        }
-        "close" => {
-            let IdArgs { session_id } = args(method, a)?;
-            let header = mgr.close(&session_id).await?;
-            hooks.disposed(&header);
-            Ok(json!({}))
-        }
-        "load" | "inspect" => {
-            let IdArgs { session_id } = args(method, a)?;
-            let s = if method == "load" {
-                mgr.load(&session_id).await?
-            } else {
-                mgr.inspect(&session_id).await?
-            };
-            if s.committed && !s.recovered.is_empty() {
-                let recs: Vec<Arc<EventRecord>> =
-                    s.recovered.iter().cloned().map(Arc::new).collect();
-                hooks.committed(&session_id, &recs);
-            }
-            let mut out = json!({
-                "header": to_json(&s.header),
-                "events": to_json(&s.events),
-                "recovered": to_json(&s.recovered),
-            });
-            out["truncated"] = s.truncated.unwrap_or(Value::Null);
-            if method == "inspect" {
-                out["committed"] = Value::Bool(false);
-            }
-            Ok(out)
-        }
-        "fork" => {
-            let ForkArgs {
-                session_id,
-                at,
-                child_id,
-            } = args(method, a)?;
-            let child = mgr
-                .fork(&session_id, boundary(at.as_ref())?, child_id)
-                .await?;
-            Ok(json!({ "session_id": child.id, "seed_length": child.seed_length }))
-        }
-        "list" => {
-            let listed = mgr.list().await?;
-            Ok(json!({ "sessions": listed.sessions, "unreadable": listed.unreadable }))
-        }
-        "messages" => {
-            let IdArgs { session_id } = args(method, a)?;
-            Ok(json!({ "messages": mgr.messages(&session_id).await? }))
-        }
-        "profile" => {
-            let IdArgs { session_id } = args(method, a)?;
-            Ok(json!({ "profile": mgr.recorded_profile(&session_id).await? }))
-        }
-        other => Err(SessionError::invalid(format!(
-            "keel.session has no method '{other}'"
-        ))),
-    }
+    use keel_plugin_api::sdk::{ContractClient, ContractHandle};
+    use keel_plugin_api::services::session::Sessions;
+    let api = Api {
+        mgr: Arc::clone(mgr),
+        hooks: Arc::clone(hooks),
+    };
+    let handle = ContractHandle::serve::<Sessions, _>("session", api);
+    ContractClient::<Sessions>::new(handle, "test")
+        .call::<Value, Value>(method, 1, &args)
+        .await
+        .map_err(|e| SessionError::from_code(&e.code, e.message))
 }

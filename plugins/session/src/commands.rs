@@ -188,7 +188,11 @@ async fn show(
     // What this load cut: only a committing load repairs (`inspect` cuts nothing).
     let cut = snap.truncated.as_ref().filter(|_| snap.committed);
     if let Some(torn) = cut {
-        let _ = writeln!(io.err, "{}", one_line(&format!("keel: {}", cut_line(torn))));
+        let _ = writeln!(
+            io.err,
+            "{}",
+            one_line(&format!("keel: {}", cut_line(&serde_json::json!(torn))))
+        );
     }
     if snap.committed && !snap.recovered.is_empty() {
         let _ = writeln!(

@@ -5,7 +5,7 @@
 //! seam (`SESSION_INVALID`, `SESSION_UNSUPPORTED`, …), so callers across the ABI can match on
 //! the code alone; the message names the rule and the seq when there is one.
 
-use keel_plugin_api::services::session::StoreError;
+use keel_plugin_api::services::session::{SessionCode, StoreError};
 
 /// The code of a [`SessionError`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,18 +28,6 @@ pub struct SessionError {
 /// Result alias of the session core.
 pub type Result<T, E = SessionError> = std::result::Result<T, E>;
 
-const ALL: &[StoreError] = &[
-    StoreError::NotFound,
-    StoreError::Exists,
-    StoreError::Unsupported,
-    StoreError::Corrupt,
-    StoreError::Locked,
-    StoreError::Seq,
-    StoreError::Io,
-    StoreError::Invalid,
-    StoreError::OpenTurn,
-];
-
 impl SessionError {
     /// An error with a seam code.
     pub fn new(kind: StoreError, message: impl Into<String>) -> Self {
@@ -51,10 +39,13 @@ impl SessionError {
 
     /// An error from a wire code: seam codes become [`ErrorCode::Store`], others are kept.
     pub fn from_code(code: &str, message: impl Into<String>) -> Self {
-        let code = ALL.iter().find(|k| k.code() == code).map_or_else(
-            || ErrorCode::Other(code.to_owned()),
-            |k| ErrorCode::Store(*k),
-        );
+        let code = SessionCode::ALL
+            .iter()
+            .find(|k| k.code() == code)
+            .map_or_else(
+                || ErrorCode::Other(code.to_owned()),
+                |k| ErrorCode::Store(*k),
+            );
         SessionError {
             code,
             message: message.into(),
@@ -113,13 +104,23 @@ impl std::fmt::Display for SessionError {
 
 impl std::error::Error for SessionError {}
 
+/// Across the ABI: a seam code stays typed, a foreign one is passed on verbatim.
+impl From<SessionError> for keel_plugin_api::sdk::Error {
+    fn from(e: SessionError) -> Self {
+        match e.code {
+            ErrorCode::Store(code) => keel_plugin_api::sdk::Error::coded(code, e.message),
+            ErrorCode::Other(code) => keel_plugin_api::sdk::Error::new(&code, e.message),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn codes_round_trip_and_foreign_codes_are_kept() {
-        for k in ALL {
+        for k in SessionCode::ALL {
             assert!(SessionError::from_code(k.code(), "m").is(*k));
         }
         let e = SessionError::from_code("PANIC", "boom");

@@ -1,6 +1,6 @@
 //! The `session` plugin: keel's append-only session log (ARCHITECTURE §7, requirements C6).
 //!
-//! This file is only the SDK adapter: it provides `keel.session` (the JSON methods of
+//! This file is only the SDK adapter: it serves `keel.session` (the typed provider of
 //! [`api`]), `keel.command.sessions` and `keel.command.fork` (the [`commands`]), talks to the
 //! profile's `keel.session-store` backend through [`store::Store`], runs the write-behind
 //! timers on the kernel's runtime, feeds `session/event` after every commit and
@@ -16,7 +16,7 @@
 //! - [`fork`]: closed-prefix forks (SES-07/13, B8);
 //! - [`projection`], [`contract`]: incremental model history and the tool-call contract
 //!   (SES-03/12, ARCHITECTURE §7);
-//! - [`sessions`], [`api`], [`commands`]: live sessions, the JSON methods, the CLI.
+//! - [`sessions`], [`api`], [`commands`]: live sessions, the `keel.session` provider, the CLI.
 
 pub mod api;
 pub mod commands;
@@ -53,9 +53,10 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::command::{Command, ForkCommand, SessionsCommand};
 use keel_plugin_api::services::session::{
-    EventRecord, SessionHeader, SessionStore, Sessions, StoreError,
+    AppendBatch, EventRecord, LoadFormat, LoadStored, SessionHeader, SessionRef, SessionStore,
+    SessionStoreClient, Sessions, StoreError,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::SessionError;
 use crate::sessions::{Config, SessionManager};
@@ -63,8 +64,7 @@ use crate::store::{BoxFut, Listing, Loaded, Store, StoreAppend, Timer};
 use crate::validate::NewEvent;
 
 fn to_sdk(e: SessionError) -> Error {
-    let code = e.code().to_owned();
-    Error::new(&code, e.message)
+    e.into()
 }
 
 fn from_sdk(e: Error) -> SessionError {
@@ -72,73 +72,71 @@ fn from_sdk(e: Error) -> SessionError {
     SessionError::from_code(&code, message)
 }
 
-/// [`Store`] over the backend's `keel.session-store` JSON methods.
-struct CallStore(ServiceRef<SessionStore>);
-
-impl CallStore {
-    fn call(&self, method: &'static str, args: Value) -> BoxFut<error::Result<Value>> {
-        let h = self.0.clone();
-        Box::pin(async move { h.call(method, args).await.map_err(from_sdk) })
-    }
-}
+/// [`Store`] over the backend's `keel.session-store` client.
+struct CallStore(SessionStoreClient);
 
 impl Store for CallStore {
     fn append(&self, req: StoreAppend) -> BoxFut<error::Result<u64>> {
-        let events: Vec<&EventRecord> = req.events.iter().map(|e| &**e).collect();
-        let mut args = json!({
-            "session_id": req.session_id,
-            "events": events,
-            "expected_next_seq": req.expected_next_seq,
-        });
-        if let Some(h) = &req.header {
-            args["header"] = serde_json::to_value(h).unwrap_or(Value::Null);
-        }
-        let call = self.call("append", args);
+        let (client, batch) = (
+            self.0.clone(),
+            AppendBatch {
+                session_id: req.session_id,
+                header: req.header,
+                events: req.events,
+                expected_next_seq: req.expected_next_seq,
+            },
+        );
         Box::pin(async move {
-            let v = call.await?;
-            v.get("next_seq").and_then(Value::as_u64).ok_or_else(|| {
-                SessionError::new(
-                    StoreError::Io,
-                    "session store answered append without next_seq",
-                )
-            })
+            let stored = client.append(batch).await.map_err(from_sdk)?;
+            Ok(stored.next_seq)
         })
     }
 
     fn load(&self, session_id: &str, repair: bool) -> BoxFut<error::Result<Loaded>> {
-        // `format: "jsonl-file"`: the JSONL backend names the byte range of its checked lines
+        // `jsonl-file`: the JSONL backend names the byte range of its checked lines
         // (`events_file`), read straight from the file; other backends send one JSON lines
-        // string (`events_jsonl`). Both are far cheaper across the JSON seam than an array.
-        let call = self.call(
-            "load",
-            json!({ "session_id": session_id, "repair": repair, "format": "jsonl-file" }),
+        // string (`events_jsonl`). Both are far cheaper across the seam than an array.
+        let (client, request) = (
+            self.0.clone(),
+            LoadStored {
+                session_id: session_id.to_owned(),
+                repair,
+                format: LoadFormat::JsonlFile,
+            },
         );
-        Box::pin(async move { wire::load_answer(call.await?) })
+        Box::pin(async move { wire::load_answer(client.load(request).await.map_err(from_sdk)?) })
     }
 
     fn list(&self) -> BoxFut<error::Result<Listing>> {
-        let call = self.call("list", json!({}));
+        let client = self.0.clone();
         Box::pin(async move {
-            let mut answer = call.await?;
-            let mut rows = |key: &str| match answer[key].take() {
-                Value::Array(rows) => rows,
-                _ => Vec::new(),
+            let listed = client.list(()).await.map_err(from_sdk)?;
+            let value = |v: serde_json::Result<Value>| {
+                v.map_err(|e| SessionError::invalid(format!("session listing: {e}")))
             };
             Ok(Listing {
-                sessions: rows("sessions"),
-                unreadable: rows("unreadable"),
+                sessions: listed
+                    .sessions
+                    .iter()
+                    .map(|s| value(serde_json::to_value(s)))
+                    .collect::<error::Result<_>>()?,
+                unreadable: listed
+                    .unreadable
+                    .iter()
+                    .map(|u| value(serde_json::to_value(u)))
+                    .collect::<error::Result<_>>()?,
             })
         })
     }
 
     fn claim(&self, session_id: &str) -> BoxFut<error::Result<()>> {
-        let call = self.call("claim", json!({ "session_id": session_id }));
-        Box::pin(async move { call.await.map(drop) })
+        let (client, id) = (self.0.clone(), SessionRef::new(session_id));
+        Box::pin(async move { client.claim(id).await.map_err(from_sdk) })
     }
 
     fn release(&self, session_id: &str) -> BoxFut<error::Result<()>> {
-        let call = self.call("release", json!({ "session_id": session_id }));
-        Box::pin(async move { call.await.map(drop) })
+        let (client, id) = (self.0.clone(), SessionRef::new(session_id));
+        Box::pin(async move { client.release(id).await.map_err(from_sdk) })
     }
 }
 
@@ -268,25 +266,12 @@ impl Plugin for SessionPlugin {
             .declares::<SessionFlush>()
             .declares::<SessionCreated>()
             .declares::<SessionDisposed>()
-            .config_schema(json!({
-                "type": "object",
-                "properties": {
-                    "write_batch_max_delay_ms": {
-                        "type": "integer", "minimum": 0, "maximum": 60000,
-                        "description": "write-behind batching window in ms (default 200)"
-                    },
-                    "event_types": {
-                        "type": "array", "items": { "type": "string" },
-                        "description": "plugin event types every reader must understand"
-                    }
-                },
-                "additionalProperties": false
-            }))
+            .config_type::<Config>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: Config = ctx.config()?;
-        let store: Arc<dyn Store> = Arc::new(CallStore(ctx.service::<SessionStore>()?));
+        let store: Arc<dyn Store> = Arc::new(CallStore(ctx.client::<SessionStore>()?));
         let mgr = Arc::new(SessionManager::new(
             store,
             Arc::new(KernelTimer(ctx)),
@@ -320,11 +305,10 @@ impl Plugin for SessionPlugin {
             }
         })?;
 
-        let (m, h) = (mgr.clone(), hooks.clone());
-        ctx.provide::<Sessions>(CallHandle::new(move |method, args| {
-            let (m, h) = (m.clone(), h.clone());
-            async move { api::call(&m, &*h, &method, args).await.map_err(to_sdk) }
-        }))?;
+        ctx.serve::<Sessions, _>(api::Api {
+            mgr: mgr.clone(),
+            hooks: hooks.clone(),
+        })?;
         let commands = commands::Command::sessions(ctx, mgr.clone());
         ctx.serve_named::<Command, _>(SessionsCommand::NAME, commands)?;
         let commands = commands::Command::fork(ctx, mgr.clone());

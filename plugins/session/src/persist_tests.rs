@@ -46,13 +46,13 @@ async fn sec03_persist_hook_rewrites_before_commit_and_a_refusal_writes_nothing(
     let store = MemStore::new();
     let (mgr, inner) = setup(&store);
     for refuse in [false, true] {
-        let hooks = PersistHooks {
+        let hooks = Arc::new(PersistHooks {
             inner: TestHooks {
                 mgr: mgr.clone(),
                 seen: Mutex::default(),
             },
             refuse,
-        };
+        });
         let id = if refuse { "r" } else { "w" };
         api::call(&mgr, &hooks, "create", json!({"cwd": "/w", "id": id}))
             .await

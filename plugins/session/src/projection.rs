@@ -29,17 +29,22 @@
 //! `seq ≤ end` into the maps (binary search, then one ordered insert each; a node moves at most
 //! once, so this is amortised O(log n) per appended node), then does `k` removals and one
 //! insert, O((k+1)·log n) however old the shadowed range is; nothing is ever rebuilt.
-//! Messages are rendered on first read and shared (`Arc`). Reading the history for a request
-//! walks the visible nodes only (map, then vector) — proportional to the context, not to the log
-//! (shadowed history costs nothing after its replacement).
+//! Messages are rendered on first read, straight from the event's data into JSON text, and kept
+//! as a [`Frozen`] document: every later read of the history (each model request) clones
+//! reference counts only — no message is encoded twice, whatever the length of the session
+//! (issue 12 item 2). Reading the history for a request walks the visible nodes only (map, then
+//! vector) — proportional to the context, not to the log (shadowed history costs nothing after
+//! its replacement).
 //!
 //! **Tool-call contract** (ARCHITECTURE §7): see [`crate::contract`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+use keel_plugin_api::sdk::Frozen;
 use keel_plugin_api::services::session::{EventRecord, SurfaceOp};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::error::{Result, SessionError};
 use crate::invariants::str_field;
@@ -61,13 +66,19 @@ struct Node {
     kind: NodeKind,
     /// The log's own event (shared, immutable).
     event: Arc<EventRecord>,
-    /// Rendered on first read, then reused.
-    message: OnceLock<Arc<Value>>,
+    /// Rendered and frozen on first read, then shared.
+    message: OnceLock<Frozen>,
 }
 
 impl Node {
-    fn message(&self) -> &Arc<Value> {
-        self.message.get_or_init(|| Arc::new(render(&self.event)))
+    fn message(&self) -> Result<&Frozen> {
+        if let Some(frozen) = self.message.get() {
+            return Ok(frozen);
+        }
+        let frozen = Frozen::freeze(&render(&self.event)).map_err(|e| {
+            SessionError::invalid(format!("seq {}: cannot render: {}", self.seq, e.message))
+        })?;
+        Ok(self.message.get_or_init(|| frozen))
     }
 }
 
@@ -140,60 +151,71 @@ fn classify(ev: &EventRecord) -> Result<Option<NodeKind>> {
     }
 }
 
+const NULL: &Value = &Value::Null;
+
+/// A model message borrowing from its event's data: serialised straight into the frozen text,
+/// no intermediate copy of the content. The tag comes first, so the fields keep their order:
+/// `{"role","content","tool_calls"?}`, `{"role","tool_call_id","content","is_error"?}`.
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Message<'a> {
+    User {
+        content: &'a Value,
+    },
+    Assistant {
+        content: &'a Value,
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        tool_calls: Vec<Call<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a Value,
+        content: &'a Value,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+#[derive(Serialize)]
+struct Call<'a> {
+    id: &'a Value,
+    name: &'a Value,
+    arguments: &'a Value,
+}
+
+fn field<'a>(v: Option<&'a Value>, key: &str) -> &'a Value {
+    v.and_then(|v| v.get(key)).unwrap_or(NULL)
+}
+
 /// Renders a classified surface event as a model message.
-fn render(ev: &EventRecord) -> Value {
-    let d = &ev.data;
+fn render(ev: &EventRecord) -> Message<'_> {
+    let d = Some(&ev.data);
     match ev.kind.as_str() {
-        "user/message" => json!({
-            "role": "user",
-            "content": d.get("content").cloned().unwrap_or(Value::Null),
-        }),
+        "user/message" => Message::User {
+            content: field(d, "content"),
+        },
         "assistant/message" => {
-            let message = d.get("message");
-            let mut out = Map::new();
-            out.insert("role".into(), "assistant".into());
-            out.insert(
-                "content".into(),
-                message
-                    .and_then(|m| m.get("content"))
-                    .cloned()
-                    .unwrap_or(Value::Null),
-            );
+            let message = ev.data.get("message");
             let calls: &[Value] = message
                 .and_then(|m| m.get("tool_calls"))
                 .and_then(Value::as_array)
                 .map_or(&[], Vec::as_slice);
-            if !calls.is_empty() {
-                let rendered = calls
+            Message::Assistant {
+                content: field(message, "content"),
+                tool_calls: calls
                     .iter()
-                    .map(|c| {
-                        json!({
-                            "id": c.get("id").cloned().unwrap_or(Value::Null),
-                            "name": c.get("name").cloned().unwrap_or(Value::Null),
-                            "arguments": c.get("arguments").cloned().unwrap_or(Value::Null),
-                        })
+                    .map(|c| Call {
+                        id: field(Some(c), "id"),
+                        name: field(Some(c), "name"),
+                        arguments: field(Some(c), "arguments"),
                     })
-                    .collect();
-                out.insert("tool_calls".into(), Value::Array(rendered));
+                    .collect(),
             }
-            Value::Object(out)
         }
-        _ => {
-            let mut out = Map::new();
-            out.insert("role".into(), "tool".into());
-            out.insert(
-                "tool_call_id".into(),
-                d.get("call_id").cloned().unwrap_or(Value::Null),
-            );
-            out.insert(
-                "content".into(),
-                d.get("content").cloned().unwrap_or(Value::Null),
-            );
-            if d.get("is_error").and_then(Value::as_bool) == Some(true) {
-                out.insert("is_error".into(), true.into());
-            }
-            Value::Object(out)
-        }
+        _ => Message::Tool {
+            tool_call_id: field(d, "call_id"),
+            content: field(d, "content"),
+            is_error: ev.data.get("is_error").and_then(Value::as_bool) == Some(true),
+        },
     }
 }
 
@@ -223,25 +245,33 @@ impl Projection {
         self.head.values().chain(self.tail.iter())
     }
 
-    /// The visible messages in order, shared (cheap to clone, immutable).
-    /// Each message is rendered on its first read and cached.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Value>> {
+    /// The visible messages in order, frozen (each rendered and encoded on its first read).
+    pub fn iter(&self) -> impl Iterator<Item = Result<&Frozen>> {
         self.nodes().map(Node::message)
     }
 
-    /// The visible messages with the seq of the event each came from.
-    pub fn iter_with_seqs(&self) -> impl Iterator<Item = (u64, &Value)> {
-        self.nodes().map(|n| (n.seq, &**n.message()))
+    /// The visible messages, parsed, with the seq of the event each came from (tests).
+    pub fn iter_with_seqs(&self) -> impl Iterator<Item = (u64, Value)> {
+        self.nodes().map(|n| {
+            let value = n.message().and_then(parse).unwrap_or(Value::Null);
+            (n.seq, value)
+        })
     }
 
-    /// The visible messages, shared: no copy of any message (they are immutable).
-    pub fn shared(&self) -> Vec<Arc<Value>> {
-        self.iter().cloned().collect()
+    /// The model history, shared: reference counts only, no message encoded again.
+    ///
+    /// # Errors
+    /// `SESSION_INVALID` when a message cannot be rendered (never for a validated log).
+    pub fn shared(&self) -> Result<Vec<Frozen>> {
+        self.iter().map(|m| m.cloned()).collect()
     }
 
-    /// The model history: owned copies (mutating them cannot change the log, SES-01).
+    /// The model history as owned, parsed copies (tests and cold readers; mutating them cannot
+    /// change the log, SES-01).
     pub fn messages(&self) -> Vec<Value> {
-        self.iter().map(|m| (**m).clone()).collect()
+        self.iter()
+            .map(|m| m.and_then(parse).unwrap_or(Value::Null))
+            .collect()
     }
 
     /// Applies the next event (seq must equal [`Projection::cursor`]). On error nothing changed.
@@ -432,6 +462,24 @@ impl Projection {
         }
         Ok(())
     }
+}
+
+fn parse(frozen: &Frozen) -> Result<Value> {
+    frozen
+        .parse()
+        .map_err(|e| SessionError::invalid(format!("projected message: {}", e.message)))
+}
+
+/// Derives the frozen model history of a whole log from scratch (a session that is not live).
+///
+/// # Errors
+/// As [`Projection::apply`].
+pub fn derive_frozen(events: &[EventRecord]) -> Result<Vec<Frozen>> {
+    let mut p = Projection::new();
+    for ev in events {
+        p.apply(&Arc::new(ev.clone()))?;
+    }
+    p.shared()
 }
 
 /// Derives the model history of a whole log from scratch (tests, cold readers).

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::test_support::*;
+use serde_json::json;
 
 fn surface_replace(seq: u64, base: EventRecord, start: u64, end: u64, src: &[u64]) -> EventRecord {
     EventRecord {

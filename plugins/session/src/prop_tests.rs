@@ -178,11 +178,7 @@ fn try_replace(log: &mut SessionLog, substitute: bool, a: u16, b: u16) {
     if len == 0 {
         return;
     }
-    let visible: Vec<(u64, serde_json::Value)> = log
-        .projection()
-        .iter_with_seqs()
-        .map(|(s, m)| (s, m.clone()))
-        .collect();
+    let visible: Vec<(u64, serde_json::Value)> = log.projection().iter_with_seqs().collect();
     let ev = if substitute {
         let tools: Vec<&(u64, serde_json::Value)> = visible
             .iter()

@@ -13,11 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use keel_plugin_api::services::driver::ProfileIdentity;
+use keel_plugin_api::services::session::TornTail;
 use keel_plugin_api::services::session::{
     EventRecord, FORMAT_VERSION, HeaderKind, SessionHeader, StoreError,
 };
-use serde_json::Value;
 
 use crate::error::{Result, SessionError};
 use crate::fork::{Boundary, plan_fork};
@@ -30,13 +29,14 @@ use crate::writer::{DEFAULT_DELAY_MS, DurableHook, Writer};
 mod read;
 
 /// The plugin's row config.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// The batching window of write-behind, ms (B5; default 200).
+    /// write-behind batching window in ms (B5; default 200)
     #[serde(default = "default_delay")]
+    #[schemars(range(min = 0, max = 60000))]
     pub write_batch_max_delay_ms: u64,
-    /// Plugin event types every reader must understand (besides the core set).
+    /// plugin event types every reader must understand (besides the core set)
     #[serde(default)]
     pub event_types: Vec<String>,
 }
@@ -54,30 +54,8 @@ impl Default for Config {
     }
 }
 
-/// Arguments of `create`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateArgs {
-    /// Absolute working directory.
-    pub cwd: String,
-    /// Session id; generated when absent.
-    #[serde(default)]
-    pub id: Option<String>,
-    /// `"subagent"` for delegated sessions.
-    #[serde(default)]
-    pub origin: Option<String>,
-    /// 0 at top level.
-    #[serde(default)]
-    pub delegation_depth: u32,
-    /// Kept in memory only (`keel run --ephemeral`): the id is not claimed, no file is
-    /// written, and the events vanish when the session closes. Checkpoints still succeed.
-    #[serde(default)]
-    pub ephemeral: bool,
-    /// The profile the session is created under, logged at once as its first event
-    /// (`session/profile`, issue 11 item 7) by the `create` method.
-    #[serde(default)]
-    pub profile: Option<ProfileIdentity>,
-}
+/// Arguments of `create` (the contract's request).
+pub type CreateArgs = keel_plugin_api::services::session::CreateSession;
 
 /// What `open` did.
 #[derive(Debug, Clone)]
@@ -102,7 +80,7 @@ pub struct Snapshot {
     /// Whether `recovered` was committed.
     pub committed: bool,
     /// The store's torn-tail report, if any.
-    pub truncated: Option<Value>,
+    pub truncated: Option<TornTail>,
 }
 
 struct Live {
@@ -314,7 +292,11 @@ impl SessionManager {
         check_id(id)?;
         let loaded = self.store.load(id, repair).await?;
         if let (true, Some(torn)) = (repair, &loaded.truncated) {
-            tracing::warn!(session = id, "cut the torn tail of the session log: {torn}");
+            tracing::warn!(
+                session = id,
+                "cut the torn tail of the session log: {}",
+                serde_json::json!(torn)
+            );
         }
         check_header(&loaded.header)?;
         check_readable(&loaded.events, &self.types)?;

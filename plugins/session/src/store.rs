@@ -2,7 +2,7 @@
 //! [`Timer`] (spawn + sleep, so the writer runs on whatever executor hosts it), and
 //! [`MemStore`], an in-memory store with failure injection for tests and benchmarks.
 //!
-//! The plugin adapter implements [`Store`] over the backend's JSON `StoreMethod`s; tests use
+//! The plugin adapter implements [`Store`] over the backend's `SessionStore` client; tests use
 //! [`MemStore`] (disk-full simulation: `fail_appends(n)`).
 
 use std::collections::{BTreeMap, HashSet};
@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use keel_plugin_api::services::session::{EventRecord, SessionHeader, StoreError};
+use keel_plugin_api::services::session::{EventRecord, SessionHeader, StoreError, TornTail};
 use serde_json::{Value, json};
 
 use crate::error::{Result, SessionError};
@@ -19,7 +19,7 @@ use crate::error::{Result, SessionError};
 /// A boxed `Send` future.
 pub type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// One durable batch (`StoreMethod::Append`).
+/// One durable batch (`SessionStore::append`).
 #[derive(Debug, Clone)]
 pub struct StoreAppend {
     /// Session id.
@@ -39,9 +39,8 @@ pub struct Loaded {
     pub header: SessionHeader,
     /// Every complete event.
     pub events: Vec<EventRecord>,
-    /// The store's torn-tail report (`{seq, reason, path, …}`: cut with `repair`, else only
-    /// left out), else `None`.
-    pub truncated: Option<Value>,
+    /// The store's torn-tail report (cut with `repair`, else only left out), else `None`.
+    pub truncated: Option<TornTail>,
 }
 
 /// What `list` returns.
@@ -53,7 +52,7 @@ pub struct Listing {
     pub unreadable: Vec<Value>,
 }
 
-/// The backend contract the core uses (mirrors `StoreMethod`).
+/// The backend contract the core uses (mirrors `SessionStore`).
 pub trait Store: Send + Sync + 'static {
     /// Durable on success; on failure nothing of the batch is stored. Returns the next seq.
     fn append(&self, req: StoreAppend) -> BoxFut<Result<u64>>;

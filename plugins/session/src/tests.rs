@@ -1,4 +1,4 @@
-//! Service-level tests: [`SessionManager`], the JSON methods and the CLI commands over
+//! Service-level tests: [`SessionManager`], the `keel.session` provider and the CLI commands over
 //! [`MemStore`], on a tokio runtime standing in for the kernel's.
 
 use std::sync::{Arc, Mutex};
@@ -55,7 +55,7 @@ impl Hooks for TestHooks {
     }
 }
 
-fn setup(store: &MemStore) -> (Arc<SessionManager>, TestHooks) {
+fn setup(store: &MemStore) -> (Arc<SessionManager>, Arc<TestHooks>) {
     let config = Config {
         write_batch_max_delay_ms: 10_000,
         event_types: vec![],
@@ -65,10 +65,10 @@ fn setup(store: &MemStore) -> (Arc<SessionManager>, TestHooks) {
         Arc::new(TokioTimer),
         &config,
     ));
-    let hooks = TestHooks {
+    let hooks = Arc::new(TestHooks {
         mgr: mgr.clone(),
         seen: Mutex::default(),
-    };
+    });
     (mgr, hooks)
 }
 
@@ -536,3 +536,7 @@ mod persist;
 /// The recorded profile: `create {profile}` and `profile` (issue 11 item 7).
 #[path = "profile_tests.rs"]
 mod profile;
+
+#[cfg(test)]
+#[path = "messages_tests.rs"]
+mod messages;

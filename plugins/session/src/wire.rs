@@ -1,4 +1,4 @@
-//! Decoding the backend's `load` answer (`StoreMethod::Load`) into [`Loaded`].
+//! Decoding the backend's `load` answer (`SessionStore::load`, a [`StoredLog`]) into [`Loaded`].
 //!
 //! The core asks for `format: "jsonl-file"`. The JSONL backend answers `events_file: {path,
 //! offset, len}`, the byte range of its checked record lines, which is read here from the file;
@@ -8,8 +8,7 @@
 //! still read as before. The lines of a range are trusted as checked by the backend, exactly
 //! as `events_jsonl` is: each is still parsed as a typed record, nothing more.
 
-use keel_plugin_api::services::session::{EventRecord, StoreError};
-use serde_json::Value;
+use keel_plugin_api::services::session::{EventRecord, EventsFile, StoreError, StoredLog};
 
 use crate::error::{Result, SessionError};
 use crate::store::Loaded;
@@ -18,77 +17,50 @@ use crate::validate;
 /// Below this many bytes of JSONL the records are parsed on the calling thread.
 const PARALLEL_BYTES: usize = 1 << 20;
 
-/// Decodes a `load` answer: `{header, events_file}`, `{header, events_jsonl}` or
-/// `{header, events}`, plus `truncated`. An `events_file` range is read here (blocking I/O).
+/// Decodes a `load` answer: its events as `events_file`, `events_jsonl` or `events`. An
+/// `events_file` range is read here (blocking I/O).
 ///
 /// # Errors
 /// `SESSION_UNSUPPORTED` / `SESSION_CORRUPT` for the header (as [`validate::parse_header`]),
 /// `SESSION_CORRUPT` for a record that is not an [`EventRecord`] or a malformed range,
 /// `SESSION_IO` when the range cannot be read.
-pub fn load_answer(mut v: Value) -> Result<Loaded> {
-    let header = validate::parse_header(v.get("header").unwrap_or(&Value::Null))?;
-    let range = v.get_mut("events_file").map(Value::take);
-    let events = match (range, v.get_mut("events_jsonl").map(Value::take)) {
-        (Some(range), _) => parse_jsonl(&read_range(&range)?)?,
-        (None, Some(Value::String(text))) => parse_jsonl(&text)?,
-        (None, Some(other)) => {
-            return Err(SessionError::corrupt(format!(
-                "events_jsonl is not a string but {}",
-                kind(&other)
-            )));
-        }
-        (None, None) => serde_json::from_value(v["events"].take())
-            .map_err(|e| SessionError::corrupt(format!("malformed stored event: {e}")))?,
-    };
-    let truncated = match v["truncated"].take() {
-        Value::Null => None,
-        t => Some(t),
+pub fn load_answer(log: StoredLog) -> Result<Loaded> {
+    // The header through the same checks as a stored one (format version → UNSUPPORTED).
+    let header = serde_json::to_value(&log.header)
+        .map_err(|e| SessionError::corrupt(format!("header: {e}")))
+        .and_then(|h| validate::parse_header(&h))?;
+    let events = match (log.events_file, log.events_jsonl, log.events) {
+        (Some(range), _, _) => parse_jsonl(&read_range(&range)?)?,
+        (None, Some(text), _) => parse_jsonl(&text)?,
+        (None, None, Some(events)) => events,
+        (None, None, None) => Vec::new(),
     };
     Ok(Loaded {
         header,
         events,
-        truncated,
+        truncated: log.truncated,
     })
 }
 
-/// Reads `{path, offset, len}`: exactly `len` bytes at `offset` of the file, as UTF-8 text.
-fn read_range(range: &Value) -> Result<String> {
+/// Reads exactly `len` bytes at `offset` of the file, as UTF-8 text.
+fn read_range(range: &EventsFile) -> Result<String> {
     use std::os::unix::fs::FileExt;
-    let field = |name: &str| range.get(name).filter(|_| range.is_object());
-    let (Some(path), Some(offset), Some(len)) = (
-        field("path").and_then(Value::as_str),
-        field("offset").and_then(Value::as_u64),
-        field("len")
-            .and_then(|l| l.as_u64())
-            .and_then(|l| usize::try_from(l).ok()),
-    ) else {
-        return Err(SessionError::corrupt(format!(
-            "events_file is not {{path, offset, len}}: {range}"
-        )));
-    };
+    let path = &range.path;
     let io = |what: &str, e: std::io::Error| {
         SessionError::new(
             StoreError::Io,
             format!("cannot {what} session file {path}: {e}"),
         )
     };
+    let len = usize::try_from(range.len).map_err(|_| {
+        SessionError::corrupt(format!("events_file length {} is too large", range.len))
+    })?;
     let file = std::fs::File::open(path).map_err(|e| io("open", e))?;
     let mut buf = vec![0; len];
-    file.read_exact_at(&mut buf, offset)
+    file.read_exact_at(&mut buf, range.offset)
         .map_err(|e| io("read the records of", e))?;
     String::from_utf8(buf)
         .map_err(|e| SessionError::corrupt(format!("records in {path} are not UTF-8: {e}")))
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// Parses JSON lines (one [`EventRecord`] per line, each line ending with `\n`).
@@ -203,28 +175,38 @@ mod tests {
     fn answer_prefers_events_jsonl_and_still_reads_events() {
         let header = crate::log::tests::header("s");
         let events: Vec<EventRecord> = (0..3).map(|i| user(i, "hi")).collect();
-        let h = serde_json::to_value(&header).unwrap();
-        let a = serde_json::json!({"header": h, "events": events, "truncated": null});
-        let b = serde_json::json!({"header": h, "events_jsonl": jsonl(&events), "truncated": {"seq": 3, "reason": "r"}});
-        let (a, b) = (load_answer(a).unwrap(), load_answer(b).unwrap());
+        let log = |events, events_jsonl, events_file, truncated| StoredLog {
+            header: header.clone(),
+            events,
+            events_jsonl,
+            events_file,
+            truncated,
+        };
+        let torn = keel_plugin_api::services::session::TornTail {
+            seq: 3,
+            reason: "r".into(),
+            path: "/p".into(),
+            line: None,
+            bytes: None,
+            rows: None,
+        };
+        let a = load_answer(log(Some(events.clone()), None, None, None)).unwrap();
+        let b = load_answer(log(None, Some(jsonl(&events)), None, Some(torn))).unwrap();
         assert_eq!((a.header.clone(), a.events.clone()), (b.header, b.events));
         assert_eq!((a.truncated, b.truncated.is_some()), (None, true));
         // `events_file`: the byte range of the lines in a file (here after a 7-byte prefix).
         let path = std::env::temp_dir().join(format!("keel-wire-{}.jsonl", std::process::id()));
         let text = jsonl(&events);
         std::fs::write(&path, format!("prefix\n{text}{{\"torn")).unwrap();
-        let range = serde_json::json!({"path": path, "offset": 7, "len": text.len()});
-        let c = serde_json::json!({"header": h, "events_file": range, "truncated": null});
-        let c = load_answer(c);
-        let missing = serde_json::json!({"header": h, "events_file": {"path": path}});
+        let range = |len| EventsFile {
+            path: path.to_string_lossy().into_owned(),
+            offset: 7,
+            len,
+        };
+        let c = load_answer(log(None, None, Some(range(text.len() as u64)), None));
+        let past_the_end = load_answer(log(None, None, Some(range(1 << 20)), None));
         let _ = std::fs::remove_file(&path);
         assert_eq!(c.unwrap().events, a.events);
-        assert!(load_answer(missing).is_err());
-        let bad = serde_json::json!({"header": h, "events_jsonl": [], "truncated": null});
-        assert!(
-            load_answer(bad)
-                .unwrap_err()
-                .is(keel_plugin_api::services::session::StoreError::Corrupt)
-        );
+        assert!(past_the_end.unwrap_err().is(StoreError::Io));
     }
 }

@@ -14,11 +14,11 @@ use keel_plugin_api::events::tools::{
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::approval::{ApprovalClient, ApprovalRequest};
-use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionsClient};
 use keel_plugin_api::services::tools::{
     PostDecision, PreDecision, ToolCode, ToolInvocation, ToolProvider, ToolResult,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::batches::Cancel;
 use crate::provider::run_body;
@@ -30,7 +30,7 @@ pub struct KernelHost {
     /// The row's context.
     pub ctx: Context,
     /// `keel.session`.
-    pub sessions: ServiceRef<Sessions>,
+    pub sessions: SessionsClient,
     /// `keel.approval`, when loaded.
     pub approval: Option<ApprovalClient>,
     /// The registry (the body looks the provider up at run time).
@@ -43,8 +43,11 @@ pub struct KernelHost {
 
 impl Host for KernelHost {
     async fn append(&self, event: Value) -> Result<()> {
-        let args = json!({"session_id": self.session_id, "events": [event]});
-        self.sessions.call("append", args).await.map(|_| ())
+        let request = AppendEvents {
+            session_id: self.session_id.clone(),
+            events: vec![EventInput::from_json(event)?],
+        };
+        self.sessions.append(request).await.map(drop)
     }
 
     async fn pre_execute(&self, exec: ToolExecution) -> Result<Json> {

@@ -81,7 +81,7 @@ impl State {
         let guard = self.batches.begin(&request.session_id);
         let host = KernelHost {
             ctx: self.ctx,
-            sessions: self.ctx.service::<Sessions>()?,
+            sessions: self.ctx.client::<Sessions>()?,
             approval: self.ctx.get_client::<Approval>()?,
             registry: Arc::clone(&self.registry),
             session_id: request.session_id.clone(),

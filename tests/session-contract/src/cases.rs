@@ -118,7 +118,7 @@ pub fn created_but_never_appended_leaves_nothing(backend: &dyn Backend) {
         "SESSION_NOT_FOUND",
         "load ghost",
     );
-    let listed = store.call("list", json!({})).expect("list");
+    let listed = store.call("list", Value::Null).expect("list");
     assert_eq!(listed["sessions"], json!([]));
 }
 
@@ -276,13 +276,13 @@ pub fn list_reports_every_session(backend: &dyn Backend) {
     let root = root_in(&dir);
     let store = backend.open(&root);
     assert_eq!(
-        store.call("list", json!({})).expect("list of nothing")["sessions"],
+        store.call("list", Value::Null).expect("list of nothing")["sessions"],
         json!([])
     );
     append_ok(&*store, "b", Some(full_header("b")), &turn(0), 0);
     append_ok(&*store, "a", Some(header("a")), &turn(0), 0);
     append_ok(&*store, "a", None, &open_turn(8), 8);
-    let listed = store.call("list", json!({})).expect("list");
+    let listed = store.call("list", Value::Null).expect("list");
     let sessions = listed["sessions"].as_array().expect("sessions array");
     assert_eq!(sessions.len(), 2, "{listed}");
     for (entry, id, hdr, count) in [
@@ -311,7 +311,7 @@ pub fn claim_release_and_double_claim(backend: &dyn Backend) {
     let one = backend.open(&root);
     let two = backend.open(&root);
     let id = |s: &str| json!({ "session_id": s });
-    assert_eq!(one.call("claim", id("s1")).expect("claim"), json!({}));
+    assert_eq!(one.call("claim", id("s1")).expect("claim"), Value::Null);
     expect_code(
         one.call("claim", id("s1")),
         "SESSION_LOCKED",
@@ -323,7 +323,7 @@ pub fn claim_release_and_double_claim(backend: &dyn Backend) {
         "other instance",
     );
     two.call("claim", id("s2")).expect("other session");
-    assert_eq!(one.call("release", id("s1")).expect("release"), json!({}));
+    assert_eq!(one.call("release", id("s1")).expect("release"), Value::Null);
     two.call("claim", id("s1")).expect("claim after release");
     expect_code(
         one.call("claim", id("s1")),
@@ -367,15 +367,15 @@ pub fn invalid_requests_are_refused(backend: &dyn Backend) {
     }
     expect_code(
         store.call("append", json!({ "session_id": "s1" })),
-        "SESSION_INVALID",
+        "INVALID_ARGUMENTS",
         "no events",
     );
-    expect_code(store.call("load", json!({})), "SESSION_INVALID", "no id");
+    expect_code(store.call("load", json!({})), "INVALID_ARGUMENTS", "no id");
     let mut bad_event = header("s1");
     bad_event["bogus"] = json!(1);
     expect_code(
         append(&*store, "s1", Some(bad_event), &turn(0), 0),
-        "SESSION_INVALID",
+        "INVALID_ARGUMENTS",
         "field",
     );
     expect_code(

@@ -139,7 +139,7 @@ pub fn ses09_wrong_header_version_is_unsupported(backend: &dyn Backend) {
         "{}",
         f.message
     );
-    let listed = store.call("list", json!({})).expect("list");
+    let listed = store.call("list", Value::Null).expect("list");
     let ids: Vec<&Value> = listed["sessions"]
         .as_array()
         .expect("sessions")

@@ -102,7 +102,7 @@ pub fn events_jsonl_matches_events(backend: &dyn Backend) {
     assert_eq!(same_in_both_forms(&*store, "empty")["events"], json!([]));
     expect_code(
         load_as(&*store, "fork-1", Some("yaml")),
-        "SESSION_INVALID",
+        "INVALID_ARGUMENTS",
         "unknown load format",
     );
 }

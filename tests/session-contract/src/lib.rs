@@ -1,6 +1,8 @@
 //! The shared contract suite of `keel.session-store` (SES-08): one set of behaviours that every
-//! session storage backend must show, written once against the JSON method contract
-//! (`StoreMethod` in `keel-plugin-api`) so that JSONL and SQLite stay swappable.
+//! session storage backend must show, written once against the `keel.session-store` contract
+//! (`SessionStore` in `keel-plugin-api`) so that JSONL and SQLite stay swappable. The cases send
+//! JSON through the real contract dispatch ([`call_served`]), so what a request looks like on
+//! the wire, and how a malformed one is refused, is part of what they check.
 //!
 //! A backend's test crate implements [`Backend`] (how to open a store on a root, where its data
 //! lives, how to damage it physically like a crash or an outside edit would) and expands
@@ -23,6 +25,8 @@ pub mod forms;
 
 use std::path::{Path, PathBuf};
 
+use keel_plugin_api::sdk::{ContractClient, ContractHandle};
+use keel_plugin_api::services::session::SessionStore;
 use serde_json::Value;
 
 /// An error answer of a store call: the wire code (`SESSION_*`) and the message.
@@ -32,6 +36,19 @@ pub struct Failure {
     pub code: String,
     /// Human text; must name the file (and line or seq) for data defects.
     pub message: String,
+}
+
+/// Calls `method` of the `keel.session-store` provider behind `handle` with the JSON `args`,
+/// through the contract's own decoding and encoding (an unknown method is `UNKNOWN_METHOD`, a
+/// malformed request `INVALID_ARGUMENTS`).
+pub fn call_served(handle: &ContractHandle, method: &str, args: Value) -> Result<Value, Failure> {
+    let client = ContractClient::<SessionStore>::new(handle.clone(), "session-contract");
+    futures::executor::block_on(client.call::<Value, Value>(method, 1, &args)).map_err(|e| {
+        Failure {
+            code: e.code,
+            message: e.message,
+        }
+    })
 }
 
 /// One store instance, as one process sees a root. Two instances on one root model two

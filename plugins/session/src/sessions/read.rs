@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use keel_plugin_api::sdk::Frozen;
 use keel_plugin_api::services::session::{EventRecord, PROFILE_EVENT, StoreError};
 use serde_json::{Value, json};
 
 use super::{Live, SessionManager, Snapshot, arcs, lock};
 use crate::error::{Result, SessionError};
-use crate::projection::derive_messages;
+use crate::projection::derive_frozen;
 use crate::recovery::closers;
 use crate::store::{Listing, StoreAppend};
 use crate::validate::check_id;
@@ -159,14 +160,14 @@ impl SessionManager {
     ///
     /// # Errors
     /// Load errors; `SESSION_CORRUPT` when a stored log does not project.
-    pub async fn messages(&self, id: &str) -> Result<Vec<Value>> {
+    pub async fn messages(&self, id: &str) -> Result<Vec<Frozen>> {
         if let Some(live) = self.live(id) {
-            return Ok(lock(&live.log).messages());
+            return lock(&live.log).projection().shared();
         }
         let snap = self.inspect(id).await?;
         let mut events = snap.events;
         events.extend(snap.recovered);
-        derive_messages(&events).map_err(|e| SessionError::corrupt(e.message))
+        derive_frozen(&events).map_err(|e| SessionError::corrupt(e.message))
     }
 }
 

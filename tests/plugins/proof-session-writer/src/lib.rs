@@ -26,11 +26,13 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::sdk::{ServiceRef, sleep};
+use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::driver::{
     Driver, DriverInterrupt, DriverInvocation, DriverOutcome, DriverProvider,
 };
-use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::session::{
+    AppendEvents, CreateSession, EventInput, SessionRef, Sessions, SessionsClient,
+};
 use serde_json::{Value, json};
 
 #[derive(Default)]
@@ -111,31 +113,27 @@ fn surface(kind: &str, data: Value, sources: &[u64]) -> Value {
 struct Parked;
 
 struct Writer {
-    sessions: ServiceRef<Sessions>,
+    sessions: SessionsClient,
     id: String,
     durable: u64,
 }
 
 impl Writer {
     async fn append(&self, events: Vec<Value>) -> Result<Vec<u64>> {
-        let r = self
-            .sessions
-            .call("append", json!({"session_id": self.id, "events": events}))
-            .await?;
-        Ok(r["seqs"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_u64).collect())
-            .unwrap_or_default())
+        let request = AppendEvents {
+            session_id: self.id.clone(),
+            events: events
+                .into_iter()
+                .map(EventInput::from_json)
+                .collect::<Result<_>>()?,
+        };
+        Ok(self.sessions.append(request).await?.seqs)
     }
 
     async fn flush(&mut self) -> Result<()> {
-        match self
-            .sessions
-            .call("flush", json!({"session_id": self.id}))
-            .await
-        {
+        match self.sessions.flush(SessionRef::new(&self.id)).await {
             Ok(r) => {
-                self.durable = r["durable_seq"].as_u64().unwrap_or(self.durable);
+                self.durable = r.durable_seq.unwrap_or(self.durable);
                 say(&format!("flushed {} {}", self.id, self.durable));
                 Ok(())
             }
@@ -239,16 +237,13 @@ impl Writer {
 
 async fn run(ctx: Context, invocation: DriverInvocation) -> Result<i32> {
     let script = parse(invocation.prompt.as_deref().unwrap_or(""))?;
-    let sessions = ctx.service::<Sessions>()?;
-    let mut create = json!({"cwd": invocation.cwd});
-    if let Some(id) = &script.id {
-        create["id"] = json!(id);
-    }
-    let created = sessions.call("create", create).await?;
-    let id = created["session_id"]
-        .as_str()
-        .ok_or_else(|| bad(format!("create answered without a session_id: {created}")))?
-        .to_owned();
+    let sessions = ctx.client::<Sessions>()?;
+    let create = CreateSession {
+        cwd: invocation.cwd.clone(),
+        id: script.id.clone(),
+        ..CreateSession::default()
+    };
+    let id = sessions.create(create).await?.session_id;
     let mut w = Writer {
         sessions,
         id,
@@ -268,9 +263,7 @@ async fn run(ctx: Context, invocation: DriverInvocation) -> Result<i32> {
         }
     }
     w.flush().await?;
-    w.sessions
-        .call("close", json!({"session_id": w.id}))
-        .await?;
+    w.sessions.close(SessionRef::new(&w.id)).await?;
     say(&format!("done {} {}", w.id, w.durable));
     Ok(0)
 }
