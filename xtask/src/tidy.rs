@@ -75,6 +75,16 @@ pub fn check(root: &Path) -> Result<(usize, Vec<Problem>)> {
                         .to_owned(),
                 });
             }
+            if BUDGET_ROOTS.contains(top)
+                && !rel.starts_with("plugin-api/")
+                && !is_test_file(&rel)
+                && let Some(message) = hand_written_dispatch(&text)
+            {
+                problems.push(Problem {
+                    path: rel.clone(),
+                    message,
+                });
+            }
             let lines = text.lines().count();
             if BUDGET_ROOTS.contains(top) && !is_test_file(&rel) && lines > LINE_BUDGET {
                 problems.push(Problem {
@@ -100,6 +110,25 @@ pub fn check(root: &Path) -> Result<(usize, Vec<Problem>)> {
         }
     }
     Ok((checked, problems))
+}
+
+/// Issue 12: services are typed contracts (`keel_plugin_api::contract!`); a provider that
+/// matches method names or answers `UNKNOWN_METHOD` itself is the string protocol coming back.
+pub fn hand_written_dispatch(text: &str) -> Option<String> {
+    const SIGNS: &[(&str, &str)] = &[
+        ("\"UNKNOWN_METHOD\"", "answers UNKNOWN_METHOD by hand"),
+        ("match method.as_str()", "matches method names by hand"),
+        ("match method {", "matches method names by hand"),
+        ("CallHandle", "uses the removed CallHandle"),
+    ];
+    let code: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    SIGNS.iter().find(|(sign, _)| code.contains(sign)).map(|(_, what)| {
+        format!("{what}: declare the service with `contract!` and implement its provider trait")
+    })
 }
 
 /// Whether the first non-empty line is an inner doc comment.

@@ -2,6 +2,7 @@
 //! the kernel/plugin separation of ARCHITECTURE §1.1), plus unit tests of each rule.
 
 use super::check;
+use super::hand_written_dispatch;
 use super::has_module_doc;
 use super::is_test_file;
 use super::kernel_plugin_deps;
@@ -84,4 +85,14 @@ fn kernel_plugin_dependencies_are_caught_in_every_form() {
 fn non_dependency_tables_are_ignored() {
     let kernel = "[package]\nname = \"keel-plugin-lookalike\"\n\n[features]\nx = []\n";
     assert_eq!(kernel_plugin_deps(kernel, WORKSPACE), Vec::<String>::new());
+}
+
+// Issue 12 Done-when: no hand-written method match remains in provider or consumer code.
+#[test]
+fn a_hand_written_method_match_is_refused() {
+    let old = "//! p\nasync fn call(method: String) {\n    match method.as_str() {\n        other => Err(Error::new(\"UNKNOWN_METHOD\", other)),\n    }\n}\n";
+    let found = hand_written_dispatch(old).unwrap_or_default();
+    assert!(found.contains("contract!"), "{found}");
+    let typed = "//! p\n// a comment may say \"UNKNOWN_METHOD\" or CallHandle\nimpl LlmProvider for S {}\n";
+    assert_eq!(hand_written_dispatch(typed), None);
 }

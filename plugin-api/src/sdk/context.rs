@@ -15,7 +15,6 @@ use abi_stable::std_types::{RResult, RStr, RString};
 use async_ffi::FutureExt as _;
 use serde::de::DeserializeOwned;
 
-use super::call::CallHandle;
 use super::contract::{Contract, ContractClient, ContractHandle, Serves};
 use super::error::{Error, Result, from_abi};
 use super::event::{
@@ -386,40 +385,6 @@ impl Context {
         self.lookup::<S>(true)
     }
 
-    /// Provides a JSON service under a name chosen at run time (tool and adapter plugins:
-    /// `keel.tool.<plugin>`, `keel.llm.adapter.<plugin>`). It must be declared with
-    /// [`Manifest::provides_named`](super::Manifest::provides_named).
-    ///
-    /// # Errors
-    /// `UNDECLARED_SERVICE`, `DUPLICATE_PROVIDER`, `INACTIVE_FIBER`.
-    pub fn provide_named(&self, name: &str, handle: CallHandle) -> Result<Registration> {
-        let id = from_abi((self.api.provide())(
-            self.fiber,
-            rstr(name),
-            ErasedShared::new(handle),
-        ))?;
-        Ok(Registration { id })
-    }
-
-    /// Looks up a JSON service by a name learnt at run time (a registry calling the plugins that
-    /// registered with it). An optional probe: `None` when no provider is active, so it needs no
-    /// manifest declaration.
-    ///
-    /// # Errors
-    /// `SERVICE_LAYOUT` when the provider's handle is not a [`CallHandle`].
-    pub fn named_service(&self, name: &str) -> Result<Option<CallHandle>> {
-        let found = from_abi((self.api.service())(
-            self.fiber,
-            rstr(name),
-            <CallHandle as StableAbi>::LAYOUT,
-            true,
-        ))?;
-        Ok(found.into_option().map(|shared| {
-            let r: ServiceRef<NamedCall> = ServiceRef::from_shared(shared);
-            (*r).clone()
-        }))
-    }
-
     // ---- typed contracts -----------------------------------------------------------------
 
     /// Serves contract `C` with `provider` under `C::NAME` (declared in the manifest's
@@ -612,12 +577,4 @@ pub(crate) fn test_disposer(f: impl FnOnce() + Send + 'static) -> DisposerFfi {
         f();
         Ok(())
     })
-}
-
-/// The handle type of services looked up by name.
-struct NamedCall;
-
-impl Service for NamedCall {
-    const NAME: &'static str = "";
-    type Handle = CallHandle;
 }

@@ -4,7 +4,6 @@
 //! No signature here names abi_stable except the R-types payloads are built from; every call
 //! into plugin code that the kernel makes goes through a shim in [`ffi`] that catches panics.
 
-mod call;
 mod context;
 mod contract;
 #[cfg(test)]
@@ -23,13 +22,11 @@ mod manifest;
 mod output;
 mod payload;
 mod plugin;
-mod registry;
 #[cfg(feature = "plugin-runtime")]
 mod runtime;
 mod service;
 mod tracing_forward;
 
-pub use call::CallHandle;
 #[cfg(test)]
 pub(crate) use context::test_disposer;
 pub use context::{Context, Registration, sleep};
@@ -44,7 +41,6 @@ pub use manifest::{EventDecl, Guarded, Manifest, Provision, Requirement};
 pub use output::write_stream;
 pub use payload::Payload;
 pub use plugin::Plugin;
-pub use registry::register_until_unload;
 #[cfg(feature = "plugin-runtime")]
 pub use runtime::{plugin_runtime, spawn_bridged};
 pub use service::{Service, ServiceRef};
@@ -55,7 +51,7 @@ pub mod prelude {
         AsyncWaterfallEvent, EmitEvent, Event, ParallelEvent, SerialEvent, WaterfallEvent,
     };
     pub use super::{
-        AsyncNext, CallHandle, Context, Contract, ContractClient, ContractHandle, Error, Frozen,
+        AsyncNext, Context, Contract, ContractClient, ContractHandle, Error, Frozen,
         Manifest, Next, Plugin, Registration, Result, Service, ServiceRef,
     };
     pub use crate::abi::{ListenerOptions, RString, RVec, StableAbi};

@@ -1,7 +1,8 @@
 //! Typed services: a name plus an FFI-safe handle type, provided by one fiber, used by others.
 //!
-//! The handle type is any `StableAbi` value (usually a table of `extern "C"` fns or a
-//! [`CallHandle`](super::CallHandle)). The kernel compares the consumer's layout with the
+//! The handle type is any `StableAbi` value: a table of `extern "C"` fns, or — for every
+//! request/response service — the [`ContractHandle`](super::ContractHandle) a
+//! [`contract!`](crate::contract) declaration uses. The kernel compares the consumer's layout with the
 //! provider's at lookup (consumer = expected, provider = found), so a provider at least as new
 //! as its consumer is accepted, as in semver.
 
@@ -19,7 +20,7 @@ use crate::abi::ErasedShared;
 /// struct Clock;
 /// impl Service for Clock {
 ///     const NAME: &'static str = "example.clock";
-///     type Handle = CallHandle;
+///     type Handle = ContractHandle;
 /// }
 /// ```
 pub trait Service: 'static {

@@ -87,7 +87,7 @@ fn cold_load_of_a_million_events() {
         assert!(text.len() as u64 > size / 2);
     }
     println!(
-        "jsonl cold load, {n} events ({} MB): load call (read, parse, check, answer) {load:?}; encoding the answer for the CallHandle {encode:?} (best of 3)",
+        "jsonl cold load, {n} events ({} MB): load call (read, parse, check, answer) {load:?}; encoding the answer for the contract payload {encode:?} (best of 3)",
         size / 1_000_000
     );
 }
