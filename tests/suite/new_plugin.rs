@@ -5,15 +5,17 @@
 //! server received (the tool offered, its result sent back) and the session log.
 //!
 //! The generated crate is the worked example of `docs/plugin-authoring.md`; this is the test
-//! that keeps it compiling and working. It builds into `target/new-plugin` (shared between runs,
-//! so only the generated crate itself recompiles), using keel's own `Cargo.lock` so the
-//! dependency versions are the ones keel was built and tested with.
+//! that keeps it compiling and working. It builds into `target/out-of-tree`, the target dir the
+//! other out-of-tree fixtures share (`keel-plugin-api` and its dependencies compile once for all
+//! of them), using keel's own `Cargo.lock` so the dependency versions are the ones keel was
+//! built and tested with. The command is the built `xtask` binary itself (what `cargo xtask`
+//! runs), so a test never waits on cargo's lock of the workspace's own target dir.
 
 use std::path::Path;
 use std::process::Command;
 
 use keel_tests::model_server::Reply;
-use keel_tests::{target_dir, workspace_root};
+use keel_tests::{build_dir, target_dir, workspace_root};
 use serde_json::{Value, json};
 
 use crate::suite::agent_support::*;
@@ -21,21 +23,27 @@ use crate::suite::agent_support::*;
 const NAME: &str = "hello-tool";
 const TOOL: &str = "hello_tool_greet";
 
+/// `cargo xtask new-plugin …`, without cargo.
+fn xtask() -> Command {
+    let mut command = Command::new(build_dir().join("xtask"));
+    command.current_dir(workspace_root());
+    command
+}
+
 fn new_plugin(dir: &Path) {
-    let status = Command::new(env!("CARGO"))
-        .current_dir(workspace_root())
-        .args(["xtask", "new-plugin", NAME, "--dir"])
+    let status = xtask()
+        .args(["new-plugin", NAME, "--dir"])
         .arg(dir)
         .status()
-        .expect("run cargo xtask");
-    assert!(status.success(), "cargo xtask new-plugin failed");
+        .expect("run xtask");
+    assert!(status.success(), "xtask new-plugin failed");
 }
 
 /// Builds the generated crate and returns the directory holding its library.
 fn build(dir: &Path) -> std::path::PathBuf {
     std::fs::copy(workspace_root().join("Cargo.lock"), dir.join("Cargo.lock"))
         .expect("copy keel's Cargo.lock");
-    let out = target_dir().join("new-plugin");
+    let out = target_dir().join("out-of-tree");
     let status = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "--offline", "--manifest-path"])
         .arg(dir.join("Cargo.toml"))
@@ -116,12 +124,11 @@ fn a_generated_plugin_builds_out_of_tree_and_the_model_calls_its_tool() {
 fn new_plugin_refuses_a_bad_name_and_a_non_empty_directory_in_one_line() {
     let tmp = tempfile::tempdir().unwrap();
     let run = |name: &str, dir: &Path| {
-        Command::new(env!("CARGO"))
-            .current_dir(workspace_root())
-            .args(["xtask", "new-plugin", name, "--dir"])
+        xtask()
+            .args(["new-plugin", name, "--dir"])
             .arg(dir)
             .output()
-            .expect("run cargo xtask")
+            .expect("run xtask")
     };
     let out = run("Hello_Tool", &tmp.path().join("a"));
     assert!(!out.status.success());
