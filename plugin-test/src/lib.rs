@@ -35,6 +35,10 @@
 //! `export_plugin!` cannot be linked into one test binary (their exported symbols clash): test
 //! one plugin crate per test target, and write its neighbours as plain `Plugin` types in the
 //! test (they need no export).
+//!
+//! The host owns its tokio runtime: write harness tests as plain `#[test]` functions and await
+//! with [`TestHost::block_on`] (inside `#[tokio::test]`, dropping the host would block inside
+//! a runtime).
 
 mod probe;
 mod roots;
