@@ -36,6 +36,8 @@ mod lifecycle;
 mod lock;
 /// `keel.lock` covers every library on the search path, whichever profile loads it (issue 10).
 mod lock_search_path;
+/// `cargo xtask new-plugin`: a generated plugin built out of tree and run end to end (issue 12).
+mod new_plugin;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.
 mod out_of_tree;
 /// Helpers for the suites that run `proof-driver` scripts.

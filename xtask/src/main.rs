@@ -1,8 +1,8 @@
 //! `cargo xtask`: keel's project automation, in Rust instead of shell scripts.
 //!
 //! This file owns argument dispatch and the help text only; each command lives in its own module
-//! (`build`, `dist`, `test`, `bench`, `docs`, `tidy`, `ci`, `demo`, `compat`) and shares process plumbing
-//! from `shell`. Decision: no argument-parsing crate — eight commands with one or two flags each
+//! (`build`, `dist`, `test`, `bench`, `docs`, `tidy`, `ci`, `demo`, `compat`, `new_plugin`) and shares process plumbing
+//! from `shell`. Decision: no argument-parsing crate — a handful of commands with one or two flags each
 //! do not pay for a dependency, and xtask must build before anything else does. `cargo xtask` is
 //! an alias in `.cargo/config.toml`; `.ci/run` calls `cargo xtask ci`.
 
@@ -14,6 +14,7 @@ mod demo;
 mod dist;
 mod docs;
 mod errors_doc;
+mod new_plugin;
 mod shell;
 mod test;
 mod tidy;
@@ -34,6 +35,8 @@ commands:
   docs [--check]         generate docs/events.md from the event catalog; --check fails on drift
   tidy                   repository rules: `//!` headers, kernel/plugin separation, file budgets
   ci [--checks-only]     fmt --check, clippy -D warnings, tidy, docs --check, then `test`
+  new-plugin NAME [--dir DIR]
+                         write a new out-of-tree plugin crate (tool, typed config, listener, tests)
   demo [TASK]            build, then run the offline `demo` profile (the kernel tour until it ships)
   compat [--keep]        keel against a real llama.cpp server and a small model (not in CI; minutes)
   help                   this message
@@ -71,6 +74,7 @@ fn dispatch(args: &[String]) -> Result {
         "ci" => ci::run(rest),
         "demo" => demo::run(rest),
         "compat" => compat::run(rest),
+        "new-plugin" => new_plugin::run(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

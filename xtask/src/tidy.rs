@@ -126,9 +126,12 @@ pub fn hand_written_dispatch(text: &str) -> Option<String> {
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
         .join("\n");
-    SIGNS.iter().find(|(sign, _)| code.contains(sign)).map(|(_, what)| {
-        format!("{what}: declare the service with `contract!` and implement its provider trait")
-    })
+    SIGNS
+        .iter()
+        .find(|(sign, _)| code.contains(sign))
+        .map(|(_, what)| {
+            format!("{what}: declare the service with `contract!` and implement its provider trait")
+        })
 }
 
 /// Whether the first non-empty line is an inner doc comment.

@@ -93,6 +93,7 @@ fn a_hand_written_method_match_is_refused() {
     let old = "//! p\nasync fn call(method: String) {\n    match method.as_str() {\n        other => Err(Error::new(\"UNKNOWN_METHOD\", other)),\n    }\n}\n";
     let found = hand_written_dispatch(old).unwrap_or_default();
     assert!(found.contains("contract!"), "{found}");
-    let typed = "//! p\n// a comment may say \"UNKNOWN_METHOD\" or CallHandle\nimpl LlmProvider for S {}\n";
+    let typed =
+        "//! p\n// a comment may say \"UNKNOWN_METHOD\" or CallHandle\nimpl LlmProvider for S {}\n";
     assert_eq!(hand_written_dispatch(typed), None);
 }

@@ -118,6 +118,33 @@ pub fn load_library(path: &Path) -> Result<LoadedLibrary, LoadError> {
 }
 
 impl LoadedLibrary {
+    /// A plugin linked into this image (no library file): `root` is what `export_plugin!`'s
+    /// entry points make, built by the caller (the in-process test harness, `keel-plugin-test`).
+    /// Nothing is opened and nothing is checked: the plugin was compiled against this very
+    /// `keel-plugin-api`.
+    pub fn from_root(root: PluginRoot_Ref) -> LoadedLibrary {
+        LoadedLibrary { root }
+    }
+
+    /// A plugin crate linked into this image as an `rlib`: `header` is the `LIB_HEADER` its
+    /// `export_plugin!` exported; `name` stands for the file in errors. abi_stable's layout
+    /// check runs as for a library file.
+    ///
+    /// # Errors
+    /// [`LoadError::Layout`].
+    pub fn linked(
+        header: &'static abi_stable::library::LibHeader,
+        name: &Path,
+    ) -> Result<LoadedLibrary, LoadError> {
+        let root = header
+            .init_root_module::<PluginRoot_Ref>()
+            .map_err(|e| LoadError::Layout {
+                path: name.to_owned(),
+                reason: super::first_error_line(&e.to_string()),
+            })?;
+        Ok(LoadedLibrary { root })
+    }
+
     /// The manifest JSON.
     ///
     /// # Errors

@@ -124,9 +124,10 @@ pub trait Host: Send + Sync + 'static {
     }
 }
 
-/// How many kernels one process may run, one after another (keel runs two at most: a resume
-/// relaunched under the session's own profile).
-pub const MAX_KERNELS: usize = 8;
+/// How many kernels one process may run, one after another: keel runs two at most (a resume
+/// relaunched under the session's own profile); a test binary using the in-process harness
+/// (`keel-plugin-test`) runs one per test under `cargo test`.
+pub const MAX_KERNELS: usize = 256;
 
 /// Every host installed so far, in order; [`CURRENT`] indexes the live one. Retired hosts stay
 /// (they are small once their kernel shut down), so a host call is two plain loads — no lock,

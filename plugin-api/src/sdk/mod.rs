@@ -51,8 +51,8 @@ pub mod prelude {
         AsyncWaterfallEvent, EmitEvent, Event, ParallelEvent, SerialEvent, WaterfallEvent,
     };
     pub use super::{
-        AsyncNext, Context, Contract, ContractClient, ContractHandle, Error, Frozen,
-        Manifest, Next, Plugin, Registration, Result, Service, ServiceRef,
+        AsyncNext, Context, Contract, ContractClient, ContractHandle, Error, Frozen, Manifest,
+        Next, Plugin, Registration, Result, Service, ServiceRef,
     };
     pub use crate::abi::{ListenerOptions, RString, RVec, StableAbi};
 }

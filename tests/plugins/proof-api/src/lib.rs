@@ -2,7 +2,8 @@
 //!
 //! It shows that a third party can declare its own events and services outside
 //! `keel-plugin-api`: the declaring plugin lists them in its manifest and the kernel checks
-//! modes and layouts exactly as for core events. Every proof plugin records what it does as one
+//! modes and layouts exactly as for core events, and a contract ([`Counter`]) is declared here
+//! with `contract!` as the core services are in plugin-api. Every proof plugin records what it does as one
 //! line in the trace file named by `KEEL_PROOF_TRACE`, so tests assert on a file on disk, not on
 //! anything a plugin says about itself.
 
@@ -10,7 +11,6 @@ use std::io::Write as _;
 
 use keel_plugin_api::abi::{RString, RVec, StableAbi};
 use keel_plugin_api::declare_event;
-use keel_plugin_api::prelude::*;
 
 /// Appends one line to the trace file (no-op without `KEEL_PROOF_TRACE`).
 pub fn trace(line: impl AsRef<str>) {
@@ -85,11 +85,25 @@ declare_event! {
     pub struct Undeclared: emit("proof/undeclared") -> Probe;
 }
 
-/// The counter service offered by `proof-provider`.
-pub struct Counter;
-impl Service for Counter {
-    const NAME: &'static str = "proof.counter";
-    type Handle = CallHandle;
+keel_plugin_api::contract! {
+    /// The counter service offered by `proof-provider`: a contract declared outside
+    /// `keel-plugin-api`, served and called exactly as the core ones (issue 12 item 5).
+    pub contract Counter = "proof.counter", version 1;
+    provider CounterProvider;
+    client CounterClient;
+    /// Who answers, and how many calls it has answered (this one included).
+    fn get(()) -> CounterReading;
+}
+
+/// The counter's answer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CounterReading {
+    /// The providing row.
+    pub row: String,
+    /// Its fiber id.
+    pub fiber: u64,
+    /// Calls answered by this fiber so far.
+    pub calls: u64,
 }
 
 /// A facility two rows of `proof-graph` provide and require (a cycle when both are present).

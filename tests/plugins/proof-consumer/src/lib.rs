@@ -16,16 +16,12 @@ impl Plugin for ProofConsumer {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let row = ctx.row()?;
-        let counter = ctx.service::<Counter>()?;
-        let seen = counter.call("get", serde_json::json!({})).await?;
-        trace(format!(
-            "activate {row} provider={}",
-            seen["row"].as_str().unwrap_or("?")
-        ));
+        let seen = ctx.client::<Counter>()?.get(()).await?;
+        trace(format!("activate {row} provider={}", seen.row));
         ctx.effect("consumer-dispose", move || async move {
-            let outcome = match ctx.service::<Counter>() {
-                Ok(c) => match c.call("get", serde_json::json!({})).await {
-                    Ok(v) => format!("service-ok provider={}", v["row"].as_str().unwrap_or("?")),
+            let outcome = match ctx.client::<Counter>() {
+                Ok(c) => match c.get(()).await {
+                    Ok(v) => format!("service-ok provider={}", v.row),
                     Err(e) => format!("service-call-failed {}", e.code),
                 },
                 Err(e) => format!("service-missing {}", e.code),

@@ -138,8 +138,8 @@ async fn step(ctx: Context, step: &str) -> Value {
             |()| json!(null),
         ),
         "counter" => {
-            let r = match ctx.get_service::<Counter>() {
-                Ok(Some(c)) => c.call("get", json!({})).await,
+            let r = match ctx.get_client::<Counter>() {
+                Ok(Some(c)) => c.get(()).await.and_then(|v| Ok(serde_json::to_value(v)?)),
                 Ok(None) => Ok(Value::Null),
                 Err(e) => Err(e),
             };

@@ -1,14 +1,30 @@
-//! Proof plugin: provides the `proof.counter` service (exclusive) and traces its lifecycle, for
+//! Proof plugin: serves the `proof.counter` contract (exclusive; declared in proof-api) and traces its lifecycle, for
 //! the inject tests: pending → active → provider gone → dependents unload first → back.
 //! Row config `{"activate_delay_ms": N}` makes activation linger N ms after the service is
 //! registered and then trace `activated ROW`, so a test can tell "registered" from "ACTIVE".
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
-use keel_proof_api::{Counter, trace};
+use keel_proof_api::{Counter, CounterProvider, CounterReading, trace};
+
+/// The counter one fiber serves.
+struct Count {
+    row: String,
+    fiber: u64,
+    calls: AtomicU64,
+}
+
+impl CounterProvider for Count {
+    async fn get(&self, (): ()) -> Result<CounterReading> {
+        Ok(CounterReading {
+            row: self.row.clone(),
+            fiber: self.fiber,
+            calls: self.calls.fetch_add(1, Ordering::SeqCst) + 1,
+        })
+    }
+}
 
 #[derive(Default)]
 struct ProofProvider;
@@ -23,19 +39,11 @@ impl Plugin for ProofProvider {
     async fn activate(&self, ctx: Context) -> Result<()> {
         let row = ctx.row()?;
         trace(format!("activate {row}"));
-        let calls = Arc::new(AtomicU64::new(0));
-        let fiber = ctx.fiber().0;
-        let who = row.clone();
-        ctx.provide::<Counter>(CallHandle::new(move |method, _args| {
-            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
-            let who = who.clone();
-            async move {
-                match method.as_str() {
-                    "get" => Ok(serde_json::json!({"row": who, "fiber": fiber, "calls": n})),
-                    other => Err(Error::new("PROOF", format!("unknown method {other}"))),
-                }
-            }
-        }))?;
+        ctx.serve::<Counter, _>(Count {
+            row: row.clone(),
+            fiber: ctx.fiber().0,
+            calls: AtomicU64::new(0),
+        })?;
         let dispose_row = row.clone();
         ctx.effect("provider-dispose", move || async move {
             trace(format!("dispose {dispose_row}"));
