@@ -4,7 +4,7 @@
 //! Who calls what: the agent loop calls `keel.llm` method `"stream"`; the `llm` plugin runs the
 //! `llm/stream` waterfall (checkpoint, scrub, metrics listeners) and its terminal dispatches
 //! exactly one attempt to the adapter registered for `config.provider`. Adapters are plugins that
-//! provide a JSON service named [`adapter_service_name`] and register it with `keel.llm`.
+//! serve the [`LlmAdapter`] contract under [`adapter_service_name`] and register it with `keel.llm`.
 
 use serde::{Deserialize, Serialize};
 
