@@ -5,10 +5,11 @@
 //! row as a user's would be), then answers finally. Only the HTTP body has to grow with the
 //! history; a step's CPU and keel's memory should not, which is what this measures:
 //!
-//! - **CPU per step**: utime+stime+cutime+cstime of keel (so its reaped shell children count)
-//!   from `/proc/<pid>/stat`, read by the server's hook the moment request N arrives, averaged
-//!   over steps 1→10, 10→100 and 100→200, and the ratio (100→200)/(1→10) (target ≤ 1.3).
-//!   `/proc` counts in 10 ms ticks, so a window of 9 steps resolves about 1 ms per step.
+//! - **CPU per step**: the CPU of keel and its shell children, read by the server's hook the
+//!   moment request N arrives, averaged over steps 1→10, 10→100 and 100→200, and the ratio
+//!   (100→200)/(1→10) (target ≤ 1.3). Counted by a cgroup of keel's own when the bench may
+//!   create one (nanoseconds, [`growth_cpu`]), else utime+stime+cutime+cstime from
+//!   `/proc/<pid>/stat` (10 ms ticks: a window of 9 steps then resolves about 1 ms per step).
 //! - **Wall per step** over the same windows: from the server answering request N to request
 //!   N+1 arriving (keel's time; the server's own parse of the body is left out), and the raw
 //!   arrival-to-arrival time beside it.
@@ -28,6 +29,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keel_tests::bench::{machine, release_dir, summarize};
+
+#[path = "growth_cpu.rs"]
+mod growth_cpu;
+use growth_cpu::CpuMeter;
 use keel_tests::model_server::{ModelServer, Reply};
 use serde_json::{Value, json};
 
@@ -39,8 +44,6 @@ const COMMAND: &str = "head -c 6000 /dev/urandom | base64 -w 100";
 const WINDOWS: [(usize, usize); 3] = [(1, 10), (10, 100), (100, 200)];
 /// The requests at which PSS and the body size are read.
 const MARKS: [usize; 3] = [10, 100, 200];
-/// `/proc/<pid>/stat` times are in USER_HZ ticks, 100 per second on every Linux ABI.
-const TICK_MS: f64 = 10.0;
 /// A run that takes longer than this is stuck: keel is killed and the bench fails.
 const TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -67,8 +70,8 @@ struct Sample {
     at: Instant,
     /// The hook was done and the server about to answer.
     answered: Instant,
-    /// keel's utime+stime+cutime+cstime, in ticks (`None` when `/proc` could not be read).
-    cpu_ticks: Option<u64>,
+    /// CPU of keel's tree so far, in ns (`None` when it could not be read).
+    cpu_ns: Option<u64>,
     /// PSS of keel's tree in kB, at the [`MARKS`] only.
     pss_kb: Option<u64>,
     /// The request body's size in bytes.
@@ -85,6 +88,8 @@ struct Measured {
     pss_mb: [f64; 3],
     body: [u64; 3],
     last_body: u64,
+    /// Where the CPU time came from ([`CpuMeter::source`]).
+    cpu_source: &'static str,
 }
 
 impl Measured {
@@ -134,15 +139,19 @@ plugin = "headless"
 
     let pid = Arc::new(AtomicU32::new(0));
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+    let meter: Arc<Mutex<Option<CpuMeter>>> = Arc::default();
     {
-        let (pid, samples) = (Arc::clone(&pid), Arc::clone(&samples));
+        let (pid, samples, meter) = (Arc::clone(&pid), Arc::clone(&samples), Arc::clone(&meter));
         server.on_completion(move |request| {
             let Ok(mut samples) = samples.lock() else {
                 return;
             };
             let n = samples.len() + 1;
             let pid = keel_pid(&pid);
-            let cpu_ticks = cpu_ticks(pid);
+            let cpu_ns = meter
+                .lock()
+                .ok()
+                .and_then(|m| m.as_ref().and_then(|m| m.read_ns(|| cpu_ticks(pid))));
             let pss_kb = if MARKS.contains(&n) {
                 tree_pss_kb(pid)
             } else {
@@ -156,7 +165,7 @@ plugin = "headless"
             samples.push(Sample {
                 at: request.at,
                 answered: Instant::now(),
-                cpu_ticks,
+                cpu_ns,
                 pss_kb,
                 body_bytes,
             });
@@ -185,6 +194,9 @@ plugin = "headless"
         .stderr(stderr)
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", keel.display()))?;
+    if let Ok(mut m) = meter.lock() {
+        *m = Some(CpuMeter::attach(child.id()));
+    }
     pid.store(child.id(), Ordering::SeqCst);
     let status = wait(child)?;
     if !status.success() {
@@ -196,7 +208,15 @@ plugin = "headless"
         .lock()
         .map_err(|_| "the sample lock is poisoned".to_owned())?
         .clone();
-    measure(&samples)
+    let source = meter
+        .lock()
+        .ok()
+        .and_then(|m| m.as_ref().map(CpuMeter::source))
+        .unwrap_or("none");
+    measure(&samples).map(|mut m| {
+        m.cpu_source = source;
+        m
+    })
 }
 
 /// Waits for keel, killing it after [`TIMEOUT`].
@@ -304,10 +324,10 @@ fn measure(samples: &[Sample]) -> Result<Measured, String> {
         ));
     }
     let at = |n: usize| &samples[n - 1];
-    let ticks = |n: usize| {
+    let cpu_ns = |n: usize| {
         at(n)
-            .cpu_ticks
-            .ok_or_else(|| format!("could not read keel's /proc/<pid>/stat at request {n}"))
+            .cpu_ns
+            .ok_or_else(|| format!("could not read keel's CPU time at request {n}"))
     };
     let mut m = Measured {
         wall: [0.0; 3],
@@ -316,6 +336,7 @@ fn measure(samples: &[Sample]) -> Result<Measured, String> {
         pss_mb: [0.0; 3],
         body: [0; 3],
         last_body: samples.last().map_or(0, |s| s.body_bytes),
+        cpu_source: "",
     };
     for (w, &(a, b)) in WINDOWS.iter().enumerate() {
         let steps = (b - a) as f64;
@@ -324,7 +345,7 @@ fn measure(samples: &[Sample]) -> Result<Measured, String> {
             .sum();
         m.wall[w] = keel.as_secs_f64() * 1e3 / steps;
         m.wall_raw[w] = at(b).at.duration_since(at(a).at).as_secs_f64() * 1e3 / steps;
-        m.cpu[w] = ticks(b)?.saturating_sub(ticks(a)?) as f64 * TICK_MS / steps;
+        m.cpu[w] = cpu_ns(b)?.saturating_sub(cpu_ns(a)?) as f64 / 1e6 / steps;
     }
     for (k, &n) in MARKS.iter().enumerate() {
         let pss = at(n)
@@ -394,6 +415,8 @@ fn run(quick: bool) -> Result<(), String> {
         report,
         "## Growth ({STEPS} steps, each one `shell` call printing 8 KB; median of {runs} run(s))\n"
     );
+    let source = all.first().map_or("none", |m| m.cpu_source);
+    let _ = writeln!(report, "CPU counted by: {source}\n");
     let _ = writeln!(
         report,
         "| | steps 1→10 | steps 10→100 | steps 100→200 | (100→200)/(1→10) | target |"
@@ -447,6 +470,7 @@ fn run(quick: bool) -> Result<(), String> {
         "command": COMMAND,
         "runs": runs,
         "cpu_per_step_ms": windows(cpu),
+        "cpu_source": source,
         "cpu_ratio": round(cpu_ratio),
         "wall_per_step_ms": windows(wall),
         "wall_ratio": round(wall_ratio),

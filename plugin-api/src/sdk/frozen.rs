@@ -36,7 +36,14 @@ impl Frozen {
     pub fn freeze<T: Serialize + ?Sized>(value: &T) -> Result<Frozen> {
         let text = serde_json::to_string(value)
             .map_err(|e| Error::coded(ContractCode::InvalidJson, e.to_string()))?;
-        Ok(Frozen(RArc::new(RString::from(text))))
+        Ok(Frozen::exact(text))
+    }
+
+    /// Shares `text`, without the spare capacity serialising left behind (a frozen document
+    /// lives as long as the history: up to half its buffer would be waste).
+    fn exact(mut text: String) -> Frozen {
+        text.shrink_to_fit();
+        Frozen(RArc::new(RString::from(text)))
     }
 
     /// Takes text that is already one JSON document, checking that it is.
@@ -46,7 +53,7 @@ impl Frozen {
     pub fn from_text(text: String) -> Result<Frozen> {
         serde_json::from_str::<&RawValue>(&text)
             .map_err(|e| Error::coded(ContractCode::InvalidJson, e.to_string()))?;
-        Ok(Frozen(RArc::new(RString::from(text))))
+        Ok(Frozen::exact(text))
     }
 
     /// The JSON text.
@@ -125,7 +132,7 @@ impl<'de> Deserialize<'de> for Frozen {
             });
         }
         let text: Box<str> = raw.into();
-        Ok(Frozen(RArc::new(RString::from(String::from(text)))))
+        Ok(Frozen::exact(String::from(text)))
     }
 }
 

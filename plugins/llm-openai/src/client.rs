@@ -335,7 +335,11 @@ impl Adapter {
             .headers(headers)
             .header(header::AUTHORIZATION, call.auth.clone())
             .header(header::CONTENT_TYPE, "application/json")
-            .body(body)
+            // The length is known, so hyper sends `Content-Length`, never chunked encoding.
+            .header(header::CONTENT_LENGTH, body.len)
+            .body(reqwest::Body::wrap_stream(futures::stream::iter(
+                body.parts.into_iter().map(Ok::<_, std::io::Error>),
+            )))
             .send();
         let first_byte = Duration::from_millis(self.config.first_byte_timeout_ms);
         let response = match tokio::time::timeout(first_byte, send).await {

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::config::Config;
 use crate::wire_messages::MessageCache;
+use bytes::Bytes;
 
 /// Reasoning efforts OpenAI-compatible `reasoning_effort` accepts.
 pub const REASONING_EFFORTS: &[&str] = &["minimal", "low", "medium", "high"];
@@ -61,9 +62,15 @@ pub fn check_tool_choice(request: &LlmRequest, row: &Config) -> Result<(), LlmFa
 /// `chat.completion` (no `stream_options`: OpenAI refuses them without streaming). With tools,
 /// the row's `tool_choice` goes along (issue 11 item 1); without, none.
 ///
-/// The history is written from `cache` ([`MessageCache`]): only messages it has not seen are
-/// parsed and translated, so the only pass over the whole history is this one write.
-pub fn body(request: &LlmRequest, row: &Config, stream: bool, cache: &mut MessageCache) -> String {
+/// The history comes from `cache` ([`MessageCache`]): only messages it has not seen are parsed
+/// and translated, and the body is a list of shared chunks (its length known), so the history
+/// is not copied on its way to the socket.
+pub fn body(
+    request: &LlmRequest,
+    row: &Config,
+    stream: bool,
+    cache: &mut MessageCache,
+) -> RequestBody {
     let config = &request.config;
     let model = if config.model.is_empty() {
         row.model.as_str()
@@ -97,13 +104,22 @@ pub fn body(request: &LlmRequest, row: &Config, stream: bool, cache: &mut Messag
     }
     // `{"messages":[…],` then the head's fields (it always has `model`, so it is never `{}`).
     let head = Value::Object(head).to_string();
-    let history: usize = request.messages.iter().map(|m| m.len() + 1).sum();
-    let mut out = String::with_capacity(head.len() + history + 64);
-    out.push_str("{\"messages\":");
-    cache.write_messages(request.system.as_deref(), &request.messages, &mut out);
-    out.push(',');
-    out.push_str(head.get(1..).unwrap_or("}"));
-    out
+    let mut parts = vec![Bytes::from_static(b"{\"messages\":")];
+    let messages = cache.message_parts(request.system.as_deref(), &request.messages, &mut parts);
+    // `,` then the head's fields (it always has `model`, so it is never `{}`).
+    let tail = format!(",{}", head.get(1..).unwrap_or("}"));
+    let len = parts[0].len() + messages + tail.len();
+    parts.push(Bytes::from(tail));
+    RequestBody { parts, len }
+}
+
+/// A request body as shared chunks and their total length (sent with `Content-Length`).
+#[derive(Debug)]
+pub struct RequestBody {
+    /// The chunks, in order.
+    pub parts: Vec<Bytes>,
+    /// Their total length in bytes.
+    pub len: usize,
 }
 
 fn tool(t: &ModelTool) -> Value {
@@ -125,8 +141,10 @@ mod tests {
     use keel_plugin_api::services::llm::LlmCallConfig;
 
     fn body(request: &LlmRequest, row: &Config, stream: bool) -> Value {
-        let text = super::body(request, row, stream, &mut MessageCache::default());
-        serde_json::from_str(&text).unwrap()
+        let body = super::body(request, row, stream, &mut MessageCache::default());
+        let text = body.parts.concat();
+        assert_eq!(text.len(), body.len);
+        serde_json::from_slice(&text).unwrap()
     }
 
     fn row() -> Config {

@@ -4,12 +4,15 @@
 //! of it. Each message arrives as a `Frozen` document shared from the session's projection, so
 //! its identity is stable from request to request; the cache keeps the OpenAI text of every
 //! message it has seen, keyed by that identity (holding a reference, so the identity cannot be
-//! reused while cached). A request then parses and translates only its new messages and copies
-//! the rest: the one pass over the whole history is writing the body. Entries unused for
+//! reused while cached). A request then parses and translates only its new messages; the body
+//! is a list of shared byte chunks — the frozen text itself where OpenAI's shape is keel's
+//! (tool results, plain messages: the bulk of a history), the cached translation otherwise —
+//! so no pass copies the history at all before the socket write. Entries unused for
 //! [`KEEP_FOR`] requests go (a replaced range of the history, a finished session).
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
 use keel_plugin_api::conversation::{Content, Message, ToolCall};
 use keel_plugin_api::sdk::Frozen;
 use serde_json::{Value, json};
@@ -18,9 +21,21 @@ use serde_json::{Value, json};
 pub const KEEP_FOR: u64 = 8;
 
 struct Entry {
-    _frozen: Frozen,
-    text: String,
+    /// The OpenAI text: the frozen document's own buffer when the shapes agree byte for byte
+    /// (a tool result, a plain user or assistant message), else the translation.
+    bytes: Bytes,
+    /// Whether `bytes` is a translation (a copy) rather than the frozen text.
+    copied: bool,
     last_used: u64,
+}
+
+/// A frozen document's text as `Bytes`, sharing its buffer (the `Frozen` keeps it alive).
+struct FrozenText(Frozen);
+
+impl AsRef<[u8]> for FrozenText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_str().as_bytes()
+    }
 }
 
 /// The translated messages of recent requests.
@@ -43,35 +58,66 @@ impl std::fmt::Debug for MessageCache {
 }
 
 impl MessageCache {
-    /// Appends the JSON array of `system` (when not empty) then `messages` to `out`.
-    pub fn write_messages(&mut self, system: Option<&str>, messages: &[Frozen], out: &mut String) {
+    /// The JSON array of `system` (when not empty) then `messages`, as chunks appended to
+    /// `parts`; returns their total length in bytes.
+    pub fn message_parts(
+        &mut self,
+        system: Option<&str>,
+        messages: &[Frozen],
+        parts: &mut Vec<Bytes>,
+    ) -> usize {
         self.generation += 1;
         let generation = self.generation;
-        out.push('[');
+        let start = parts.len();
+        parts.reserve(2 * messages.len() + 3);
+        parts.push(Bytes::from_static(b"["));
         let mut first = true;
         if let Some(system) = system.filter(|s| !s.is_empty()) {
-            out.push_str(&json!({ "role": "system", "content": system }).to_string());
+            parts.push(Bytes::from(
+                json!({ "role": "system", "content": system }).to_string(),
+            ));
             first = false;
         }
         for frozen in messages {
             if !first {
-                out.push(',');
+                parts.push(Bytes::from_static(b","));
             }
             first = false;
             let entry = self.entries.entry(frozen.identity()).or_insert_with(|| {
                 self.translated += 1;
+                let text = translate(frozen).to_string();
+                let copied = text != frozen.as_str();
                 Entry {
-                    _frozen: frozen.clone(),
-                    text: translate(frozen).to_string(),
+                    bytes: if copied {
+                        Bytes::from(text)
+                    } else {
+                        Bytes::from_owner(FrozenText(frozen.clone()))
+                    },
+                    copied,
                     last_used: generation,
                 }
             });
             entry.last_used = generation;
-            out.push_str(&entry.text);
+            parts.push(entry.bytes.clone());
         }
-        out.push(']');
+        parts.push(Bytes::from_static(b"]"));
         self.entries
             .retain(|_, e| e.last_used + KEEP_FOR > generation);
+        parts[start..].iter().map(Bytes::len).sum()
+    }
+
+    /// The same array as one string (tests, logs).
+    pub fn write_messages(&mut self, system: Option<&str>, messages: &[Frozen], out: &mut String) {
+        let mut parts = Vec::new();
+        self.message_parts(system, messages, &mut parts);
+        for part in parts {
+            out.push_str(&String::from_utf8_lossy(&part));
+        }
+    }
+
+    /// How many held translations are copies (not the frozen text itself).
+    pub fn copies(&self) -> usize {
+        self.entries.values().filter(|e| e.copied).count()
     }
 
     /// How many messages were translated so far (each exactly once while cached).
@@ -246,6 +292,32 @@ mod tests {
         }
         assert_eq!(cache.translated(), 50);
         assert_eq!(cache.len(), 50);
+        // Plain user and assistant messages are the same text in both shapes: no copy kept.
+        assert_eq!(cache.copies(), 0);
+    }
+
+    #[test]
+    fn only_messages_whose_shape_changes_are_copied_the_rest_share_the_frozen_buffer() {
+        let mut cache = MessageCache::default();
+        let history = vec![
+            frozen(json!({"role": "user", "content": "hi"})),
+            frozen(json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "name": "shell", "arguments": "{}"}]})),
+            frozen(json!({"role": "tool", "tool_call_id": "c1", "content": "x".repeat(8000)})),
+        ];
+        let mut parts = Vec::new();
+        let len = cache.message_parts(Some("sys"), &history, &mut parts);
+        assert_eq!(cache.copies(), 1, "only the assistant call message changes shape");
+        let tool = parts.iter().find(|p| p.len() > 8000).unwrap();
+        assert_eq!(
+            tool.as_ptr(),
+            history[2].as_str().as_ptr(),
+            "the tool result goes out from the frozen buffer itself"
+        );
+        let out: Vec<u8> = parts.concat();
+        assert_eq!(out.len(), len);
+        let parsed: Vec<Value> = serde_json::from_slice(&out).unwrap();
+        assert_eq!(parsed[3]["content"].as_str().map(str::len), Some(8000));
     }
 
     #[test]
