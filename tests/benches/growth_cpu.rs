@@ -31,7 +31,11 @@ impl CpuMeter {
     pub fn attach(pid: u32) -> CpuMeter {
         let name = format!("keel-growth-{}-{pid}", std::process::id());
         let candidates = [
-            (PathBuf::from("/sys/fs/cgroup/cpuacct"), "cpuacct.usage", false),
+            (
+                PathBuf::from("/sys/fs/cgroup/cpuacct"),
+                "cpuacct.usage",
+                false,
+            ),
             (PathBuf::from("/sys/fs/cgroup"), "cpu.stat", true),
             (PathBuf::from("/sys/fs/cgroup/unified"), "cpu.stat", true),
         ];

@@ -307,7 +307,11 @@ mod tests {
         ];
         let mut parts = Vec::new();
         let len = cache.message_parts(Some("sys"), &history, &mut parts);
-        assert_eq!(cache.copies(), 1, "only the assistant call message changes shape");
+        assert_eq!(
+            cache.copies(),
+            1,
+            "only the assistant call message changes shape"
+        );
         let tool = parts.iter().find(|p| p.len() > 8000).unwrap();
         assert_eq!(
             tool.as_ptr(),
