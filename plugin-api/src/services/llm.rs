@@ -72,6 +72,34 @@ impl LlmClient {
     }
 }
 
+/// What an adapter row does in `activate`: serves `provider` as [`LlmAdapter`] under
+/// [`adapter_service_name`]`(row)` and registers it with [`Llm`] for `providers`, with the row's
+/// configured `model` as their default, until the row unloads.
+///
+/// # Errors
+/// The kernel's refusal to serve the name, `register`'s refusals, a missing `keel.llm`.
+pub async fn serve_adapter<P: Send + Sync + 'static>(
+    ctx: &crate::sdk::Context,
+    row: &str,
+    provider: P,
+    providers: Vec<String>,
+    model: String,
+) -> crate::sdk::Result<AdapterRegistration>
+where
+    LlmAdapter: crate::sdk::Serves<P>,
+{
+    let service = adapter_service_name(row);
+    ctx.serve_named::<LlmAdapter, _>(&service, provider)?;
+    let request = RegisterAdapter {
+        service,
+        providers,
+        default_model: Some(model),
+    };
+    ctx.client::<Llm>()?
+        .register_until_unload(ctx, request)
+        .await
+}
+
 /// The service name an adapter row serves [`LlmAdapter`] under (declare it with
 /// `Manifest::provides_named(…, false)`), e.g. `keel.llm.adapter.llm-openai`.
 pub fn adapter_service_name(row: &str) -> String {

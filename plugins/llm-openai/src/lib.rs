@@ -1,8 +1,8 @@
 //! `llm-openai`: an LLM adapter for OpenAI-compatible chat completions, streamed (SSE) or not
 //! (ARCHITECTURE §8 and §11, requirements C8 and B14).
 //!
-//! The row serves the [`LlmAdapter`] contract as `keel.llm.adapter.llm-openai` (`generate`
-//! and `check`) and registers its `provider` with `keel.llm`, with the row's `model` as the default
+//! The row serves the [`LlmAdapter`](keel_plugin_api::services::llm::LlmAdapter) contract as
+//! `keel.llm.adapter.llm-openai` (`generate` and `check`) and registers its `provider` with `keel.llm`, with the row's `model` as the default
 //! model; an effect unregisters it when the row unloads. The HTTP work ([`client`]) runs on the
 //! plugin's own tokio runtime; the request shape ([`request`]), stream decoding ([`decode`]),
 //! failure mapping ([`failure`]) and credential lookup ([`credential`]) are plain Rust.
@@ -25,8 +25,8 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::{plugin_runtime, spawn_bridged};
 use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::llm::{
-    CheckRequest, Llm, LlmAdapter, LlmAdapterProvider, LlmCode, LlmFailure, LlmRequest,
-    LlmResponse, RegisterAdapter, StreamChunk, adapter_service_name,
+    CheckRequest, Llm, LlmAdapterProvider, LlmCode, LlmFailure, LlmRequest, LlmResponse,
+    StreamChunk, adapter_service_name, serve_adapter,
 };
 
 pub use client::Adapter;
@@ -113,16 +113,7 @@ impl Plugin for OpenAiPlugin {
         let adapter = Arc::new(
             adapter.with_credentials(Resolver::with_service(lookup, ctx.keel_home().ok())),
         );
-        let service = adapter_service_name(PLUGIN_ID);
-        ctx.serve_named::<LlmAdapter, _>(&service, Service(adapter))?;
-        let request = RegisterAdapter {
-            service,
-            providers: vec![provider],
-            default_model: Some(model),
-        };
-        ctx.client::<Llm>()?
-            .register_until_unload(&ctx, request)
-            .await?;
+        serve_adapter(&ctx, PLUGIN_ID, Service(adapter), vec![provider], model).await?;
         Ok(())
     }
 }

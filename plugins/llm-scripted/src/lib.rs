@@ -15,8 +15,8 @@ use std::sync::Arc;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::llm::{
-    CheckRequest, Llm, LlmAdapter, LlmAdapterProvider, LlmCode, LlmRequest, LlmResponse,
-    RegisterAdapter, adapter_service_name,
+    CheckRequest, Llm, LlmAdapterProvider, LlmCode, LlmRequest, LlmResponse, adapter_service_name,
+    serve_adapter,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -101,16 +101,7 @@ impl Plugin for ScriptedPlugin {
         let provider = config.provider.clone();
         let model = config.model.clone();
         let script = Arc::new(load(config)?);
-        let service = adapter_service_name(PLUGIN_ID);
-        ctx.serve_named::<LlmAdapter, _>(&service, Service(script))?;
-        let request = RegisterAdapter {
-            service,
-            providers: vec![provider],
-            default_model: Some(model),
-        };
-        ctx.client::<Llm>()?
-            .register_until_unload(&ctx, request)
-            .await?;
+        serve_adapter(&ctx, PLUGIN_ID, Service(script), vec![provider], model).await?;
         Ok(())
     }
 }
@@ -119,7 +110,7 @@ keel_plugin_api::export_plugin!(ScriptedPlugin);
 
 #[cfg(test)]
 mod tests {
-    use keel_plugin_api::services::llm::LlmAdapterClient;
+    use keel_plugin_api::services::llm::{LlmAdapter, LlmAdapterClient};
     use serde_json::json;
 
     use super::*;
