@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::trust;
-use crate::config::{ConfigError, ProjectLayer, ResolvedProfile, Row};
 use crate::error::{KernelError, Result};
 use crate::graph::{GraphRow, Plan, plan};
 use crate::loader::{Located, PluginLibrary, load, locate};
 use crate::lock;
 use crate::paths::Paths;
 use crate::runtime::RowSpec;
+use keel_config::trust;
+use keel_config::{ConfigError, ProjectLayer, ResolvedProfile, Row};
 
 /// What the lock said about this assembly.
 #[derive(Debug, Clone, PartialEq, Eq)]

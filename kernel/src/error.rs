@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::host::{KernelCode, LoadError};
 
-use crate::config::ConfigError;
+use keel_config::ConfigError;
 
 /// Result alias.
 pub type Result<T> = std::result::Result<T, KernelError>;

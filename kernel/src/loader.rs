@@ -13,9 +13,9 @@ use keel_plugin_api::abi::TypeLayout;
 use keel_plugin_api::host::{LoadedLibrary, load_library};
 use keel_plugin_api::sdk::Manifest;
 
-use crate::config::Row;
 use crate::error::{KernelError, Result};
 use crate::paths::{Paths, library_file_name};
+use keel_config::Row;
 
 /// A library found on the search path, not yet opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +51,7 @@ pub struct PluginLibrary {
 ///
 /// # Errors
 /// [`KernelError::Io`] when the file cannot be read.
-pub fn digest_file(path: &std::path::Path) -> Result<String> {
+fn digest_file(path: &std::path::Path) -> Result<String> {
     let mut hasher = blake3::Hasher::new();
     let mut file = std::fs::File::open(path).map_err(|e| KernelError::Io {
         path: path.to_owned(),

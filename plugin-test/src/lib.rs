@@ -47,7 +47,7 @@ use std::future::Future;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 
-use keel_kernel::config::KernelSettings;
+use keel_config::KernelSettings;
 use keel_kernel::graph::{GraphRow, plan};
 use keel_kernel::loader::PluginLibrary;
 use keel_kernel::runtime::{Kernel, RowSpec, RowStatus};

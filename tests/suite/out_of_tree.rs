@@ -136,7 +136,7 @@ fn newer_kernel() -> PathBuf {
             "build",
             "--quiet",
             "-p",
-            "keel-kernel",
+            "keel-cli",
             "--features",
             "keel-plugin-api/host-api-extension-fixture",
             "--target-dir",

@@ -14,6 +14,14 @@ use keel_tests::workspace_root;
 use serde_json::{Value, json};
 
 const KERNEL: &str = "keel-kernel";
+/// The kernel and the crates split out of it (issue 13 item 3): the binary, the config layers
+/// and the output guard are held to the same rule.
+const KERNEL_CRATES: &[(&str, &str)] = &[
+    (KERNEL, "kernel"),
+    ("keel-cli", "kernel/cli"),
+    ("keel-config", "kernel/config"),
+    ("keel-output-guard", "kernel/output-guard"),
+];
 /// Folders whose crates the kernel must never depend on.
 const PLUGIN_DIRS: &[&str] = &["plugins", "tests/plugins"];
 
@@ -75,7 +83,7 @@ fn under_plugin_dir(root: &Path, dir: &Path) -> bool {
     PLUGIN_DIRS.iter().any(|p| dir.starts_with(root.join(p)))
 }
 
-/// Every way `keel-kernel` reaches a plugin crate, as `a -> b -> plugin` chains. Walks all of the
+/// Every way a kernel crate ([`KERNEL_CRATES`]) reaches a plugin crate, as `a -> b -> plugin` chains. Walks all of the
 /// kernel's own dependency kinds, and the normal and build dependencies of workspace crates it
 /// depends on (their dev-dependencies are never built for the kernel).
 fn kernel_plugin_paths(meta: &Value, root: &Path) -> Vec<String> {
@@ -87,7 +95,11 @@ fn kernel_plugin_paths(meta: &Value, root: &Path) -> Vec<String> {
         .collect();
     let mut problems = Vec::new();
     let mut seen = BTreeSet::new();
-    let mut stack = vec![(KERNEL.to_owned(), KERNEL.to_owned())];
+    let roots: BTreeSet<&str> = KERNEL_CRATES.iter().map(|(name, _)| *name).collect();
+    let mut stack: Vec<(String, String)> = roots
+        .iter()
+        .map(|n| ((*n).to_owned(), (*n).to_owned()))
+        .collect();
     while let Some((name, chain)) = stack.pop() {
         if !seen.insert(name.clone()) {
             continue;
@@ -96,7 +108,7 @@ fn kernel_plugin_paths(meta: &Value, root: &Path) -> Vec<String> {
             continue;
         };
         for dep in deps {
-            if name != KERNEL && dep.kind == "dev" {
+            if !roots.contains(name.as_str()) && dep.kind == "dev" {
                 continue;
             }
             let link = format!("{chain} -> {}", dep.name);
@@ -121,7 +133,9 @@ fn the_kernel_depends_on_no_plugin_crate_per_cargo_metadata() {
     let root = workspace_root();
     let meta = metadata(&root);
     let pkgs = packages(&meta);
-    assert!(pkgs.contains_key(KERNEL), "no {KERNEL} in the workspace");
+    for (name, _) in KERNEL_CRATES {
+        assert!(pkgs.contains_key(*name), "no {name} in the workspace");
+    }
     // Not vacuous: the proof plugins are workspace crates the rule applies to.
     let plugin_crates: Vec<&String> = pkgs
         .iter()
@@ -157,6 +171,11 @@ fn the_metadata_check_catches_direct_renamed_and_transitive_plugin_dependencies(
             dep("keel-plugin-proof-driver", Some("tests/plugins/proof-driver"), Some("dev")),
             dep("serde", None, None),
         ])),
+        pkg("keel-cli", "kernel/cli", json!([
+            dep("keel-kernel", Some("kernel"), None),
+            dep("keel-plugin-headless", Some("plugins/headless"), None),
+        ])),
+        pkg("keel-plugin-headless", "plugins/headless", json!([])),
         pkg("keel-plugin-api", "plugin-api", json!([])),
         pkg("helper", "helper", json!([
             dep("keel-plugin-shell", Some("plugins/shell"), None),
@@ -169,6 +188,7 @@ fn the_metadata_check_catches_direct_renamed_and_transitive_plugin_dependencies(
     assert_eq!(
         kernel_plugin_paths(&meta, &root),
         [
+            "keel-cli -> keel-plugin-headless (normal dependency)",
             "keel-kernel -> helper -> keel-plugin-shell (normal dependency)",
             "keel-kernel -> keel-plugin-proof-driver (dev dependency)",
         ]
@@ -206,26 +226,30 @@ fn is_plugin_crate_name(name: &str) -> bool {
 #[test]
 fn kernel_manifest_names_no_plugin_crate() {
     let root = workspace_root();
-    let text = std::fs::read_to_string(root.join("kernel/Cargo.toml")).expect("kernel manifest");
+    for (_, dir) in KERNEL_CRATES {
+        manifest_names_no_plugin_crate(&root, dir);
+    }
+}
+
+/// One kernel crate's manifest (`DIR/Cargo.toml`) names no plugin crate and no plugin folder.
+fn manifest_names_no_plugin_crate(root: &Path, dir: &str) {
+    let file = format!("{dir}/Cargo.toml");
+    let text = std::fs::read_to_string(root.join(&file)).expect("kernel manifest");
     // Plain text first: no path into a plugin folder, no plugin crate name, anywhere.
     for (i, line) in text.lines().enumerate() {
         let code = line.split('#').next().unwrap_or_default();
         assert!(
             !code.contains("plugins/"),
-            "kernel/Cargo.toml:{}: points into a plugin folder: {line}",
+            "{file}:{}: points into a plugin folder: {line}",
             i + 1
         );
         let named = code
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
             .any(|w| is_plugin_crate_name(&w.replace('_', "-")));
-        assert!(
-            !named,
-            "kernel/Cargo.toml:{}: names a plugin crate: {line}",
-            i + 1
-        );
+        assert!(!named, "{file}:{}: names a plugin crate: {line}", i + 1);
     }
     // Then each dependency, following `workspace = true` into the root manifest.
-    let manifest: toml::Table = toml::from_str(&text).expect("kernel/Cargo.toml is TOML");
+    let manifest: toml::Table = toml::from_str(&text).expect("a kernel manifest is TOML");
     let root_manifest: toml::Table =
         toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).expect("root manifest"))
             .expect("Cargo.toml is TOML");
@@ -234,10 +258,7 @@ fn kernel_manifest_names_no_plugin_crate() {
         .and_then(|w| w.get("dependencies"))
         .and_then(toml::Value::as_table);
     let tables = dependency_tables(&manifest);
-    assert!(
-        !tables.is_empty(),
-        "kernel/Cargo.toml has no dependency table"
-    );
+    assert!(!tables.is_empty(), "{file} has no dependency table");
     for (kind, table) in tables {
         for (key, spec) in table {
             let inherited = spec
@@ -260,15 +281,15 @@ fn kernel_manifest_names_no_plugin_crate() {
                 "kernel {kind}: {key} is the plugin crate {package}"
             );
             if let Some(path) = spec.get("path").and_then(toml::Value::as_str) {
-                // Paths in the root manifest are relative to the root, others to kernel/.
+                // Paths in the root manifest are relative to the root, others to the crate.
                 let base = if inherited {
-                    root.clone()
+                    root.to_path_buf()
                 } else {
-                    root.join("kernel")
+                    root.join(dir)
                 };
                 let resolved = normalize(&base.join(path));
                 assert!(
-                    !under_plugin_dir(&root, &resolved),
+                    !under_plugin_dir(root, &resolved),
                     "kernel {kind}: {key} points into a plugin folder ({})",
                     resolved.display()
                 );

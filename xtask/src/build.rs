@@ -1,6 +1,6 @@
 //! `cargo xtask build [--release]`: build the whole workspace in one cargo invocation.
 //!
-//! One `cargo build --workspace` produces the `keel` binary (crate `keel-kernel`), every cdylib
+//! One `cargo build --workspace` produces the `keel` binary (crate `keel-cli`), every cdylib
 //! plugin under `plugins/` and the test plugins under `tests/plugins/`, so everything that loads
 //! plugins at run time finds them in the same target directory. Other commands (`dist`, `test`,
 //! `bench`, `demo`) reuse [`workspace`] rather than building piecemeal.

@@ -18,6 +18,7 @@ mod new_plugin;
 mod shell;
 mod test;
 mod tidy;
+mod tidy_kernel;
 
 use std::process::ExitCode;
 

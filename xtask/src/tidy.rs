@@ -2,11 +2,13 @@
 //!
 //! - every `.rs` under `kernel/`, `plugin-api/`, `plugins/`, `xtask/`, `tests/` starts with a `//!`
 //!   block saying what it owns (style.md item 9);
-//! - `kernel/Cargo.toml` depends on no plugin crate (ARCHITECTURE §1.1: the kernel knows no
+//! - no kernel crate (`kernel/Cargo.toml`, `kernel/*/Cargo.toml`) depends on a plugin crate (ARCHITECTURE §1.1: the kernel knows no
 //!   feature) — by name, by `package =` rename, by a path into `plugins/`, or through a workspace
 //!   dependency that points there;
 //! - non-test sources of `kernel/`, `plugin-api/`, `plugins/` stay within [`LINE_BUDGET`] lines
-//!   (style.md item 4; `*_tests.rs` and anything under a `tests/` folder are exempt).
+//!   (style.md item 4; `*_tests.rs` and anything under a `tests/` folder are exempt);
+//! - the kernel crate stays under its line budget and no kernel crate names a feature
+//!   ([`crate::tidy_kernel`]).
 //!
 //! Decision: the manifest checks read TOML line by line instead of pulling in a TOML parser —
 //! the shapes cargo accepts for a dependency are few and this crate stays dependency-free. The
@@ -19,6 +21,7 @@ use std::path::PathBuf;
 use crate::shell;
 use crate::shell::Failure;
 use crate::shell::Result;
+use crate::tidy_kernel::{KERNEL_LINE_BUDGET, feature_words, non_test_lines};
 
 /// Maximum lines of a non-test source file in the kernel, the plugin API and plugins.
 pub const LINE_BUDGET: usize = 800;
@@ -61,6 +64,7 @@ pub fn check_and_report() -> Result {
 pub fn check(root: &Path) -> Result<(usize, Vec<Problem>)> {
     let mut problems = Vec::new();
     let mut checked = 0;
+    let mut kernel_lines = 0;
     for top in HEADER_ROOTS {
         for file in rust_files(&root.join(top))? {
             checked += 1;
@@ -85,6 +89,17 @@ pub fn check(root: &Path) -> Result<(usize, Vec<Problem>)> {
                     message,
                 });
             }
+            if rel.starts_with("kernel/src/") && !is_test_file(&rel) {
+                for (line, word) in feature_words(&text) {
+                    problems.push(Problem {
+                        path: format!("{rel}:{line}"),
+                        message: format!(
+                            "names `{word}`: the kernel knows no feature (issue 13 item 2)"
+                        ),
+                    });
+                }
+                kernel_lines += non_test_lines(&text);
+            }
             let lines = text.lines().count();
             if BUDGET_ROOTS.contains(top) && !is_test_file(&rel) && lines > LINE_BUDGET {
                 problems.push(Problem {
@@ -97,14 +112,24 @@ pub fn check(root: &Path) -> Result<(usize, Vec<Problem>)> {
             }
         }
     }
-    let manifest = root.join("kernel").join("Cargo.toml");
-    if manifest.is_file() {
-        let kernel = fs::read_to_string(&manifest)
+    if kernel_lines > KERNEL_LINE_BUDGET {
+        problems.push(Problem {
+            path: "kernel/src".to_owned(),
+            message: format!(
+                "{kernel_lines} non-test lines, over the kernel's {KERNEL_LINE_BUDGET}-line \
+                 budget (issue 13 item 3): move what is not loader, lock, graph, fibers, \
+                 services, bus or runtime into its own crate or a plugin"
+            ),
+        });
+    }
+    let workspace = fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
+    for dir in kernel_crate_dirs(root)? {
+        let manifest = root.join(&dir).join("Cargo.toml");
+        let text = fs::read_to_string(&manifest)
             .map_err(|e| Failure::new(format!("{}: {e}", manifest.display())))?;
-        let workspace = fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
-        for message in kernel_plugin_deps(&kernel, &workspace) {
+        for message in kernel_plugin_deps(&text, &workspace) {
             problems.push(Problem {
-                path: "kernel/Cargo.toml".to_owned(),
+                path: format!("{dir}/Cargo.toml"),
                 message,
             });
         }
@@ -294,6 +319,26 @@ pub fn kernel_plugin_deps(kernel: &str, workspace: &str) -> Vec<String> {
         }
     }
     reasons
+}
+
+/// `kernel` and each `kernel/*` folder with a `Cargo.toml`, relative to `root`; sorted.
+fn kernel_crate_dirs(root: &Path) -> Result<Vec<String>> {
+    let kernel = root.join("kernel");
+    let mut dirs = Vec::new();
+    if kernel.join("Cargo.toml").is_file() {
+        dirs.push("kernel".to_owned());
+    }
+    if kernel.is_dir() {
+        let entries = fs::read_dir(&kernel)
+            .map_err(|e| Failure::new(format!("{}: {e}", kernel.display())))?;
+        for entry in entries.flatten() {
+            if entry.path().join("Cargo.toml").is_file() {
+                dirs.push(format!("kernel/{}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    dirs.sort();
+    Ok(dirs)
 }
 
 /// Every `.rs` file under `dir`, skipping `target` folders and not following symlinks; sorted.

@@ -127,14 +127,14 @@ impl Host for HostImpl {
             Ok(f) => f.row.clone(),
             Err(e) => return err(e),
         };
-        match crate::redact::set(&row, pairs) {
+        match keel_output_guard::redact::set(&row, pairs) {
             Ok(()) => RResult::ROk(()),
             Err(why) => RResult::RErr(PluginError::new("REDACT", why)),
         }
     }
 
     fn write_output(&self, _fiber: FiberId, stream: u8, text: &str) -> AbiResult<()> {
-        match crate::redact::write(stream, text) {
+        match keel_output_guard::redact::write(stream, text) {
             Ok(()) => RResult::ROk(()),
             Err(e) => RResult::RErr(PluginError::new("IO", e.to_string())),
         }

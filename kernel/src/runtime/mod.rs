@@ -25,11 +25,11 @@ use keel_plugin_api::services::command::{Command, CommandInvocation, service_nam
 use keel_plugin_api::services::driver::{Driver, DriverInterrupt, DriverInvocation, DriverOutcome};
 
 use crate::bus::Bus;
-use crate::config::KernelSettings;
 use crate::error::{KernelError, Result};
 use crate::fiber::{Fiber, FiberState};
 use crate::loader::PluginLibrary;
 use crate::services::Services;
+use keel_config::KernelSettings;
 
 /// A failed hand-off to `row` (a driver or a command).
 fn seam_failed(row: &str, code: &str, message: String) -> KernelError {

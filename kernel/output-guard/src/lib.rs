@@ -16,6 +16,8 @@
 //!
 //! [`redact`]: crate::redact
 
+pub mod redact;
+
 use std::fs::File;
 use std::io::{IsTerminal as _, Write as _};
 use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd, IntoRawFd as _, OwnedFd};
@@ -26,8 +28,6 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, pipe_with};
-
-use crate::redact;
 
 /// How long a partial line waits for the rest before it is forwarded as is.
 pub const IDLE_FLUSH: Duration = Duration::from_millis(20);

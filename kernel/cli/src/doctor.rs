@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use keel_plugin_api::abi::ABI_MAJOR;
 
 use super::ProfileArgs;
-use crate::assemble::{LockState, assemble};
-use crate::error::Result;
-use crate::loader::Located;
-use crate::lock;
-use crate::paths::{Paths, is_plugin_library};
+use keel_kernel::assemble::{LockState, assemble};
+use keel_kernel::error::Result;
+use keel_kernel::loader::Located;
+use keel_kernel::lock;
+use keel_kernel::paths::{Paths, is_plugin_library};
 
 struct Report {
     text: String,

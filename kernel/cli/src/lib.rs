@@ -4,7 +4,13 @@
 //! (`config dump`, `plugins list`, `lock`, `doctor`) or hands control to the driver (`run`,
 //! `resume`). Every error before the driver runs exits 2 with one line naming the culprit.
 
+#![allow(
+    clippy::result_large_err,
+    reason = "kernel errors end the process (exit 2); their size never matters on a hot path"
+)]
+
 mod doctor;
+pub mod hardening;
 mod inspect;
 mod run;
 mod trust;
@@ -14,9 +20,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use keel_plugin_api::services::command::{CommandArgs, ForkArgs, SecretsArgs, SessionsArgs};
 
-use crate::config::{ConfigSources, ResolvedProfile, resolve_profile};
-use crate::error::Result;
-use crate::paths::Paths;
+use keel_config::{ConfigSources, ResolvedProfile, resolve_profile};
+use keel_kernel::error::Result;
+use keel_kernel::paths::Paths;
 
 /// keel: a plugin-host microkernel for LLM agents.
 #[derive(Debug, Parser)]
@@ -249,7 +255,7 @@ impl ProfileArgs {
     /// Applies `-C` (once per process: a relative DIR is relative to where keel started).
     fn enter_dir(&self) -> Result<()> {
         if let Some(dir) = &self.dir {
-            std::env::set_current_dir(dir).map_err(|e| crate::error::KernelError::Io {
+            std::env::set_current_dir(dir).map_err(|e| keel_kernel::error::KernelError::Io {
                 path: dir.clone(),
                 reason: format!("cannot change directory: {e}"),
             })?;
@@ -271,7 +277,7 @@ impl ProfileArgs {
         };
         let profile = resolve_profile(profile, &sources)?;
         for w in &profile.warnings {
-            crate::redact::eprintln(format_args!("keel: {w}"));
+            keel_output_guard::redact::eprintln(format_args!("keel: {w}"));
         }
         Ok(profile)
     }
@@ -337,7 +343,7 @@ pub fn execute(cli: Cli) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            crate::redact::eprintln(format_args!("keel: error[{}]: {e}", e.code()));
+            keel_output_guard::redact::eprintln(format_args!("keel: error[{}]: {e}", e.code()));
             2
         }
     }

@@ -5,10 +5,10 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use crate::config::trust;
-use crate::config::{LayerKind, LayerOps, RowAction};
-use crate::error::{KernelError, Result};
-use crate::paths::Paths;
+use keel_config::trust;
+use keel_config::{LayerKind, LayerOps, RowAction};
+use keel_kernel::error::{KernelError, Result};
+use keel_kernel::paths::Paths;
 
 pub(super) fn trust(paths: &Paths, dir: Option<&Path>, revoke: bool) -> Result<i32> {
     let dir = match dir {

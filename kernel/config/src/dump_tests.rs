@@ -6,10 +6,10 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::config::layer::{LayerOps, parse_layer};
-use crate::config::model::{KernelSettings, LayerKind, LayerRef};
-use crate::config::resolve_profile;
-use crate::config::test_support::{Fixture, obj, shown};
+use crate::layer::{LayerOps, parse_layer};
+use crate::model::{KernelSettings, LayerKind, LayerRef};
+use crate::resolve_profile;
+use crate::test_support::{Fixture, obj, shown};
 
 /// A demo tree: base bundle, profile replace + disable, user kernel, one `-c`.
 fn demo(fx: &Fixture) -> ResolvedProfile {

@@ -3,11 +3,11 @@
 use std::io::Write as _;
 
 use super::ProfileArgs;
-use crate::assemble::{LockState, assemble};
-use crate::config::{render_dump, render_dump_json};
-use crate::error::{KernelError, Result};
-use crate::lock;
-use crate::paths::Paths;
+use keel_config::{render_dump, render_dump_json};
+use keel_kernel::assemble::{LockState, assemble};
+use keel_kernel::error::{KernelError, Result};
+use keel_kernel::lock;
+use keel_kernel::paths::Paths;
 
 fn out(text: &str) -> Result<i32> {
     let mut stdout = std::io::stdout().lock();

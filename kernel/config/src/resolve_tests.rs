@@ -4,7 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::config::test_support::{Fixture, shown};
+use crate::test_support::{Fixture, shown};
 
 /// A row whose config each layer replaces with `who = <layer>`, so the survivor names the winner.
 fn replace_who(who: &str) -> String {

@@ -4,23 +4,23 @@
 //! Every way out goes through `finish`, so no buffered line is lost.
 
 use clap::Parser as _;
-use keel_kernel::output_guard::OutputGuard;
+use keel_output_guard::OutputGuard;
 
 fn main() {
-    let hardening = keel_kernel::hardening::harden();
+    let hardening = keel_cli::hardening::harden();
     let (guard, mut warnings) = OutputGuard::install();
     warnings.extend(hardening);
     let filter = tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(keel_kernel::redact::RedactingStderr)
+        .with_writer(keel_output_guard::redact::RedactingStderr)
         .with_target(true)
         .init();
     for warning in warnings {
         tracing::warn!("{warning}");
     }
-    let code = match keel_kernel::cli::Cli::try_parse() {
+    let code = match keel_cli::Cli::try_parse() {
         // `--help`, `--version` and usage errors: clap prints and picks the code (0 or 2).
         Err(e) => {
             let _ = e.print();
@@ -28,7 +28,7 @@ fn main() {
         }
         // A panic that escapes the CLI has had its message printed through the guard; it still
         // ends the process with Rust's panic code, after the guard forwarded that message.
-        Ok(cli) => std::panic::catch_unwind(|| keel_kernel::cli::execute(cli)).unwrap_or(101),
+        Ok(cli) => std::panic::catch_unwind(|| keel_cli::execute(cli)).unwrap_or(101),
     };
     guard.finish();
     std::process::exit(code);

@@ -15,11 +15,11 @@ use keel_plugin_api::services::driver::{
 };
 
 use super::{ProfileArgs, RunArgs};
-use crate::assemble::{Assembly, assemble};
-use crate::config::{KernelSettings, config_digest, names_a_file};
-use crate::error::{KernelError, Result};
-use crate::paths::Paths;
-use crate::runtime::Kernel;
+use keel_config::{KernelSettings, config_digest, names_a_file};
+use keel_kernel::assemble::{Assembly, assemble};
+use keel_kernel::error::{KernelError, Result};
+use keel_kernel::paths::Paths;
+use keel_kernel::runtime::Kernel;
 
 /// Which seam gets control.
 enum Seam {
@@ -59,8 +59,8 @@ pub(super) fn run(
                 sandbox: args.sandbox.map(value_name),
                 approval: args.approval.map(value_name),
             },
-            stderr_is_terminal: Some(crate::output_guard::is_terminal(
-                crate::output_guard::Stream::Stderr,
+            stderr_is_terminal: Some(keel_output_guard::is_terminal(
+                keel_output_guard::Stream::Stderr,
             )),
         })
     };
@@ -118,7 +118,7 @@ fn prepare(
         digest: config_digest(&profile),
     };
     let assembly = assemble(paths, profile, true)?;
-    if let crate::assemble::LockState::Unlocked(why) = &assembly.lock {
+    if let keel_kernel::assemble::LockState::Unlocked(why) = &assembly.lock {
         tracing::debug!(target: "keel::kernel", "running unlocked: {why}");
     }
     let cwd = std::env::current_dir()
@@ -187,7 +187,7 @@ fn hand_off(
             };
             // A stop signal that came while the rows shut down wins over the relaunch.
             if let Some(first) = signals.as_mut().and_then(stop::StopSignals::try_recv) {
-                crate::redact::eprintln(format_args!("keel: interrupted ({})", first.name));
+                keel_output_guard::redact::eprintln(format_args!("keel: interrupted ({})", first.name));
                 return Ok(first.exit_code());
             }
             if relaunched || profile_args.explicit() {
@@ -223,7 +223,7 @@ fn hand_off(
 fn report_driver_error(e: KernelError) -> Result<i32> {
     match e {
         e @ KernelError::Driver { .. } => {
-            crate::redact::eprintln(format_args!("keel: error[{}]: {e}", e.code()));
+            keel_output_guard::redact::eprintln(format_args!("keel: error[{}]: {e}", e.code()));
             Ok(1)
         }
         e => Err(e),

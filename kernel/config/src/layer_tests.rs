@@ -6,7 +6,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::config::test_support::obj;
+use crate::test_support::obj;
 
 fn profile(text: &str) -> Result<ParsedLayer, ConfigError> {
     parse_layer(text, Path::new("/cfg/profiles/p.toml"), None)

@@ -101,7 +101,7 @@ where
     W: Future,
     I: Future<Output = bool>,
 {
-    crate::redact::eprintln(format_args!("keel: interrupted ({})", first.name));
+    keel_output_guard::redact::eprintln(format_args!("keel: interrupted ({})", first.name));
     let stopped = async {
         interrupt.await;
         work.await;
@@ -109,13 +109,13 @@ where
     tokio::select! {
         () = stopped => {}
         again = signals.recv() => {
-            crate::redact::eprintln(format_args!(
+            keel_output_guard::redact::eprintln(format_args!(
                 "keel: {} while stopping: not waiting for the driver any longer",
                 again.name
             ));
         }
         () = tokio::time::sleep(GRACE) => {
-            crate::redact::eprintln(format_args!(
+            keel_output_guard::redact::eprintln(format_args!(
                 "keel: the driver did not stop within {} s",
                 GRACE.as_secs()
             ));

@@ -6,8 +6,8 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::config::model::KernelSettings;
-use crate::config::test_support::obj;
+use crate::model::KernelSettings;
+use crate::test_support::obj;
 
 fn tree() -> ResolvedProfile {
     ResolvedProfile::empty("p".into(), PathBuf::from("/cfg/profiles/p.toml"))
