@@ -74,8 +74,8 @@ pub enum KernelError {
     /// A dependency cycle.
     #[error("dependency cycle: {path}")]
     Cycle { path: String },
-    /// A plugin command (`keel sessions`, `keel fork`) on a profile without its provider.
-    #[error("profile '{profile}' has no row providing '{service}' (needed by `keel {command}`)")]
+    /// A command no plugin of the profile adds (`keel secrets` without the row that serves it).
+    #[error("no plugin in profile '{profile}' provides `{command}` (no row serves '{service}')")]
     NoCommand {
         profile: String,
         command: String,

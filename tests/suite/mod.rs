@@ -21,6 +21,7 @@ mod bus_faults;
 /// The five dispatch modes, through real cdylibs (EVT-01/02/05, Cordis cases A–B).
 mod bus_modes;
 /// Bad input to the binary: one line, exit 2, naming the culprit.
+mod cli_commands;
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;

@@ -10,24 +10,30 @@
 )]
 
 mod doctor;
+mod grammar;
 pub mod hardening;
 mod inspect;
+mod prescan;
 mod run;
 mod trust;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use keel_plugin_api::services::command::{CommandArgs, ForkArgs, SecretsArgs, SessionsArgs};
+use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 use keel_config::{ConfigSources, ResolvedProfile, resolve_profile};
-use keel_kernel::error::Result;
+use keel_kernel::error::{KernelError, Result};
 use keel_kernel::paths::Paths;
 
 /// keel: a plugin-host microkernel for LLM agents.
 #[derive(Debug, Parser)]
-#[command(name = "keel", version, about, propagate_version = true)]
+#[command(name = "keel", version, propagate_version = true)]
 pub struct Cli {
+    /// The profile options may also come before the command (`keel --profile P --help` lists
+    /// what profile P offers); a command's own options win.
+    #[command(flatten)]
+    profile: ProfileArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -35,8 +41,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a task with the profile's driver.
+    #[command(display_order = 0)]
     Run(RunArgs),
     /// Resume a session with the profile's driver.
+    #[command(display_order = 1)]
     Resume {
         /// Session id.
         session_id: String,
@@ -44,38 +52,20 @@ enum Command {
         run: RunArgs,
     },
     /// Inspect the assembled configuration.
+    #[command(display_order = 2)]
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
     },
     /// Inspect plugins.
+    #[command(display_order = 3)]
     Plugins {
         #[command(subcommand)]
         command: PluginsCommand,
     },
-    /// Inspect stored sessions (handled by the profile's session plugin).
-    Sessions {
-        #[command(subcommand)]
-        command: SessionsCommand,
-    },
-    /// Fork a session at a closed prefix (handled by the profile's session plugin).
-    Fork {
-        /// Session to fork.
-        session_id: String,
-        /// Inclusive seq boundary (default: the last event).
-        #[arg(long, value_name = "SEQ")]
-        at: Option<u64>,
-        #[command(flatten)]
-        profile: ProfileArgs,
-    },
-    /// Manage secrets (handled by the profile's firewall plugin): the value of `set` is read
-    /// from stdin, `list` shows names only.
-    Secrets {
-        #[command(subcommand)]
-        command: SecretsCommand,
-    },
     /// Trust DIR's project layer (DIR/.keel/config.toml) as it is now, so it may change
-    /// security-relevant settings (sandbox, firewall, approval, credentials, endpoints, rows).
+    /// security-relevant settings (the rows' guarded keys, endpoints, rows).
+    #[command(display_order = 100)]
     Trust {
         /// Project directory (default: the current directory).
         dir: Option<PathBuf>,
@@ -84,10 +74,17 @@ enum Command {
         revoke: bool,
     },
     /// Record plugin digests and the assembly graph in keel.lock beside the binary.
+    #[command(display_order = 101)]
     Lock(ProfileArgs),
-    /// Check the ABI, the lock, the search path and the sandbox.
+    /// Check the ABI, the lock, the search path, and what the profile's plugins check.
+    #[command(display_order = 102)]
     Doctor(ProfileArgs),
 }
+
+/// The kernel's own commands; any other word is a plugin's command.
+const KERNEL_COMMANDS: &[&str] = &[
+    "run", "resume", "config", "plugins", "trust", "lock", "doctor", "help",
+];
 
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
@@ -105,54 +102,6 @@ enum ConfigCommand {
 }
 
 #[derive(Debug, Subcommand)]
-enum SessionsCommand {
-    /// Sessions under $KEEL_HOME, newest first.
-    List {
-        #[command(flatten)]
-        profile: ProfileArgs,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-    /// One session's events (a crashed session is recovered on read, and says so).
-    Show {
-        /// Session id.
-        session_id: String,
-        #[command(flatten)]
-        profile: ProfileArgs,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum SecretsCommand {
-    /// Store a secret; its value is read from stdin (never from the command line).
-    Set {
-        /// Secret name (the model sees the alias `sec_<name>`).
-        name: String,
-        #[command(flatten)]
-        profile: ProfileArgs,
-    },
-    /// Secret names and aliases, never values.
-    List {
-        #[command(flatten)]
-        profile: ProfileArgs,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Delete a secret.
-    Rm {
-        /// Secret name.
-        name: String,
-        #[command(flatten)]
-        profile: ProfileArgs,
-    },
-}
-
-#[derive(Debug, Subcommand)]
 enum PluginsCommand {
     /// Rows, libraries, versions, digests, layers.
     List {
@@ -165,7 +114,7 @@ enum PluginsCommand {
 }
 
 /// Options shared by every command that assembles a profile.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct ProfileArgs {
     /// Profile name (looked up in profiles/) or path to a profile file [default: default;
     /// `keel resume` defaults to the profile the session was created with].
@@ -186,56 +135,37 @@ pub struct ProfileArgs {
     trust_project: bool,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum OutputFormat {
-    Text,
-    Json,
-    StreamJson,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum SandboxMode {
-    ReadOnly,
-    WorkspaceWrite,
-    DangerFullAccess,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum ApprovalMode {
-    Never,
-    Ask,
-}
-
+/// `keel run` / `keel resume`: the prompt and the profile; the driver of the profile adds its
+/// own options (`--output-format`, `--max-turns`, …) to this grammar.
 #[derive(Debug, Clone, Args)]
 struct RunArgs {
     /// The task, or `-` to read it from stdin.
     prompt: Option<String>,
     #[command(flatten)]
     profile: ProfileArgs,
-    /// Output format on stdout.
-    #[arg(long, value_enum, default_value = "text")]
-    output_format: OutputFormat,
-    /// Do not persist the session.
-    #[arg(long)]
-    ephemeral: bool,
-    /// Stop after N turns.
-    #[arg(long, value_name = "N")]
-    max_turns: Option<u32>,
-    /// Sandbox mode.
-    #[arg(long, value_enum)]
-    sandbox: Option<SandboxMode>,
-    /// Approval policy.
-    #[arg(long, value_enum)]
-    approval: Option<ApprovalMode>,
 }
 
 /// The profile used when `--profile` is not given.
 const DEFAULT_PROFILE: &str = "default";
 
 impl ProfileArgs {
+    /// These options over `top` (the ones given before the command): a given value wins,
+    /// repeatable ones keep `top`'s first.
+    fn under(self, top: &ProfileArgs) -> ProfileArgs {
+        ProfileArgs {
+            profile: self.profile.or_else(|| top.profile.clone()),
+            dir: self.dir.or_else(|| top.dir.clone()),
+            overrides: top
+                .overrides
+                .iter()
+                .cloned()
+                .chain(self.overrides)
+                .collect(),
+            patches: top.patches.iter().cloned().chain(self.patches).collect(),
+            trust_project: self.trust_project || top.trust_project,
+        }
+    }
+
     /// The profile `--profile` names, or [`DEFAULT_PROFILE`].
     fn name(&self) -> &str {
         self.profile.as_deref().unwrap_or(DEFAULT_PROFILE)
@@ -283,12 +213,115 @@ impl ProfileArgs {
     }
 }
 
-/// Runs the parsed command and returns the process exit code.
-pub fn execute(cli: Cli) -> i32 {
+/// Parses `argv`, runs the command and returns the process exit code.
+///
+/// The grammar depends on the profile: `run`/`resume` take the driver's options and any word
+/// that is not a kernel command is a plugin's command. So for those (and for the top-level
+/// help, which lists the profile's commands) the profile named by the profile options is
+/// assembled first — once: the hand-off reuses it. The kernel's other commands parse without it.
+pub fn execute(argv: Vec<OsString>) -> i32 {
     let paths = Paths::discover();
-    let result = match cli.command {
-        Command::Run(args) => run::run(&paths, "run", None, args),
-        Command::Resume { session_id, run } => run::run(&paths, "resume", Some(session_id), run),
+    let (scanned, word) = prescan::profile_args(&argv);
+    let word = word.as_deref();
+    let asking_help = word.is_none_or(|w| w == "help")
+        || argv
+            .iter()
+            .skip(1)
+            .take_while(|a| *a != "--")
+            .any(|a| ["-h", "--help", "-V", "--version"].iter().any(|h| a == h));
+    let needs_profile = word
+        .is_none_or(|w| matches!(w, "run" | "resume" | "help") || !KERNEL_COMMANDS.contains(&w));
+    let mut profile = None;
+    if needs_profile {
+        match scanned.enter_dir().and_then(|()| {
+            run::assemble_profile(&paths, &scanned, scanned.name(), scanned.explicit())
+        }) {
+            Ok(assembled) => profile = Some((scanned, assembled)),
+            Err(e) if asking_help => {
+                keel_output_guard::redact::eprintln(format_args!(
+                    "keel: profile '{}' could not be assembled, so its commands and run options are not listed: {e}",
+                    scanned.name()
+                ));
+            }
+            Err(e) => return report(&e),
+        }
+    }
+    if let (Some(w), Some((_, assembled))) = (word, &profile)
+        && !KERNEL_COMMANDS.contains(&w)
+        && assembled.command(w).is_none()
+    {
+        return report(&run::no_command(assembled.name(), w));
+    }
+    let grammar = grammar_for(profile.as_ref().map(|(_, a)| a));
+    let matches = match grammar.try_get_matches_from(&argv) {
+        Ok(m) => m,
+        // `--help`, `--version` and usage errors: clap prints and picks the code (0 or 2).
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    match dispatch(&paths, &matches, profile) {
+        Ok(code) => code,
+        Err(e) => report(&e),
+    }
+}
+
+/// The whole grammar: the kernel's commands, and with an assembled profile its plugins'
+/// commands and its driver's run options.
+fn grammar_for(assembled: Option<&run::Assembled>) -> clap::Command {
+    let mut cmd = Cli::command();
+    let Some(assembled) = assembled else {
+        return cmd;
+    };
+    for (i, spec) in assembled.commands().enumerate() {
+        cmd = cmd.subcommand(grammar::command(spec, grammar::PLUGIN_ORDER + i));
+    }
+    for name in ["run", "resume"] {
+        cmd = cmd.mut_subcommand(name, |mut sub| {
+            for option in assembled.run_options() {
+                sub = sub.arg(grammar::arg(option));
+            }
+            sub
+        });
+    }
+    cmd
+}
+
+/// Runs the parsed command.
+fn dispatch(
+    paths: &Paths,
+    matches: &clap::ArgMatches,
+    profile: Option<(ProfileArgs, run::Assembled)>,
+) -> Result<i32> {
+    let Some((name, sub)) = matches.subcommand() else {
+        return Ok(0);
+    };
+    if let Some((scanned, assembled)) = profile {
+        if let Some(spec) = assembled.command(name).cloned() {
+            let (args, _) = grammar::invocation_args(&spec, sub);
+            return run::command(paths, &scanned, assembled, &spec.name, args);
+        }
+        let options = grammar::values(assembled.run_options(), sub);
+        let cli = Cli::from_arg_matches(matches).map_err(usage)?;
+        return match cli.command {
+            Command::Run(_) => run::run(paths, &scanned, assembled, "run", None, options, sub),
+            Command::Resume { session_id, .. } => run::run(
+                paths,
+                &scanned,
+                assembled,
+                "resume",
+                Some(session_id),
+                options,
+                sub,
+            ),
+            _ => Err(usage("a profile was assembled for a kernel command")),
+        };
+    }
+    let cli = Cli::from_arg_matches(matches).map_err(usage)?;
+    let top = cli.profile;
+    let under = |own: ProfileArgs| own.under(&top);
+    match cli.command {
         Command::Config {
             command:
                 ConfigCommand::Dump {
@@ -296,55 +329,26 @@ pub fn execute(cli: Cli) -> i32 {
                     explain,
                     json,
                 },
-        } => inspect::config_dump(&paths, &profile, explain, json),
+        } => inspect::config_dump(paths, &under(profile), explain, json),
         Command::Plugins {
             command: PluginsCommand::List { profile, json },
-        } => inspect::plugins_list(&paths, &profile, json),
-        Command::Sessions {
-            command: SessionsCommand::List { profile, json },
-        } => run::command(
-            &paths,
-            CommandArgs::Sessions(SessionsArgs::List { json }),
-            &profile,
-        ),
-        Command::Sessions {
-            command:
-                SessionsCommand::Show {
-                    session_id,
-                    profile,
-                    json,
-                },
-        } => run::command(
-            &paths,
-            CommandArgs::Sessions(SessionsArgs::Show { session_id, json }),
-            &profile,
-        ),
-        Command::Fork {
-            session_id,
-            at,
-            profile,
-        } => run::command(
-            &paths,
-            CommandArgs::Fork(ForkArgs { session_id, at }),
-            &profile,
-        ),
-        Command::Secrets { command } => {
-            let (args, profile) = match command {
-                SecretsCommand::Set { name, profile } => (SecretsArgs::Set { name }, profile),
-                SecretsCommand::List { profile, json } => (SecretsArgs::List { json }, profile),
-                SecretsCommand::Rm { name, profile } => (SecretsArgs::Rm { name }, profile),
-            };
-            run::command(&paths, CommandArgs::Secrets(args), &profile)
-        }
-        Command::Trust { dir, revoke } => trust::trust(&paths, dir.as_deref(), revoke),
-        Command::Lock(profile) => inspect::lock(&paths, &profile),
-        Command::Doctor(profile) => doctor::doctor(&paths, &profile),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            keel_output_guard::redact::eprintln(format_args!("keel: error[{}]: {e}", e.code()));
-            2
+        } => inspect::plugins_list(paths, &under(profile), json),
+        Command::Trust { dir, revoke } => trust::trust(paths, dir.as_deref(), revoke),
+        Command::Lock(profile) => inspect::lock(paths, &under(profile)),
+        Command::Doctor(profile) => doctor::doctor(paths, &under(profile)),
+        Command::Run(_) | Command::Resume { .. } => {
+            Err(usage("`keel run` needs its profile assembled first"))
         }
     }
+}
+
+/// An internal parse failure (the grammar and the matches disagree): never expected.
+fn usage(e: impl std::fmt::Display) -> KernelError {
+    KernelError::Activation(format!("cannot read the command line: {e}"))
+}
+
+/// Prints a kernel error as its one line and answers exit code 2.
+fn report(e: &KernelError) -> i32 {
+    keel_output_guard::redact::eprintln(format_args!("keel: error[{}]: {e}", e.code()));
+    2
 }

@@ -3,7 +3,6 @@
 //! redactions plugins register), tracing to stderr (filter from `KEEL_LOG`), then the CLI.
 //! Every way out goes through `finish`, so no buffered line is lost.
 
-use clap::Parser as _;
 use keel_output_guard::OutputGuard;
 
 fn main() {
@@ -20,16 +19,10 @@ fn main() {
     for warning in warnings {
         tracing::warn!("{warning}");
     }
-    let code = match keel_cli::Cli::try_parse() {
-        // `--help`, `--version` and usage errors: clap prints and picks the code (0 or 2).
-        Err(e) => {
-            let _ = e.print();
-            e.exit_code()
-        }
-        // A panic that escapes the CLI has had its message printed through the guard; it still
-        // ends the process with Rust's panic code, after the guard forwarded that message.
-        Ok(cli) => std::panic::catch_unwind(|| keel_cli::execute(cli)).unwrap_or(101),
-    };
+    // A panic that escapes the CLI has had its message printed through the guard; it still
+    // ends the process with Rust's panic code, after the guard forwarded that message.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let code = std::panic::catch_unwind(|| keel_cli::execute(argv)).unwrap_or(101);
     guard.finish();
     std::process::exit(code);
 }

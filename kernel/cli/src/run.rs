@@ -7,14 +7,15 @@
 
 mod stop;
 
-use clap::ValueEnum;
+use keel_kernel::loader::PluginLibrary;
 use keel_plugin_api::host::KernelCode;
-use keel_plugin_api::services::command::{CommandArgs, CommandInvocation, service_name};
+use keel_plugin_api::sdk::Service;
+use keel_plugin_api::services::command::{ArgSpec, CommandInvocation, CommandSpec, service_name};
 use keel_plugin_api::services::driver::{
-    DriverInterrupt, DriverInvocation, DriverOutcome, ProfileIdentity, Relaunch, RunOptions,
+    Driver, DriverInterrupt, DriverInvocation, DriverOutcome, ProfileIdentity, Relaunch,
 };
 
-use super::{ProfileArgs, RunArgs};
+use super::ProfileArgs;
 use keel_config::{KernelSettings, config_digest, names_a_file};
 use keel_kernel::assemble::{Assembly, assemble};
 use keel_kernel::error::{KernelError, Result};
@@ -37,55 +38,106 @@ struct Chosen<'a> {
     explicit: bool,
 }
 
+/// `keel run` / `keel resume` on an assembled profile: `options` are the driver's declared
+/// options as parsed, `matches` the command's own (prompt and profile options).
 pub(super) fn run(
     paths: &Paths,
+    profile_args: &ProfileArgs,
+    first: Assembled,
     command: &str,
     session_id: Option<String>,
-    args: RunArgs,
+    options: serde_json::Map<String, serde_json::Value>,
+    matches: &clap::ArgMatches,
 ) -> Result<i32> {
+    let prompt = matches.get_one::<String>("prompt").cloned();
     let invocation = |profile: &Chosen<'_>, cwd: String| {
         Seam::Driver(DriverInvocation {
             command: command.to_owned(),
             session_id: session_id.clone(),
-            prompt: args.prompt.clone(),
+            prompt: prompt.clone(),
             cwd,
             profile: profile.name.to_owned(),
             profile_identity: Some(profile.identity.clone()),
             profile_explicit: profile.explicit,
-            options: RunOptions {
-                output_format: Some(value_name(args.output_format)),
-                ephemeral: args.ephemeral,
-                max_turns: args.max_turns.map(u64::from),
-                sandbox: args.sandbox.map(value_name),
-                approval: args.approval.map(value_name),
-            },
+            options: options.clone(),
             stderr_is_terminal: Some(keel_output_guard::is_terminal(
                 keel_output_guard::Stream::Stderr,
             )),
         })
     };
-    hand_off(paths, &args.profile, invocation)
-}
-
-/// How the command line spells an option's value (`stream-json`, `read-only`).
-fn value_name(v: impl ValueEnum) -> String {
-    v.to_possible_value()
-        .map(|p| p.get_name().to_owned())
-        .unwrap_or_default()
+    hand_off(paths, profile_args, first, invocation)
 }
 
 /// A plugin command (`keel sessions`, `keel fork`, `keel secrets`) with its parsed arguments.
-pub(super) fn command(paths: &Paths, args: CommandArgs, profile: &ProfileArgs) -> Result<i32> {
-    hand_off(paths, profile, |profile: &Chosen<'_>, cwd: String| {
-        Seam::Command(CommandInvocation {
-            command: args.clone(),
-            cwd,
-            profile: profile.name.to_owned(),
-        })
-    })
+pub(super) fn command(
+    paths: &Paths,
+    profile_args: &ProfileArgs,
+    first: Assembled,
+    name: &str,
+    args: serde_json::Map<String, serde_json::Value>,
+) -> Result<i32> {
+    hand_off(
+        paths,
+        profile_args,
+        first,
+        |profile: &Chosen<'_>, cwd: String| {
+            Seam::Command(CommandInvocation {
+                command: name.to_owned(),
+                args: args.clone(),
+                cwd,
+                profile: profile.name.to_owned(),
+            })
+        },
+    )
 }
 
-/// A profile resolved and assembled, with the seam that takes control.
+/// A profile resolved and assembled (libraries open, graph checked), nothing started: what
+/// the command line's grammar is built from, then what the hand-off runs.
+pub(super) struct Assembled {
+    name: String,
+    settings: KernelSettings,
+    assembly: Assembly,
+    identity: ProfileIdentity,
+    explicit: bool,
+}
+
+impl Assembled {
+    /// The profile's name.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The commands the profile's plugins add, in row order.
+    pub(super) fn commands(&self) -> impl Iterator<Item = &CommandSpec> {
+        self.libraries().flat_map(|l| l.manifest.commands.iter())
+    }
+
+    /// The command named `name`, if a plugin of the profile adds it.
+    pub(super) fn command(&self, name: &str) -> Option<&CommandSpec> {
+        self.commands().find(|c| c.name == name)
+    }
+
+    /// The options the profile's driver adds to `keel run` / `keel resume`.
+    pub(super) fn run_options(&self) -> &[ArgSpec] {
+        let driver = <Driver as Service>::NAME;
+        self.libraries()
+            .find(|l| l.manifest.provides.iter().any(|p| p.name == driver))
+            .map_or(&[], |l| l.manifest.run_options.as_slice())
+    }
+
+    /// Each row's library once, in row order.
+    fn libraries(&self) -> impl Iterator<Item = &PluginLibrary> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.assembly
+            .profile
+            .rows
+            .iter()
+            .filter(move |r| seen.insert(r.plugin.as_str()))
+            .filter_map(|r| self.assembly.libraries.get(&r.plugin).map(|l| &**l))
+    }
+}
+
+/// A profile assembled, with the seam that takes control.
 struct Prepared {
     name: String,
     settings: KernelSettings,
@@ -94,15 +146,13 @@ struct Prepared {
 }
 
 /// Resolves and assembles `spec` (what `--profile` takes) with the other layers of
-/// `profile_args`, and builds the hand-off for it; refuses before anything starts when no row
-/// can take it.
-fn prepare(
+/// `profile_args`, in the current directory (`-C` already applied).
+pub(super) fn assemble_profile(
     paths: &Paths,
     profile_args: &ProfileArgs,
     spec: &str,
     explicit: bool,
-    invocation: &impl Fn(&Chosen<'_>, String) -> Seam,
-) -> Result<Prepared> {
+) -> Result<Assembled> {
     let profile = profile_args.resolve_as(paths, spec)?;
     let settings = profile.kernel;
     let name = profile.name.clone();
@@ -121,20 +171,35 @@ fn prepare(
     if let keel_kernel::assemble::LockState::Unlocked(why) = &assembly.lock {
         tracing::debug!(target: "keel::kernel", "running unlocked: {why}");
     }
+    Ok(Assembled {
+        name,
+        settings,
+        assembly,
+        identity,
+        explicit,
+    })
+}
+
+/// Builds the hand-off for an assembled profile; refuses before anything starts when no row
+/// can take it.
+fn prepare(
+    assembled: Assembled,
+    invocation: &impl Fn(&Chosen<'_>, String) -> Seam,
+) -> Result<Prepared> {
     let cwd = std::env::current_dir()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let chosen = Chosen {
-        name: &name,
-        identity,
-        explicit,
+        name: &assembled.name,
+        identity: assembled.identity.clone(),
+        explicit: assembled.explicit,
     };
     let seam = invocation(&chosen, cwd);
-    check_seam(&assembly, &name, &seam)?;
+    check_seam(&assembled.assembly, &assembled.name, &seam)?;
     Ok(Prepared {
-        name,
-        settings,
-        assembly,
+        name: assembled.name,
+        settings: assembled.settings,
+        assembly: assembled.assembly,
         seam,
     })
 }
@@ -149,17 +214,11 @@ fn prepare(
 fn hand_off(
     paths: &Paths,
     profile_args: &ProfileArgs,
+    first: Assembled,
     invocation: impl Fn(&Chosen<'_>, String) -> Seam,
 ) -> Result<i32> {
     let started = std::time::Instant::now();
-    profile_args.enter_dir()?;
-    let first = prepare(
-        paths,
-        profile_args,
-        profile_args.name(),
-        profile_args.explicit(),
-        &invocation,
-    )?;
+    let first = prepare(first, &invocation)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("keel-kernel")
@@ -209,7 +268,8 @@ fn hand_off(
             }
             relaunched = true;
             tracing::info!(target: "keel::kernel", from = %prepared.name, to = %relaunch.profile, reason = %relaunch.reason, "running the driver again under another profile");
-            prepared = prepare(paths, profile_args, &relaunch.profile, false, &invocation)
+            prepared = assemble_profile(paths, profile_args, &relaunch.profile, false)
+                .and_then(|assembled| prepare(assembled, &invocation))
                 .map_err(|e| KernelError::Relaunch {
                     profile: relaunch.profile.clone(),
                     reason: relaunch.reason.clone(),
@@ -256,7 +316,7 @@ async fn run_once(
             Seam::Command(c) => kernel
                 .hand_off(c)
                 .await
-                .and_then(|o| o.ok_or_else(|| no_command(&prepared.name, c.command.name())))
+                .and_then(|o| o.ok_or_else(|| no_command(&prepared.name, &c.command)))
                 .map(|code| DriverOutcome {
                     exit_code: code,
                     relaunch: None,
@@ -300,7 +360,8 @@ async fn run_once(
     }
 }
 
-fn no_command(profile: &str, command: &str) -> KernelError {
+/// `keel COMMAND` on a profile none of whose plugins adds it.
+pub(super) fn no_command(profile: &str, command: &str) -> KernelError {
     KernelError::NoCommand {
         profile: profile.to_owned(),
         command: command.to_owned(),
@@ -314,8 +375,8 @@ fn check_seam(assembly: &Assembly, profile: &str, seam: &Seam) -> Result<()> {
         Seam::Driver(_) if !assembly.has_driver() => Err(KernelError::NoDriver {
             profile: profile.to_owned(),
         }),
-        Seam::Command(c) if !assembly.provides(&service_name(c.command.name())) => {
-            Err(no_command(profile, c.command.name()))
+        Seam::Command(c) if !assembly.provides(&service_name(&c.command)) => {
+            Err(no_command(profile, &c.command))
         }
         _ => Ok(()),
     }

@@ -274,7 +274,7 @@ impl Kernel {
     /// # Errors
     /// [`KernelError::Driver`] when the call fails or answers nonsense.
     pub async fn hand_off(&self, invocation: &CommandInvocation) -> Result<Option<i32>> {
-        let service = service_name(invocation.command.name());
+        let service = service_name(&invocation.command);
         let Some((row, command)) = self.seam::<Command>(&service)? else {
             return Ok(None);
         };

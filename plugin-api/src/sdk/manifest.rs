@@ -1,5 +1,5 @@
-//! A plugin's manifest: identity, what it provides and requires, the events it declares and the
-//! JSON Schema of its row config.
+//! A plugin's manifest: identity, what it provides and requires, the events it declares, the
+//! JSON Schema of its row config, and what it adds to `keel`'s command line.
 //!
 //! The manifest crosses the ABI as JSON: it is read once per library at load, so its cost does
 //! not matter, and JSON lets it grow without an ABI break.
@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::event::Event;
 use super::service::Service;
+use crate::services::command::{ArgSpec, CommandSpec};
 
 /// What a plugin library says about itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -38,6 +39,12 @@ pub struct Manifest {
     /// layer, which the model can write, may change it only once the user trusted that layer.
     #[serde(default, skip_serializing_if = "Guarded::is_none")]
     pub guarded: Guarded,
+    /// Commands this plugin adds to `keel` (each also provided as `keel.command.<name>`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<CommandSpec>,
+    /// Options of `keel run` / `keel resume` this plugin, a driver, defines and validates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_options: Vec<ArgSpec>,
     /// Layouts of the declared events; handed to the kernel through the root module, not JSON.
     #[serde(skip)]
     pub(crate) event_layouts: Vec<DeclaredLayout>,
@@ -138,6 +145,8 @@ impl Manifest {
             events: Vec::new(),
             config_schema: default_schema(),
             guarded: Guarded::None,
+            commands: Vec::new(),
+            run_options: Vec::new(),
             event_layouts: Vec::new(),
         }
     }
@@ -196,6 +205,26 @@ impl Manifest {
             payload: <E::Payload as abi_stable::StableAbi>::LAYOUT,
             output: <E::Output as abi_stable::StableAbi>::LAYOUT,
         });
+        self
+    }
+
+    /// Adds a command to `keel` (its grammar and help) and declares its service,
+    /// `keel.command.<name>` (exclusive), which the row serves with the [`Command`] contract.
+    ///
+    /// [`Command`]: crate::services::command::Command
+    pub fn command(mut self, spec: CommandSpec) -> Self {
+        self.provides.push(Provision {
+            name: crate::services::command::service_name(&spec.name),
+            exclusive: true,
+        });
+        self.commands.push(spec);
+        self
+    }
+
+    /// Adds an option to `keel run` / `keel resume` (a driver's): the binary checks its value
+    /// against the spec and forwards it in the invocation's `options` under its id.
+    pub fn run_option(mut self, option: ArgSpec) -> Self {
+        self.run_options.push(option);
         self
     }
 

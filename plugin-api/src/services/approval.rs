@@ -71,6 +71,9 @@ pub enum ApprovalMode {
 }
 
 impl ApprovalMode {
+    /// Every mode.
+    pub const ALL: [ApprovalMode; 2] = [ApprovalMode::Never, ApprovalMode::Ask];
+
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {

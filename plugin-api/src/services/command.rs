@@ -1,17 +1,22 @@
-//! The command seam: CLI subcommands whose work belongs to a plugin (`keel sessions …`,
-//! `keel fork …`, `keel secrets …`). The kernel parses the command line of ARCHITECTURE §11
-//! into a typed [`CommandArgs`], assembles the profile, and hands the invocation to the row
-//! providing `keel.command.<name>`; the plugin prints its own output and returns the exit code.
+//! The command seam: `keel` subcommands whose work belongs to a plugin (`keel sessions …`,
+//! `keel fork …`, `keel secrets …`), and the grammar a plugin declares for them.
+//!
+//! A plugin describes each command it adds in its manifest ([`CommandSpec`], through
+//! `Manifest::command`): name, help, arguments, subcommands. The `keel` binary builds its
+//! command line from the specs of the assembled profile, so `keel --help` lists what the
+//! profile offers and a profile without the plugin has no such command; the kernel never knows
+//! a command's grammar or what it does. A driver declares the options of `keel run` / `keel
+//! resume` the same way (`Manifest::run_option`, [`ArgSpec`]); the binary forwards their
+//! values in [`DriverInvocation::options`](super::driver::DriverInvocation::options).
 //!
 //! Every command has the one contract shape [`Command`] (a single `run` method), served under
-//! its own service name ([`service_name`]): the kernel knows each command's grammar, never
-//! what it does, and finds its provider by name. The per-command markers
-//! ([`SessionsCommand`], [`ForkCommand`], [`SecretsCommand`]) are what a provider declares in
-//! its manifest and serves with `ctx.serve_named::<Command, _>(SessionsCommand::NAME, …)`.
+//! its own service name ([`service_name`]). The arguments arrive as the JSON object
+//! [`CommandInvocation::args`]: each argument under its id, and a chosen subcommand as
+//! `"action": NAME` with its own arguments beside it; the provider reads them into its own
+//! typed struct with [`CommandInvocation::parse_args`].
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-
-use crate::sdk::{ContractHandle, Service};
 
 crate::contract! {
     /// The shape of every `keel.command.<name>` service (served under that name, never under
@@ -29,118 +34,28 @@ pub fn service_name(name: &str) -> String {
     format!("keel.command.{name}")
 }
 
-macro_rules! command_marker {
-    ($(#[doc = $doc:literal])* $marker:ident = $name:literal) => {
-        $(#[doc = $doc])*
-        #[derive(Debug, Clone, Copy)]
-        pub struct $marker;
-
-        impl Service for $marker {
-            const NAME: &'static str = $name;
-            type Handle = ContractHandle;
-        }
-    };
-}
-
-command_marker! {
-    /// `keel.command.sessions`: `keel sessions list [--json] | show ID [--json]`.
-    SessionsCommand = "keel.command.sessions"
-}
-command_marker! {
-    /// `keel.command.fork`: `keel fork ID [--at SEQ]`.
-    ForkCommand = "keel.command.fork"
-}
-command_marker! {
-    /// `keel.command.secrets`: `keel secrets set NAME | list [--json] | rm NAME` (the
-    /// provider reads the value of `set` from stdin).
-    SecretsCommand = "keel.command.secrets"
-}
-
-/// What the kernel passes to `run`. On the wire: `{command, args, cwd, profile}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What the `keel` binary passes to `run`. On the wire: `{command, args, cwd, profile}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommandInvocation {
-    /// The command and its parsed arguments.
-    #[serde(flatten)]
-    pub command: CommandArgs,
+    /// The command's name (`sessions`).
+    pub command: String,
+    /// Its parsed arguments, as [`ArgSpec`]s and subcommands name them.
+    #[serde(default)]
+    pub args: serde_json::Map<String, serde_json::Value>,
     /// Working directory (absolute).
     pub cwd: String,
     /// Profile name.
     pub profile: String,
 }
 
-/// A command with its parsed arguments: `{"command": NAME, "args": {…}}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "command", content = "args", rename_all = "kebab-case")]
-pub enum CommandArgs {
-    /// `keel sessions …`.
-    Sessions(SessionsArgs),
-    /// `keel fork …`.
-    Fork(ForkArgs),
-    /// `keel secrets …`.
-    Secrets(SecretsArgs),
-}
-
-impl CommandArgs {
-    /// The command's name (`sessions`, `fork`, `secrets`).
-    pub const fn name(&self) -> &'static str {
-        match self {
-            CommandArgs::Sessions(_) => "sessions",
-            CommandArgs::Fork(_) => "fork",
-            CommandArgs::Secrets(_) => "secrets",
-        }
+impl CommandInvocation {
+    /// The arguments read into the provider's own type (e.g. an enum tagged `action`).
+    ///
+    /// # Errors
+    /// When the arguments do not have that shape (a binary older or newer than the grammar).
+    pub fn parse_args<A: DeserializeOwned>(&self) -> Result<A, serde_json::Error> {
+        A::deserialize(serde_json::Value::Object(self.args.clone()))
     }
-}
-
-/// `keel sessions …`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "kebab-case")]
-pub enum SessionsArgs {
-    /// `keel sessions list [--json]`.
-    List {
-        /// JSON output.
-        #[serde(default)]
-        json: bool,
-    },
-    /// `keel sessions show ID [--json]`.
-    Show {
-        /// Session id.
-        session_id: String,
-        /// JSON output.
-        #[serde(default)]
-        json: bool,
-    },
-}
-
-/// `keel fork ID [--at SEQ]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ForkArgs {
-    /// The session to fork.
-    pub session_id: String,
-    /// Inclusive seq boundary (`None`: the last event).
-    #[serde(default)]
-    pub at: Option<u64>,
-}
-
-/// `keel secrets …`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "kebab-case")]
-pub enum SecretsArgs {
-    /// `keel secrets set NAME` (the value comes from stdin).
-    Set {
-        /// Secret name.
-        name: String,
-    },
-    /// `keel secrets list [--json]`.
-    List {
-        /// JSON output.
-        #[serde(default)]
-        json: bool,
-    },
-    /// `keel secrets rm NAME`.
-    Rm {
-        /// Secret name.
-        name: String,
-    },
 }
 
 /// What the command returns.
@@ -150,44 +65,208 @@ pub struct CommandOutcome {
     pub exit_code: i32,
 }
 
+/// One command (or subcommand) of `keel`, as a plugin declares it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandSpec {
+    /// The word on the command line (`sessions`, `list`).
+    pub name: String,
+    /// One-line help (first line) and more (the rest), as `keel NAME --help` prints it.
+    pub about: String,
+    /// Its arguments, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<ArgSpec>,
+    /// Its subcommands; when there are any, one must be given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subcommands: Vec<CommandSpec>,
+}
+
+impl CommandSpec {
+    /// A command with no arguments yet.
+    pub fn new(name: &str, about: &str) -> Self {
+        CommandSpec {
+            name: name.to_owned(),
+            about: about.to_owned(),
+            args: Vec::new(),
+            subcommands: Vec::new(),
+        }
+    }
+
+    /// Adds an argument.
+    #[must_use]
+    pub fn arg(mut self, arg: ArgSpec) -> Self {
+        self.args.push(arg);
+        self
+    }
+
+    /// Adds a subcommand (its name goes to the arguments as `"action"`).
+    #[must_use]
+    pub fn subcommand(mut self, sub: CommandSpec) -> Self {
+        self.subcommands.push(sub);
+        self
+    }
+}
+
+/// How an argument appears on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArgKind {
+    /// A positional value.
+    Positional,
+    /// `--LONG` alone: `true` when given, `false` when not.
+    Flag,
+    /// `--LONG VALUE`: absent unless given (or defaulted).
+    Option,
+}
+
+/// The type of an argument's value in [`CommandInvocation::args`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ValueType {
+    /// A JSON string.
+    #[default]
+    String,
+    /// A JSON number, parsed as a non-negative integer (`u64`).
+    Count,
+}
+
+/// One argument of a [`CommandSpec`] or one option of `keel run` ([`ArgKind`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgSpec {
+    /// The key in the arguments object (`session_id`); an option's or flag's long name is the
+    /// id with `_` spelled `-` (`--max-turns`).
+    pub id: String,
+    /// Help text.
+    pub help: String,
+    /// Positional, flag or option.
+    pub kind: ArgKind,
+    /// The value's name in help (`SEQ`); the id in capitals when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_name: Option<String>,
+    /// The only values accepted (empty: any); help lists them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+    /// The value's JSON type.
+    #[serde(default)]
+    pub value_type: ValueType,
+    /// A positional or option that must be given.
+    #[serde(default)]
+    pub required: bool,
+    /// The value used when the option is not given (help shows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+}
+
+impl ArgSpec {
+    fn new(id: &str, help: &str, kind: ArgKind) -> Self {
+        ArgSpec {
+            id: id.to_owned(),
+            help: help.to_owned(),
+            kind,
+            value_name: None,
+            values: Vec::new(),
+            value_type: ValueType::String,
+            required: false,
+            default: None,
+        }
+    }
+
+    /// A positional value (optional until [`ArgSpec::required`]).
+    pub fn positional(id: &str, help: &str) -> Self {
+        Self::new(id, help, ArgKind::Positional)
+    }
+
+    /// A `--flag`.
+    pub fn flag(id: &str, help: &str) -> Self {
+        Self::new(id, help, ArgKind::Flag)
+    }
+
+    /// A `--option VALUE`.
+    pub fn option(id: &str, help: &str) -> Self {
+        Self::new(id, help, ArgKind::Option)
+    }
+
+    /// Must be given.
+    #[must_use]
+    pub fn required(mut self) -> Self {
+        self.required = true;
+        self
+    }
+
+    /// The value's name in help.
+    #[must_use]
+    pub fn value_name(mut self, name: &str) -> Self {
+        self.value_name = Some(name.to_owned());
+        self
+    }
+
+    /// Only these values are accepted.
+    #[must_use]
+    pub fn values<S: AsRef<str>>(mut self, values: &[S]) -> Self {
+        self.values = values.iter().map(|v| v.as_ref().to_owned()).collect();
+        self
+    }
+
+    /// The value is a non-negative integer.
+    #[must_use]
+    pub fn count(mut self) -> Self {
+        self.value_type = ValueType::Count;
+        self
+    }
+
+    /// The value when the option is not given.
+    #[must_use]
+    pub fn default_value(mut self, value: &str) -> Self {
+        self.default = Some(value.to_owned());
+        self
+    }
+
+    /// The `--long` spelling of a flag or option.
+    pub fn long(&self) -> String {
+        self.id.replace('_', "-")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The wire keeps the shape of the JSON seam it replaced: `{command, args, cwd, profile}`.
+    /// The wire keeps the shape of the JSON seam it replaced: `{command, args, cwd, profile}`,
+    /// and a provider reads the arguments into its own type.
     #[test]
     fn an_invocation_keeps_its_wire_shape() {
-        let inv = CommandInvocation {
-            command: CommandArgs::Sessions(SessionsArgs::Show {
+        #[derive(Debug, PartialEq, Deserialize)]
+        #[serde(tag = "action", rename_all = "kebab-case")]
+        enum Sessions {
+            Show { session_id: String, json: bool },
+        }
+        let wire = json!({"command": "sessions", "args": {"action": "show", "session_id": "s1", "json": true},
+                          "cwd": "/w", "profile": "default"});
+        let inv: CommandInvocation = serde_json::from_value(wire.clone()).unwrap();
+        assert_eq!(inv.command, "sessions");
+        assert_eq!(serde_json::to_value(&inv).unwrap(), wire);
+        assert_eq!(
+            inv.parse_args::<Sessions>().unwrap(),
+            Sessions::Show {
                 session_id: "s1".into(),
-                json: true,
-            }),
-            cwd: "/w".into(),
-            profile: "default".into(),
-        };
-        let wire = serde_json::to_value(&inv).unwrap();
-        assert_eq!(
-            wire,
-            json!({"command": "sessions", "args": {"action": "show", "session_id": "s1", "json": true},
-                   "cwd": "/w", "profile": "default"})
+                json: true
+            }
         );
-        assert_eq!(
-            serde_json::from_value::<CommandInvocation>(wire).unwrap(),
-            inv
-        );
-        let fork: CommandInvocation = serde_json::from_value(
-            json!({"command": "fork", "args": {"session_id": "s1"}, "cwd": "/", "profile": "p"}),
-        )
-        .unwrap();
-        assert_eq!(
-            fork.command,
-            CommandArgs::Fork(ForkArgs {
-                session_id: "s1".into(),
-                at: None
-            })
-        );
-        assert_eq!(fork.command.name(), "fork");
-        assert_eq!(service_name(fork.command.name()), ForkCommand::NAME);
+        assert_eq!(service_name(&inv.command), "keel.command.sessions");
+    }
+
+    /// A spec round-trips through the manifest's JSON, defaults left out.
+    #[test]
+    fn a_spec_round_trips_through_json() {
+        let spec = CommandSpec::new("fork", "Fork a session.")
+            .arg(ArgSpec::positional("session_id", "Session to fork.").required())
+            .arg(ArgSpec::option("at", "Boundary.").value_name("SEQ").count());
+        let wire = serde_json::to_value(&spec).unwrap();
+        assert_eq!(wire["args"][1]["value_type"], "count");
+        assert!(wire.get("subcommands").is_none());
+        assert_eq!(serde_json::from_value::<CommandSpec>(wire).unwrap(), spec);
+        assert_eq!(ArgSpec::flag("max_turns", "").long(), "max-turns");
     }
 }

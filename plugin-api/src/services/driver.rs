@@ -20,27 +20,6 @@ crate::contract! {
     fn interrupt(DriverInterrupt) -> ();
 }
 
-/// The options of `keel run` / `keel resume` (ARCHITECTURE §11), as the kernel parsed them;
-/// the driver decides what they mean.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunOptions {
-    /// `--output-format` (`text`, `json`, `stream-json`; `None`: the driver's default).
-    #[serde(default)]
-    pub output_format: Option<String>,
-    /// `--ephemeral`.
-    #[serde(default)]
-    pub ephemeral: bool,
-    /// `--max-turns`.
-    #[serde(default)]
-    pub max_turns: Option<u64>,
-    /// `--sandbox` (`read-only`, `workspace-write`, `danger-full-access`).
-    #[serde(default)]
-    pub sandbox: Option<String>,
-    /// `--approval` (`never`, `ask`).
-    #[serde(default)]
-    pub approval: Option<String>,
-}
-
 /// What the kernel passes to the driver.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriverInvocation {
@@ -65,9 +44,11 @@ pub struct DriverInvocation {
     /// session recorded under another profile run it under this one.
     #[serde(default)]
     pub profile_explicit: bool,
-    /// Remaining options.
+    /// The options the driver declared (`Manifest::run_option`), by id, as the command line
+    /// gave them or their declared defaults; flags are `true`/`false`. The driver reads them
+    /// into its own type.
     #[serde(default)]
-    pub options: RunOptions,
+    pub options: serde_json::Map<String, serde_json::Value>,
     /// Whether the process's stderr is a terminal. The kernel's output guard puts a pipe in
     /// place of the real descriptor (SEC-03), so a driver's own check would always say no;
     /// `None` from a kernel that does not tell, and the driver checks for itself.

@@ -110,6 +110,13 @@ pub enum SandboxMode {
 }
 
 impl SandboxMode {
+    /// Every mode, from the most confined.
+    pub const ALL: [SandboxMode; 3] = [
+        SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::DangerFullAccess,
+    ];
+
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {

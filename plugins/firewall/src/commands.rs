@@ -6,7 +6,8 @@
 
 use std::io::{Read, Write};
 
-use keel_plugin_api::services::command::SecretsArgs;
+use keel_plugin_api::services::command::{ArgSpec, CommandSpec};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{FirewallError, codes};
@@ -91,6 +92,58 @@ fn rm(vault: &SharedVault, n: &str, io: &mut Io<'_>) -> Result<(), FirewallError
     vault.reload()?;
     let _ = writeln!(io.out, "removed secret {n}");
     Ok(())
+}
+
+/// `keel secrets …` as the plugin declares it (issue 13 item 2: a profile without this row
+/// has no `secrets` command).
+pub fn secrets_spec() -> CommandSpec {
+    CommandSpec::new(
+        "secrets",
+        "Manage secrets: the value of `set` is read from stdin, `list` shows names only.",
+    )
+    .subcommand(
+        CommandSpec::new(
+            "set",
+            "Store a secret; its value is read from stdin (never from the command line).",
+        )
+        .arg(
+            ArgSpec::positional(
+                "name",
+                "Secret name (the model sees the alias `sec_<name>`).",
+            )
+            .required(),
+        ),
+    )
+    .subcommand(
+        CommandSpec::new("list", "Secret names and aliases, never values.")
+            .arg(ArgSpec::flag("json", "JSON output.")),
+    )
+    .subcommand(
+        CommandSpec::new("rm", "Delete a secret.")
+            .arg(ArgSpec::positional("name", "Secret name.").required()),
+    )
+}
+
+/// `keel secrets …`'s arguments, as [`secrets_spec`] shapes them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum SecretsArgs {
+    /// `keel secrets set NAME` (the value comes from stdin).
+    Set {
+        /// Secret name.
+        name: String,
+    },
+    /// `keel secrets list [--json]`.
+    List {
+        /// JSON output.
+        #[serde(default)]
+        json: bool,
+    },
+    /// `keel secrets rm NAME`.
+    Rm {
+        /// Secret name.
+        name: String,
+    },
 }
 
 /// `keel secrets …`.

@@ -31,6 +31,7 @@ pub mod vault;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::commands::SecretsArgs;
 use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::llm::Stream;
@@ -38,9 +39,8 @@ use keel_plugin_api::events::prompt::Assemble;
 use keel_plugin_api::events::session::Persist;
 use keel_plugin_api::events::tools::{Execute, Guard, PostExecute};
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::command::SecretsArgs;
 use keel_plugin_api::services::command::{
-    Command, CommandArgs, CommandInvocation, CommandOutcome, CommandProvider, SecretsCommand,
+    Command, CommandInvocation, CommandOutcome, CommandProvider, service_name,
 };
 use keel_plugin_api::services::firewall::{
     CheckNetwork, CheckPath, CheckTool, Findings, Firewall as FirewallService, FirewallProvider,
@@ -141,16 +141,21 @@ struct Secrets {
 
 impl CommandProvider for Secrets {
     async fn run(&self, request: CommandInvocation) -> Result<CommandOutcome> {
-        let CommandArgs::Secrets(args) = request.command else {
+        if request.command != "secrets" {
             return Err(Error::coded(
                 ContractCode::InvalidArguments,
                 format!(
-                    "{} serves `keel secrets`, not `keel {}`",
-                    SecretsCommand::NAME,
-                    request.command.name()
+                    "keel.command.secrets serves `keel secrets`, not `keel {}`",
+                    request.command
                 ),
             ));
-        };
+        }
+        let args = request.parse_args::<SecretsArgs>().map_err(|e| {
+            Error::coded(
+                ContractCode::InvalidArguments,
+                format!("`keel secrets`: {e}"),
+            )
+        })?;
         run_command(self.ctx, self.vault.clone(), args).await
     }
 }
@@ -234,7 +239,7 @@ impl Plugin for FirewallPlugin {
                 "secret firewall: encrypted store, alias fill, outbound scrub, policy facts",
             )
             .provides::<FirewallService>()
-            .provides::<SecretsCommand>()
+            .command(commands::secrets_spec())
             .guard_row()
             .config_type::<Config>()
     }
@@ -268,7 +273,7 @@ impl Plugin for FirewallPlugin {
             vault: vault.clone(),
         })?;
         ctx.serve_named::<Command, _>(
-            SecretsCommand::NAME,
+            &service_name("secrets"),
             Secrets {
                 ctx,
                 vault: vault.clone(),

@@ -23,6 +23,9 @@ pub enum OutputFormat {
 }
 
 impl OutputFormat {
+    /// The names `--output-format` takes.
+    pub const NAMES: &'static [&'static str] = &["text", "json", "stream-json"];
+
     /// Parses the kernel's option (`null` → text).
     ///
     /// # Errors

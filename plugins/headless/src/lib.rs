@@ -119,14 +119,17 @@ struct Headless;
 
 impl Plugin for Headless {
     fn manifest(&self) -> Manifest {
-        Manifest::new("headless", env!("CARGO_PKG_VERSION"))
+        let manifest = Manifest::new("headless", env!("CARGO_PKG_VERSION"))
             .description("one-shot driver: run a prompt to idle, print the result, exit")
             .provides::<Driver>()
             .requires::<AgentService>()
             .optional::<Approval>()
             .optional::<Sandbox>()
             .optional::<Sessions>()
-            .config_type::<Config>()
+            .config_type::<Config>();
+        run::run_options()
+            .into_iter()
+            .fold(manifest, Manifest::run_option)
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {

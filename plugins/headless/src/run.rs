@@ -23,18 +23,57 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{
     AgentClient, AgentSession, CreateAgent, InboxTarget, ResumeAgent, RunReport, SendMessage,
 };
+use keel_plugin_api::services::approval::ApprovalMode;
 use keel_plugin_api::services::approval::{self, ApprovalClient};
-use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation, RunOptions};
+use keel_plugin_api::services::command::ArgSpec;
+use keel_plugin_api::services::driver::{DriverInterrupt, DriverInvocation};
+use keel_plugin_api::services::sandbox::SandboxMode;
 use keel_plugin_api::services::sandbox::{self, SandboxClient};
 use keel_plugin_api::services::session::{SessionLog, SessionRef, SessionsClient};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::feed::{Feed, FeedOptions, Hub, Notice, Sink};
 use crate::format::{self, OutputFormat, exit};
 use crate::interrupt::Interrupts;
 
-/// The options the kernel passes (`output_format`, `ephemeral`, `max_turns`, `sandbox`,
-/// `approval`).
+/// The options this driver adds to `keel run` / `keel resume` (issue 13 item 2): their
+/// spelling, help and values are defined here, once; the `keel` binary checks a value against
+/// them and forwards it under its id.
+pub fn run_options() -> Vec<ArgSpec> {
+    let names = |all: &[&str]| all.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    vec![
+        ArgSpec::option("output_format", "Output format on stdout.")
+            .values(&names(OutputFormat::NAMES))
+            .default_value("text"),
+        ArgSpec::flag("ephemeral", "Do not persist the session."),
+        ArgSpec::option("max_turns", "Stop after N turns.")
+            .value_name("N")
+            .count(),
+        ArgSpec::option("sandbox", "Sandbox mode.")
+            .values(&SandboxMode::ALL.map(SandboxMode::as_str)),
+        ArgSpec::option("approval", "Approval policy.")
+            .values(&ApprovalMode::ALL.map(ApprovalMode::as_str)),
+    ]
+}
+
+/// The options as the invocation carries them ([`run_options`]' ids).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GivenOptions {
+    #[serde(default)]
+    output_format: Option<String>,
+    #[serde(default)]
+    ephemeral: bool,
+    #[serde(default)]
+    max_turns: Option<u64>,
+    #[serde(default)]
+    sandbox: Option<SandboxMode>,
+    #[serde(default)]
+    approval: Option<ApprovalMode>,
+}
+
+/// The run options, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// `--output-format`.
@@ -54,17 +93,16 @@ impl Options {
     ///
     /// # Errors
     /// A usage message.
-    pub fn parse(o: &RunOptions) -> Result<Options, String> {
-        let format = o
-            .output_format
-            .as_ref()
-            .map_or(Value::Null, |f| Value::String(f.clone()));
+    pub fn parse(o: &serde_json::Map<String, Value>) -> Result<Options, String> {
+        let given: GivenOptions = serde_json::from_value(Value::Object(o.clone()))
+            .map_err(|e| format!("invalid run options: {e}"))?;
+        let format = given.output_format.map_or(Value::Null, Value::String);
         Ok(Options {
             format: OutputFormat::parse(&format)?,
-            ephemeral: o.ephemeral,
-            max_turns: o.max_turns,
-            approval: o.approval.clone(),
-            sandbox: o.sandbox.clone(),
+            ephemeral: given.ephemeral,
+            max_turns: given.max_turns,
+            approval: given.approval.map(|m| m.as_str().to_owned()),
+            sandbox: given.sandbox.map(|m| m.as_str().to_owned()),
         })
     }
 }

@@ -185,11 +185,7 @@ fn a_failed_wait_reads_as_an_error_turn() {
 
 #[test]
 fn options_parse_and_refuse_nonsense() {
-    let parse = |v: Value| {
-        let options: keel_plugin_api::services::driver::RunOptions =
-            serde_json::from_value(v).map_err(|e| e.to_string())?;
-        Options::parse(&options)
-    };
+    let parse = |v: Value| Options::parse(v.as_object().unwrap());
     assert_eq!(
         parse(json!({})),
         Ok(Options {
@@ -200,8 +196,18 @@ fn options_parse_and_refuse_nonsense() {
             sandbox: None,
         })
     );
-    // A malformed option is not a `RunOptions`: the SDK refuses it before the driver runs.
+    // A malformed option is refused by the driver that declared it (issue 13 item 2).
     assert!(parse(json!({"max_turns": -1})).is_err());
+    assert!(parse(json!({"sandbox": "wide-open"})).is_err());
+    assert!(parse(json!({"colour": true})).is_err());
+    assert_eq!(
+        parse(json!({"sandbox": "read-only", "approval": "ask", "ephemeral": true})).map(|o| (
+            o.sandbox,
+            o.approval,
+            o.ephemeral
+        )),
+        Ok((Some("read-only".into()), Some("ask".into()), true))
+    );
     assert!(parse(json!({"output_format": "xml"})).is_err());
     assert!(parse(json!({"approval": 1})).is_err());
     let h = drive(

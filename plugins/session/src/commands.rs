@@ -19,15 +19,73 @@ use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::one_line;
 use keel_plugin_api::services::command::{
-    CommandArgs, CommandInvocation, CommandOutcome, CommandProvider, ForkArgs, ForkCommand,
-    SessionsArgs, SessionsCommand,
+    ArgSpec, CommandInvocation, CommandOutcome, CommandProvider, CommandSpec,
 };
 use keel_plugin_api::services::session::{EventRecord, StoreError};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::SessionError;
 use crate::fork::Boundary;
 use crate::sessions::SessionManager;
+
+/// `keel sessions …` as the plugin declares it (issue 13 item 2: the kernel knows no command).
+pub fn sessions_spec() -> CommandSpec {
+    let json = || ArgSpec::flag("json", "JSON output.");
+    CommandSpec::new("sessions", "Inspect stored sessions.")
+        .subcommand(
+            CommandSpec::new("list", "Sessions under $KEEL_HOME, newest first.").arg(json()),
+        )
+        .subcommand(
+            CommandSpec::new(
+                "show",
+                "One session's events (a crashed session is recovered on read, and says so).",
+            )
+            .arg(ArgSpec::positional("session_id", "Session id.").required())
+            .arg(json()),
+        )
+}
+
+/// `keel fork …` as the plugin declares it.
+pub fn fork_spec() -> CommandSpec {
+    CommandSpec::new("fork", "Fork a session at a closed prefix.")
+        .arg(ArgSpec::positional("session_id", "Session to fork.").required())
+        .arg(
+            ArgSpec::option("at", "Inclusive seq boundary (default: the last event).")
+                .value_name("SEQ")
+                .count(),
+        )
+}
+
+/// `keel sessions …`'s arguments, as [`sessions_spec`] shapes them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum SessionsArgs {
+    /// `keel sessions list [--json]`.
+    List {
+        /// JSON output.
+        #[serde(default)]
+        json: bool,
+    },
+    /// `keel sessions show ID [--json]`.
+    Show {
+        /// Session id.
+        session_id: String,
+        /// JSON output.
+        #[serde(default)]
+        json: bool,
+    },
+}
+
+/// `keel fork ID [--at SEQ]`'s arguments, as [`fork_spec`] shapes them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ForkArgs {
+    /// The session to fork.
+    pub session_id: String,
+    /// Inclusive seq boundary (`None`: the last event).
+    #[serde(default)]
+    pub at: Option<u64>,
+}
 
 /// Output streams of a command.
 pub struct Io<'a> {
@@ -290,18 +348,26 @@ impl CommandProvider for Command {
             out: &mut out,
             err: &mut err,
         };
-        let exit_code = match (&request.command, self.fork) {
-            (CommandArgs::Sessions(args), false) => sessions(&self.mgr, args, &mut io).await,
-            (CommandArgs::Fork(args), true) => fork(&self.mgr, args, &mut io).await,
-            (other, _) => {
-                let serves = if self.fork {
-                    ForkCommand::NAME
-                } else {
-                    SessionsCommand::NAME
-                };
+        let bad = |e: serde_json::Error| {
+            Error::coded(
+                ContractCode::InvalidArguments,
+                format!("`keel {}`: {e}", request.command),
+            )
+        };
+        let exit_code = match (request.command.as_str(), self.fork) {
+            ("sessions", false) => {
+                let args = request.parse_args::<SessionsArgs>().map_err(bad)?;
+                sessions(&self.mgr, &args, &mut io).await
+            }
+            ("fork", true) => {
+                let args = request.parse_args::<ForkArgs>().map_err(bad)?;
+                fork(&self.mgr, &args, &mut io).await
+            }
+            (other, fork) => {
+                let serves = if fork { "fork" } else { "sessions" };
                 return Err(Error::coded(
                     ContractCode::InvalidArguments,
-                    format!("{serves} does not run `keel {}`", other.name()),
+                    format!("keel.command.{serves} does not run `keel {other}`"),
                 ));
             }
         };

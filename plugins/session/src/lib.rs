@@ -51,7 +51,7 @@ use keel_plugin_api::events::session::{
 };
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
-use keel_plugin_api::services::command::{Command, ForkCommand, SessionsCommand};
+use keel_plugin_api::services::command::{Command, service_name};
 use keel_plugin_api::services::session::{
     AppendBatch, EventRecord, LoadFormat, LoadStored, SessionHeader, SessionRef, SessionStore,
     SessionStoreClient, Sessions, StoreError,
@@ -258,8 +258,8 @@ impl Plugin for SessionPlugin {
             .description("the session log: validation, write-behind, recovery, fork, projection")
             .requires::<SessionStore>()
             .provides::<Sessions>()
-            .provides::<SessionsCommand>()
-            .provides::<ForkCommand>()
+            .command(commands::sessions_spec())
+            .command(commands::fork_spec())
             .declares::<Persist>()
             .declares::<SessionEvent>()
             .declares::<SessionDurable>()
@@ -310,9 +310,9 @@ impl Plugin for SessionPlugin {
             hooks: hooks.clone(),
         })?;
         let commands = commands::Command::sessions(ctx, mgr.clone());
-        ctx.serve_named::<Command, _>(SessionsCommand::NAME, commands)?;
+        ctx.serve_named::<Command, _>(&service_name("sessions"), commands)?;
         let commands = commands::Command::fork(ctx, mgr.clone());
-        ctx.serve_named::<Command, _>(ForkCommand::NAME, commands)?;
+        ctx.serve_named::<Command, _>(&service_name("fork"), commands)?;
 
         // Disposal drains every live session (B5) and releases its writer lock.
         let h = hooks;

@@ -4,6 +4,11 @@
 //! and every lifecycle operation through the real `keel` binary and real cdylibs; `relaunch:P`
 //! asks the kernel to run the script again under profile P. Commas inside
 //! `{…}`, `[…]` or a JSON string do not split steps, so `reload:ROW:{json}` takes any config.
+//!
+//! It also declares a command the kernel has never heard of, `keel proof-echo`, and a run
+//! option, `--proof-level`, so tests can prove the binary builds its grammar from manifests
+//! (issue 13 item 2): `proof-echo` prints its arguments as one JSON line, the `options` step
+//! prints the run options the binary forwarded.
 
 #![allow(clippy::panic, reason = "the `panic` step panics on purpose")]
 
@@ -13,6 +18,9 @@ use std::time::Duration;
 use keel_plugin_api::abi::{RString, RVec};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
+use keel_plugin_api::services::command::{
+    ArgSpec, Command, CommandInvocation, CommandOutcome, CommandProvider, CommandSpec, service_name,
+};
 use keel_plugin_api::services::driver::{
     Driver, DriverInterrupt, DriverInvocation, DriverOutcome, DriverProvider, Relaunch,
 };
@@ -175,6 +183,24 @@ impl Plugin for ProofDriver {
         Manifest::new("proof-driver", env!("CARGO_PKG_VERSION"))
             .description("runs a script of dispatch and lifecycle steps, one JSON line each")
             .provides::<Driver>()
+            .command(
+                CommandSpec::new("proof-echo", "Print the arguments as the plugin got them.")
+                    .arg(ArgSpec::positional("word", "A word.").required())
+                    .arg(
+                        ArgSpec::option("times", "How many.")
+                            .value_name("N")
+                            .count(),
+                    )
+                    .subcommand(
+                        CommandSpec::new("loud", "Shout it.").arg(ArgSpec::flag("twice", "Twice.")),
+                    )
+                    .subcommand(CommandSpec::new("quiet", "Whisper it.")),
+            )
+            .run_option(
+                ArgSpec::option("proof_level", "How thorough the proof is.")
+                    .values(&["low", "high"])
+                    .default_value("low"),
+            )
             .optional::<Counter>()
             .declares::<ProofEmit>()
             .declares::<ProofWaterfall>()
@@ -185,6 +211,7 @@ impl Plugin for ProofDriver {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         ctx.serve::<Driver, _>(Scripted(ctx))?;
+        ctx.serve_named::<Command, _>(&service_name("proof-echo"), Echo(ctx))?;
         Ok(())
     }
 }
@@ -208,6 +235,10 @@ impl DriverProvider for Scripted {
                 exit_code = code.parse().unwrap_or(1);
                 continue;
             }
+            if s == "options" {
+                print(json!({"step": "options", "ok": true, "value": invocation.options}));
+                continue;
+            }
             // `relaunch:P`: print the profile this run got, then ask to run again under P.
             if let Some(profile) = s.strip_prefix("relaunch:") {
                 print(json!({"step": "relaunch", "ok": true, "value": {
@@ -227,6 +258,21 @@ impl DriverProvider for Scripted {
             exit_code,
             relaunch,
         })
+    }
+}
+
+/// `keel proof-echo`: prints `{command, args, profile}` as one JSON line.
+struct Echo(Context);
+
+impl CommandProvider for Echo {
+    async fn run(&self, invocation: CommandInvocation) -> Result<CommandOutcome> {
+        let line = json!({
+            "command": invocation.command,
+            "args": invocation.args,
+            "profile": invocation.profile,
+        });
+        self.0.write_stdout(&format!("{line}\n"))?;
+        Ok(CommandOutcome { exit_code: 0 })
     }
 }
 
