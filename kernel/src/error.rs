@@ -74,7 +74,7 @@ pub enum KernelError {
     /// A dependency cycle.
     #[error("dependency cycle: {path}")]
     Cycle { path: String },
-    /// A command no plugin of the profile adds (`keel secrets` without the row that serves it).
+    /// A command no plugin of the profile adds (`keel NAME` without the row that serves it).
     #[error("no plugin in profile '{profile}' provides `{command}` (no row serves '{service}')")]
     NoCommand {
         profile: String,
