@@ -1,5 +1,5 @@
 //! The part of the command line plugins declare: their commands (`keel sessions …`) and the
-//! driver's options of `keel run` / `keel resume` (`--sandbox`, `--max-turns`, …).
+//! driver's options of `keel run` / `keel resume` (`--output-format`, `--max-turns`, …).
 //!
 //! A plugin describes them in its manifest ([`CommandSpec`], [`ArgSpec`]); this module turns
 //! the specs of the assembled profile into clap commands and arguments, and the parsed
@@ -109,7 +109,7 @@ fn first_line(text: &str) -> &str {
 }
 
 /// Help as clap's derive writes it from a doc comment: a one-line text loses its final period
-/// (`Sandbox mode.` shows as `Sandbox mode`), so declared help reads like the kernel's own.
+/// (`Approval policy.` shows as `Approval policy`), so declared help reads like the kernel's own.
 fn help_text(text: &str) -> String {
     match text.strip_suffix('.') {
         Some(short) if !text.contains('\n') && !short.ends_with('.') => short.to_owned(),
@@ -166,16 +166,16 @@ mod tests {
         assert!(parse(&spec, &["keel", "sessions", "show", "s1", "--at", "x"]).is_err());
         assert!(parse(&spec, &["keel", "sessions", "show"]).is_err());
         assert!(parse(&spec, &["keel", "sessions"]).is_err());
-        let mode = ArgSpec::option("sandbox", "Sandbox mode.").values(&["read-only", "danger"]);
+        let mode = ArgSpec::option("level", "Level.").values(&["low", "high"]);
         let cmd = clap::Command::new("run").arg(arg(&mode));
         assert!(
             cmd.clone()
-                .try_get_matches_from(["run", "--sandbox", "x"])
+                .try_get_matches_from(["run", "--level", "x"])
                 .is_err()
         );
         let m = cmd
-            .try_get_matches_from(["run", "--sandbox", "danger"])
+            .try_get_matches_from(["run", "--level", "high"])
             .unwrap();
-        assert_eq!(values(&[mode], &m)["sandbox"], "danger");
+        assert_eq!(values(&[mode], &m)["level"], "high");
     }
 }

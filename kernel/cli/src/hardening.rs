@@ -3,12 +3,12 @@
 //! `danger-full-access` — can then neither read keel's memory or environment through `/proc`
 //! (`environ`, `mem` and `maps` need ptrace access, which Linux refuses for a non-dumpable
 //! process unless the reader has `CAP_SYS_PTRACE`) nor attach a debugger, and no core dump
-//! writes keys or secrets to disk. Children are unaffected: `execve` makes a program dumpable
+//! writes keys or credentials to disk. Children are unaffected: `execve` makes a program dumpable
 //! again. Root (with `CAP_SYS_PTRACE`) is not stopped by this; the plugins that hold values
 //! also keep them out of the environment (the credentials row drops what it resolved).
 
 /// Makes the process non-dumpable; the reason when it could not (logged, not fatal: the
-/// fences and the firewall still hold).
+/// plugins' own fences still hold).
 pub fn harden() -> Option<String> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .err()

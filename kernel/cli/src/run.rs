@@ -68,7 +68,8 @@ pub(super) fn run(
     hand_off(paths, profile_args, first, invocation)
 }
 
-/// A plugin command (`keel sessions`, `keel fork`, `keel secrets`) with its parsed arguments.
+/// A plugin command (`keel sessions`, `keel fork`, any `keel NAME` a plugin declares) with its
+/// parsed arguments.
 pub(super) fn command(
     paths: &Paths,
     profile_args: &ProfileArgs,

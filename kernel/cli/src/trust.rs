@@ -42,7 +42,7 @@ pub(super) fn trust(paths: &Paths, dir: Option<&Path>, revoke: bool) -> Result<i
     Ok(0)
 }
 
-/// One line per row operation of the layer (`replaces row 'sandbox'`), so the user sees what
+/// One line per row operation of the layer (`replaces row 'fence'`), so the user sees what
 /// they trust; a layer that does not parse says so (the run will name the error).
 fn summary(layer: &Path) -> Vec<String> {
     let parsed = std::fs::read_to_string(layer)

@@ -7,7 +7,7 @@
 //! The layer itself always applies; what trust decides is whether it may touch security. The
 //! rows before and after it ([`ProjectLayer`]) are compared with [`guarded_changes`]: inserting
 //! a row whose plugin guards config, disabling a row, swapping a row's plugin, or changing a key
-//! a manifest marks guarded (a sandbox row, an endpoint, a credential reference) needs trust.
+//! a manifest marks guarded (a whole row, an endpoint, a credential reference) needs trust.
 //! The kernel checks that once the manifests are loaded, before anything activates.
 
 use std::collections::BTreeMap;
@@ -196,7 +196,7 @@ fn save(keel_home: &Path, file: &TrustFile) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// What the project layer changed that needs trust, one phrase each (`disables row 'sandbox'`,
+/// What the project layer changed that needs trust, one phrase each (`disables row 'fence'`,
 /// `llm-openai.base_url`), in row order. `guarded` gives a plugin's [`Guarded`] declaration
 /// (`None` for a plugin that cannot be found: its row fails assembly anyway).
 pub fn guarded_changes(

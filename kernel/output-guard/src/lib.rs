@@ -6,7 +6,7 @@
 //! `println!`, its panic messages and the output of a child it starts with inherited stdio never
 //! pass through the kernel's writers. The kernel owns the process's streams (ARCHITECTURE §1),
 //! so it owns the descriptors too. The kernel's own writers redact as well; a second pass is
-//! harmless (an alias contains no secret).
+//! harmless (a replacement contains no needle).
 //!
 //! Complete lines are forwarded as soon as they arrive; a partial line (a prompt, a progress
 //! bar's `\r`) after [`IDLE_FLUSH`] without more bytes, or once it exceeds [`MAX_PENDING`].

@@ -1,10 +1,10 @@
 //! Output redactions (SEC-03 at the kernel's edge): the process's stderr and stdout belong to
-//! the kernel, so the kernel applies the redactions plugins register (the firewall registers
-//! each secret and its simple encodings) to every tracing line and to everything plugins write
-//! through `write_output`.
+//! the kernel, so the kernel applies the redactions plugins register (a plugin that holds
+//! sensitive values registers each one and its simple encodings) to every tracing line and to
+//! everything plugins write through `write_output`.
 //!
 //! The kernel stays feature-blind: it replaces byte strings it was given and knows nothing of
-//! secrets. Redactions are kept per row for the life of the process — a row that unloads
+//! what they are. Redactions are kept per row for the life of the process — a row that unloads
 //! during shutdown must not let the last lines through — and a row's new set replaces its old.
 //!
 //! Lines are one line (§11, issue 11 item 9): the CLI's `keel: …` lines pass
@@ -44,7 +44,7 @@ pub fn set(row: &str, pairs: Vec<(String, String)>) -> Result<(), String> {
         .into_iter()
         .filter(|(needle, _)| needle.len() >= MIN_NEEDLE)
         .collect();
-    // A secret with a newline, as a driver's escaped line carries it.
+    // A needle with a newline, as a driver's escaped line carries it.
     let escaped: Vec<(String, String)> = pairs
         .iter()
         .filter_map(|(needle, with)| match escape_controls(needle) {
@@ -159,7 +159,7 @@ mod tests {
     fn sec03_registered_needles_are_replaced_per_row_and_short_ones_ignored() {
         assert_eq!(apply("nothing registered"), "nothing registered");
         set(
-            "firewall",
+            "vault",
             vec![
                 ("s3cr3t-value".into(), "sec_api".into()),
                 ("czNjcjN0LXZhbHVl".into(), "sec_api".into()),
@@ -189,7 +189,7 @@ mod tests {
         set("pem", vec![]).unwrap();
         // A row's new set replaces its old one; other rows' sets stay.
         set("other", vec![("another-one".into(), "[x]".into())]).unwrap();
-        set("firewall", vec![]).unwrap();
+        set("vault", vec![]).unwrap();
         assert_eq!(apply("s3cr3t-value another-one"), "s3cr3t-value [x]");
     }
 
