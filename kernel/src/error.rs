@@ -55,6 +55,9 @@ pub enum KernelError {
         expected: String,
         found: String,
     },
+    /// A manifest declares something the kernel cannot take (a command that clashes).
+    #[error("plugin '{plugin}': invalid manifest: {reason}")]
+    Manifest { plugin: String, reason: String },
     /// A required facility has no provider.
     #[error(
         "row '{row}' (plugin {plugin}) requires '{facility}', which no row in this profile provides"
@@ -141,7 +144,9 @@ impl KernelError {
             KernelError::RowConfig { .. } => KernelCode::RowConfig.code(),
             KernelError::UnknownPlugin { .. } => KernelCode::UnknownPlugin.code(),
             KernelError::Load { source, .. } => source.code(),
-            KernelError::ManifestId { .. } => KernelCode::PluginManifest.code(),
+            KernelError::ManifestId { .. } | KernelError::Manifest { .. } => {
+                KernelCode::PluginManifest.code()
+            }
             KernelError::MissingProvider { .. } => KernelCode::MissingProvider.code(),
             KernelError::DuplicateProvider { .. } => KernelCode::DuplicateProvider.code(),
             KernelError::Cycle { .. } => KernelCode::DependencyCycle.code(),

@@ -39,6 +39,74 @@ pub(super) fn command(spec: &CommandSpec, order: usize) -> clap::Command {
         .display_order(order)
 }
 
+/// Ids the kernel's own arguments use: a declared argument may not take them.
+const RESERVED_IDS: &[&str] = &[
+    "profile",
+    "dir",
+    "overrides",
+    "patches",
+    "trust_project",
+    "prompt",
+    "help",
+    "version",
+];
+
+/// Why `spec`, a command a plugin declares, cannot join the command line: a name that is not
+/// `[a-z][a-z0-9-]*`, one of `taken` (the kernel's commands), or arguments that clash.
+pub(super) fn check_command(spec: &CommandSpec, taken: &[&str]) -> Result<(), String> {
+    if !is_word(&spec.name, '-') {
+        return Err(format!(
+            "command name {:?} is not [a-z][a-z0-9-]*",
+            spec.name
+        ));
+    }
+    if taken.contains(&spec.name.as_str()) {
+        return Err(format!("command `{}` is the kernel's", spec.name));
+    }
+    check_args(&spec.args, &[]).map_err(|e| format!("`{}`: {e}", spec.name))?;
+    let mut seen = Vec::new();
+    for sub in &spec.subcommands {
+        if seen.contains(&sub.name.as_str()) {
+            return Err(format!("`{}` declares `{}` twice", spec.name, sub.name));
+        }
+        seen.push(sub.name.as_str());
+        check_command(sub, &["help"]).map_err(|e| format!("`{}` {e}", spec.name))?;
+        if sub
+            .args
+            .iter()
+            .any(|a| spec.args.iter().any(|b| a.id == b.id))
+        {
+            return Err(format!(
+                "`{} {}` repeats an argument id of `{}`",
+                spec.name, sub.name, spec.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why `args` cannot be arguments of one command: an id that is not `[a-z][a-z0-9_]*`, taken
+/// by the kernel ([`RESERVED_IDS`]) or by `others`, or given twice.
+pub(super) fn check_args(args: &[ArgSpec], others: &[&str]) -> Result<(), String> {
+    let mut seen: Vec<&str> = others.to_vec();
+    for arg in args {
+        if !is_word(&arg.id, '_') {
+            return Err(format!("argument id {:?} is not [a-z][a-z0-9_]*", arg.id));
+        }
+        if RESERVED_IDS.contains(&arg.id.as_str()) || seen.contains(&arg.id.as_str()) {
+            return Err(format!("argument id `{}` is taken", arg.id));
+        }
+        seen.push(&arg.id);
+    }
+    Ok(())
+}
+
+fn is_word(text: &str, joiner: char) -> bool {
+    let mut chars = text.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == joiner)
+}
+
 /// The clap argument for `spec`.
 pub(super) fn arg(spec: &ArgSpec) -> Arg {
     let mut arg = Arg::new(spec.id.clone()).help(help_text(&spec.help));
@@ -157,6 +225,32 @@ mod tests {
                 .as_object()
                 .unwrap()
         );
+    }
+
+    // Issue 13 item 2: a declared grammar that would clash with the kernel's, or with itself,
+    // is refused with a reason (clap would panic on it).
+    #[test]
+    fn clashing_declarations_are_refused() {
+        let taken = ["run", "help"];
+        assert!(check_command(&sessions(), &taken).is_ok());
+        for bad in [
+            CommandSpec::new("run", "Shadow the kernel."),
+            CommandSpec::new("Bad Name", "x"),
+            CommandSpec::new("x", "x").arg(ArgSpec::flag("profile", "x")),
+            CommandSpec::new("x", "x")
+                .arg(ArgSpec::flag("a", "x"))
+                .arg(ArgSpec::flag("a", "y")),
+            CommandSpec::new("x", "x")
+                .subcommand(CommandSpec::new("s", "x"))
+                .subcommand(CommandSpec::new("s", "y")),
+            CommandSpec::new("x", "x")
+                .arg(ArgSpec::flag("a", "x"))
+                .subcommand(CommandSpec::new("s", "x").arg(ArgSpec::flag("a", "y"))),
+        ] {
+            assert!(check_command(&bad, &taken).is_err(), "{bad:?}");
+        }
+        assert!(check_args(&[ArgSpec::flag("prompt", "x")], &[]).is_err());
+        assert!(check_args(&[ArgSpec::flag("level", "x")], &[]).is_ok());
     }
 
     // Usage errors stay clap's: a bad count, a missing positional, a value not on the list.

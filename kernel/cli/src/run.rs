@@ -15,7 +15,7 @@ use keel_plugin_api::services::driver::{
     Driver, DriverInterrupt, DriverInvocation, DriverOutcome, ProfileIdentity, Relaunch,
 };
 
-use super::ProfileArgs;
+use super::{ProfileArgs, grammar};
 use keel_config::{KernelSettings, config_digest, names_a_file};
 use keel_kernel::assemble::{Assembly, assemble};
 use keel_kernel::error::{KernelError, Result};
@@ -126,6 +126,25 @@ impl Assembled {
             .map_or(&[], |l| l.manifest.run_options.as_slice())
     }
 
+    /// Refuses a declared command or run option that would clash with the kernel's grammar or
+    /// with another declaration, naming the plugin.
+    fn check_grammar(&self) -> Result<()> {
+        let refuse = |plugin: &str, reason: String| KernelError::Manifest {
+            plugin: plugin.to_owned(),
+            reason,
+        };
+        let mut taken: Vec<&str> = super::KERNEL_COMMANDS.to_vec();
+        for library in self.libraries() {
+            for spec in &library.manifest.commands {
+                grammar::check_command(spec, &taken).map_err(|e| refuse(&library.name, e))?;
+                taken.push(&spec.name);
+            }
+            grammar::check_args(&library.manifest.run_options, &["session_id"])
+                .map_err(|e| refuse(&library.name, format!("run options: {e}")))?;
+        }
+        Ok(())
+    }
+
     /// Each row's library once, in row order.
     fn libraries(&self) -> impl Iterator<Item = &PluginLibrary> {
         let mut seen = std::collections::BTreeSet::new();
@@ -172,13 +191,15 @@ pub(super) fn assemble_profile(
     if let keel_kernel::assemble::LockState::Unlocked(why) = &assembly.lock {
         tracing::debug!(target: "keel::kernel", "running unlocked: {why}");
     }
-    Ok(Assembled {
+    let assembled = Assembled {
         name,
         settings,
         assembly,
         identity,
         explicit,
-    })
+    };
+    assembled.check_grammar()?;
+    Ok(assembled)
 }
 
 /// Builds the hand-off for an assembled profile; refuses before anything starts when no row
