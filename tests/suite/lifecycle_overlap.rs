@@ -19,15 +19,16 @@ use serde_json::json;
 
 use super::proof::{LISTENER, failed, ok, positions, profile, row_status};
 
-/// The row states `w` saw announced for `row` after the driver's `emit:mark`.
-fn statuses_after_mark(trace: &[String], row: &str) -> Vec<String> {
+/// The row states `w` saw announced for `row` after the driver's `emit:mark`, space-separated.
+fn statuses_after_mark(trace: &[String], row: &str) -> String {
     let from = position(trace, "emit w mark");
     let prefix = format!("plugin-status {row} ");
     trace[from..]
         .iter()
         .filter_map(|l| l.strip_prefix(&prefix))
-        .map(|rest| rest.split(' ').next().unwrap_or_default().to_owned())
-        .collect()
+        .map(|rest| rest.split(' ').next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The watcher row: traces `kernel/plugin-status`, and `emit w TAG` for the driver's marks.
@@ -56,16 +57,12 @@ fn failed_activation_announces_unloading_before_failed() {
     assert_eq!(
         statuses_after_mark(&trace, "l"),
         [
-            "unloading",
-            "disposed", // the old fiber, for the reload
-            "loading",
-            "unloading",
-            "failed", // the failed attempt and its rollback
-            "loading",
-            "active", // the last good config
-            "unloading",
-            "disposed", // shutdown
-        ],
+            "unloading disposed",       // the old fiber, for the reload
+            "loading unloading failed", // the failed attempt and its rollback
+            "loading active",           // the last good config
+            "unloading disposed",       // shutdown
+        ]
+        .join(" "),
         "{trace:?}"
     );
     let lines: Vec<&String> = trace
@@ -125,14 +122,11 @@ fn provider_leaving_during_a_slow_activation_waits_for_it_then_tears_down() {
     assert_eq!(
         statuses_after_mark(&trace, "cons"),
         [
-            "unloading",
-            "disposed", // the old fiber, for the reload
-            "loading",
-            "active",
-            "unloading",
-            "disposed", // the held fiber, provider gone
-            "disposed", // the fresh pending fiber, at shutdown
-        ],
+            "unloading disposed",                // the old fiber, for the reload
+            "loading active unloading disposed", // the held fiber, provider gone
+            "disposed",                          // the fresh pending fiber, at shutdown
+        ]
+        .join(" "),
         "{trace:?}"
     );
     let answer = ok(&run, reload);
@@ -190,17 +184,12 @@ fn provider_replaced_during_a_slow_activation_ends_active_on_the_new_one() {
     assert_eq!(
         statuses_after_mark(&trace, "cons"),
         [
-            "unloading",
-            "disposed", // the old fiber, for the reload
-            "loading",
-            "active",
-            "unloading",
-            "disposed", // the held fiber, provider gone
-            "loading",
-            "active", // on the new registration
-            "unloading",
-            "disposed", // shutdown
-        ],
+            "unloading disposed",                // the old fiber, for the reload
+            "loading active unloading disposed", // the held fiber, provider gone
+            "loading active",                    // on the new registration
+            "unloading disposed",                // shutdown
+        ]
+        .join(" "),
         "{trace:?}"
     );
     let answer = ok(&run, reload);
