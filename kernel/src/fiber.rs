@@ -4,15 +4,22 @@
 //! registration a fiber makes is an [`Effect`] on its stack. Teardown is keel's decision on
 //! Cordis #26: strictly serial and last-in-first-out across all effects of the fiber, each
 //! disposer's error logged, dispose never failing. States follow ARCHITECTURE §4.3; disposal
-//! reaches DISPOSED from any state (Cordis #127 fixed).
+//! reaches DISPOSED from any state (Cordis #127 fixed). A fiber's lifecycle changes take its
+//! [`Fiber::turn`] one at a time, so a teardown never runs beside `activate` (issue 13).
 
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use keel_plugin_api::abi::{DisposerFfi, FiberId};
 
 use crate::loader::PluginLibrary;
+
+/// Locks `m`, taking the data of a poisoned lock as it is (no kernel lock guards an
+/// invariant a panic could break half-way).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// Fiber states (ARCHITECTURE §4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -92,6 +99,11 @@ pub struct Fiber {
     faulted: AtomicBool,
     effects: Mutex<Vec<Effect>>,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Held by the change in progress — an activation with its rollback, or an unload — and
+    /// queued for (FIFO) by the next, so disposers never run beside `activate`.
+    pub turn: tokio::sync::Mutex<()>,
+    /// Why it was unloaded or failed: the first reason given.
+    pub ended: OnceLock<String>,
 }
 
 impl std::fmt::Debug for Fiber {
@@ -122,6 +134,8 @@ impl Fiber {
             faulted: AtomicBool::new(false),
             effects: Mutex::new(Vec::new()),
             tasks: Mutex::new(Vec::new()),
+            turn: tokio::sync::Mutex::new(()),
+            ended: OnceLock::new(),
         }
     }
 
@@ -170,10 +184,7 @@ impl Fiber {
 
     /// Pushes an effect. Refused (returns it back) unless the fiber accepts registrations.
     pub fn push_effect(&self, effect: Effect) -> Result<(), Effect> {
-        let mut effects = self
-            .effects
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut effects = lock(&self.effects);
         // Checked under the lock so a concurrent teardown cannot miss it.
         if !self.accepts_registrations() {
             return Err(effect);
@@ -184,27 +195,19 @@ impl Fiber {
 
     /// Pops the most recent effect (teardown order).
     pub fn pop_effect(&self) -> Option<Effect> {
-        self.effects
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop()
+        lock(&self.effects).pop()
     }
 
     /// Removes one effect by registration id.
     pub fn take_effect(&self, id: u64) -> Option<Effect> {
-        let mut effects = self
-            .effects
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut effects = lock(&self.effects);
         let pos = effects.iter().position(|e| e.id == id)?;
         Some(effects.remove(pos))
     }
 
     /// Ids of provided services still registered.
     pub fn provided_services(&self) -> Vec<String> {
-        self.effects
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.effects)
             .iter()
             .filter_map(|e| match &e.kind {
                 EffectKind::Service { name } => Some(name.clone()),
@@ -215,9 +218,7 @@ impl Fiber {
 
     /// Labels of the effect stack, oldest first (for diagnostics and tests).
     pub fn effect_labels(&self) -> Vec<String> {
-        self.effects
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.effects)
             .iter()
             .map(|e| e.label.clone())
             .collect()
@@ -225,22 +226,14 @@ impl Fiber {
 
     /// Remembers a task so teardown can abort it.
     pub fn track_task(&self, handle: tokio::task::AbortHandle) {
-        let mut tasks = self
-            .tasks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut tasks = lock(&self.tasks);
         tasks.retain(|t| !t.is_finished());
         tasks.push(handle);
     }
 
     /// Aborts every tracked task.
     pub fn abort_tasks(&self) {
-        for t in self
-            .tasks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .drain(..)
-        {
+        for t in lock(&self.tasks).drain(..) {
             t.abort();
         }
     }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use keel_plugin_api::abi::{ErasedShared, FiberId, PluginError, TypeLayout};
 use keel_plugin_api::host::{KernelCode, layouts_compatible};
 
-use crate::fiber::{Fiber, FiberState};
+use crate::fiber::{Fiber, FiberState, lock};
 
 /// One provided service.
 #[derive(Clone)]
@@ -50,10 +50,7 @@ impl Services {
         handle: ErasedShared,
         exclusive: bool,
     ) -> Result<(), PluginError> {
-        let mut entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut entries = lock(&self.entries);
         if let Some(existing) = entries
             .iter()
             .find(|e| e.name == name && (e.exclusive || exclusive))
@@ -78,10 +75,7 @@ impl Services {
 
     /// Removes the entry of one registration.
     pub fn remove(&self, registration: u64) -> Option<Provided> {
-        let mut entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut entries = lock(&self.entries);
         let pos = entries
             .iter()
             .position(|e| e.registration == registration)?;
@@ -90,10 +84,7 @@ impl Services {
 
     /// The first provider of `name` whose fiber is active (or loading, when `include_loading`).
     pub fn find(&self, name: &str, include_loading: bool) -> Option<Provided> {
-        let entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entries = lock(&self.entries);
         entries
             .iter()
             .find(|e| {
@@ -109,9 +100,7 @@ impl Services {
 
     /// Whether an active provider of `name` exists.
     pub fn is_available(&self, name: &str) -> bool {
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.entries)
             .iter()
             .any(|e| e.name == name && e.provider.state() == FiberState::Active)
     }
@@ -131,11 +120,7 @@ impl Services {
             std::ptr::from_ref(expected) as usize,
             std::ptr::from_ref(found) as usize,
         );
-        let known = self
-            .compatible
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains(&key);
+        let known = lock(&self.compatible).contains(&key);
         if known {
             return Ok(entry.handle.clone());
         }
@@ -148,18 +133,13 @@ impl Services {
                 ),
             )
         })?;
-        self.compatible
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(key);
+        lock(&self.compatible).insert(key);
         Ok(entry.handle.clone())
     }
 
     /// Fiber ids providing something (for status output).
     pub fn providers_of(&self, name: &str) -> Vec<FiberId> {
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.entries)
             .iter()
             .filter(|e| e.name == name)
             .map(|e| e.provider.id)

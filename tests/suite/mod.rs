@@ -33,6 +33,9 @@ mod keel_files;
 mod landlock;
 /// Fibers, effects, inject, reload (PLG-02..06, KRN-03, Cordis cases C–D).
 mod lifecycle;
+/// Lifecycle changes never overlap: one status grammar, no disposer beside `activate`, an
+/// overtaken control says so (issue 13 item 1).
+mod lifecycle_overlap;
 /// `keel.lock` beside the binary (KRN-04, KRN-05).
 mod lock;
 /// `keel.lock` covers every library on the search path, whichever profile loads it (issue 10).

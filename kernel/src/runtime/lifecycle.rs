@@ -8,6 +8,11 @@
 //! entry disappear. Those fibers become pending again and re-activate when a provider is back.
 //! A provider updating state behind its handle changes nothing: only identity (a new
 //! registration) restarts dependents.
+//!
+//! Lifecycle changes never overlap (issue 13 item 1): an activation (with its rollback) and an
+//! unload each hold the fiber's turn, so a teardown that becomes due while `activate` runs
+//! waits for it to end. Every path ends a loaded fiber through `end`, so every path announces
+//! one grammar: `loading → active → unloading → disposed`, or `loading → unloading → failed`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -104,7 +109,9 @@ pub(super) async fn settle(inner: &Arc<Inner>) {
     }
 }
 
+/// Activates one pending fiber, holding its turn through `activate` and any rollback.
 async fn activate(inner: &Arc<Inner>, fiber: Arc<Fiber>) {
+    let _turn = fiber.turn.lock().await;
     if !fiber.transition(FiberState::Pending, FiberState::Loading) {
         return;
     }
@@ -126,20 +133,15 @@ async fn activate(inner: &Arc<Inner>, fiber: Arc<Fiber>) {
     .await;
     match result {
         RResult::ROk(()) => {
-            if fiber.transition(FiberState::Loading, FiberState::Active) {
-                set_error(inner, &fiber.row, None);
-                inner.bus.report_status(&fiber, "");
-            }
+            fiber.set_state(FiberState::Active);
+            set_error(inner, &fiber.row, None);
+            inner.bus.report_status(&fiber, "");
         }
         RResult::RErr(e) => {
             let reason = format!("{}: {}", e.code, e.message);
             tracing::debug!(target: "keel::kernel", row = %fiber.row, "activation failed, rolling back: {reason}");
-            fiber.set_state(FiberState::Unloading);
-            teardown(inner, &fiber).await;
-            fiber.set_state(FiberState::Failed);
-            inner.fibers.remove(&fiber.id);
             set_error(inner, &fiber.row, Some(reason.clone()));
-            inner.bus.report_status(&fiber, &reason);
+            end(inner, &fiber, FiberState::Failed, &reason).await;
         }
     }
 }
@@ -222,13 +224,10 @@ async fn unload_dependents(inner: &Arc<Inner>, service: &str, provider: &Arc<Fib
             "unloading: provider row '{}' of '{service}' is going away",
             provider.row
         );
-        unload(
-            inner,
-            Arc::clone(&dep),
-            FiberState::Disposed,
-            &format!("provider of '{service}' went away"),
-        )
-        .await;
+        let _turn = dep.turn.lock().await;
+        let reason = format!("provider of '{service}' went away");
+        unload_held(inner, &dep, FiberState::Disposed, &reason).await;
+        // Still under the turn: whoever waits for it finds the row's fresh fiber.
         let mut rows = inner.rows();
         if let Some(slot) = rows.iter_mut().find(|s| s.id == dep.row)
             && slot.enabled
@@ -240,33 +239,53 @@ async fn unload_dependents(inner: &Arc<Inner>, service: &str, provider: &Arc<Fib
     }
 }
 
-/// Unloads a fiber: dependents first, then its effects LIFO; ends in `final_state`.
-pub(super) fn unload<'a>(
-    inner: &'a Arc<Inner>,
+/// Unloads a fiber once it has the fiber's turn — after an activation in progress has ended —
+/// and ends it in `final_state`.
+pub(super) async fn unload(
+    inner: &Arc<Inner>,
     fiber: Arc<Fiber>,
+    final_state: FiberState,
+    reason: &str,
+) {
+    let _turn = fiber.turn.lock().await;
+    unload_held(inner, &fiber, final_state, reason).await;
+}
+
+/// [`unload`] with the fiber's turn held. A failed or disposed fiber is left as it is: final
+/// states stay final.
+fn unload_held<'a>(
+    inner: &'a Arc<Inner>,
+    fiber: &'a Arc<Fiber>,
     final_state: FiberState,
     reason: &'a str,
 ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
     Box::pin(async move {
         match fiber.state() {
-            FiberState::Unloading | FiberState::Disposed => return,
-            FiberState::Pending | FiberState::Failed => {
+            FiberState::Active => end(inner, fiber, final_state, reason).await,
+            FiberState::Pending => {
                 fiber.set_state(final_state);
-                inner.bus.report_status(&fiber, reason);
-                return;
+                inner.bus.report_status(fiber, reason);
             }
-            FiberState::Loading | FiberState::Active => {}
+            // Loading and Unloading only exist under someone else's turn.
+            _ => {}
         }
-        fiber.set_state(FiberState::Unloading);
-        inner.bus.report_status(&fiber, reason);
-        for service in fiber.provided_services() {
-            unload_dependents(inner, &service, &fiber).await;
-        }
-        teardown(inner, &fiber).await;
-        fiber.set_state(final_state);
-        inner.fibers.remove(&fiber.id);
-        inner.bus.report_status(&fiber, reason);
     })
+}
+
+/// The one way a loaded fiber ends (unload, or rollback of a failed activation), called with
+/// its turn held: `unloading`, the dependents of its services first, its effects LIFO, then
+/// `final_state`.
+async fn end(inner: &Arc<Inner>, fiber: &Arc<Fiber>, final_state: FiberState, reason: &str) {
+    let _ = fiber.ended.set(reason.to_owned());
+    fiber.set_state(FiberState::Unloading);
+    inner.bus.report_status(fiber, reason);
+    for service in fiber.provided_services() {
+        unload_dependents(inner, &service, fiber).await;
+    }
+    teardown(inner, fiber).await;
+    fiber.set_state(final_state);
+    inner.fibers.remove(&fiber.id);
+    inner.bus.report_status(fiber, reason);
 }
 
 /// One line per row that is not active after settling.
@@ -382,15 +401,17 @@ pub(super) async fn control(
             slot.config.clone(),
         )
     };
-    match op.as_str() {
+    // The fiber this control unloads (disable) or leaves in the row (enable, reload).
+    let mine = match op.as_str() {
         "disable" => {
-            if let Some(f) = fiber {
-                unload(inner, f, FiberState::Disposed, "row disabled").await;
+            if let Some(f) = &fiber {
+                unload(inner, Arc::clone(f), FiberState::Disposed, DISABLED).await;
             }
             if let Some(slot) = inner.rows().iter_mut().find(|s| s.id == row) {
                 slot.enabled = false;
                 slot.fiber = None;
             }
+            fiber
         }
         "enable" => {
             if let Some(slot) = inner.rows().iter_mut().find(|s| s.id == row)
@@ -403,7 +424,9 @@ pub(super) async fn control(
                 slot.enabled = true;
                 slot.fiber = Some(inner.new_fiber(&slot.id, &slot.plugin, &slot.config));
             }
+            let mine = row_fiber(inner, &row);
             settle(inner).await;
+            mine
         }
         "reload" => {
             let config = request
@@ -414,12 +437,7 @@ pub(super) async fn control(
                 crate::schema::validate(&plugin.manifest.config_schema, &config)
             {
                 let reason = format!("invalid config at {pointer}: {reason}");
-                inner
-                    .bus
-                    .emit_kernel::<ConfigUpdateFailed>(&ConfigUpdateFailedEvent {
-                        row: row.as_str().into(),
-                        reason: reason.as_str().into(),
-                    });
+                config_failed(inner, &row, &reason);
                 return Err((
                     KernelCode::RowConfig.code().to_owned(),
                     format!("row '{row}': {reason}"),
@@ -428,22 +446,13 @@ pub(super) async fn control(
             if let Some(f) = fiber {
                 unload(inner, f, FiberState::Disposed, "row reloaded").await;
             }
-            replace_fiber(inner, &row, &config);
+            let mine = replace_fiber(inner, &row, &config);
             settle(inner).await;
-            let failed = row_state(inner, &row) == Some(FiberState::Failed);
-            if failed {
-                let reason = inner
-                    .rows()
-                    .iter()
-                    .find(|s| s.id == row)
-                    .and_then(|s| s.last_error.clone())
-                    .unwrap_or_default();
-                inner
-                    .bus
-                    .emit_kernel::<ConfigUpdateFailed>(&ConfigUpdateFailedEvent {
-                        row: row.as_str().into(),
-                        reason: reason.as_str().into(),
-                    });
+            if let Some(f) = &mine
+                && settled(f).await == FiberState::Failed
+            {
+                let reason = f.ended.get().cloned().unwrap_or_default();
+                config_failed(inner, &row, &reason);
                 let last_good = inner
                     .rows()
                     .iter()
@@ -460,6 +469,7 @@ pub(super) async fn control(
             if let Some(slot) = inner.rows().iter_mut().find(|s| s.id == row) {
                 slot.last_good = config;
             }
+            mine
         }
         other => {
             return Err((
@@ -467,25 +477,53 @@ pub(super) async fn control(
                 format!("unknown control op '{other}'"),
             ));
         }
+    };
+    // Overtaken: another lifecycle change (a provider leaving, say) disposed this control's
+    // fiber before the control could answer.
+    let mut overtaken = None;
+    if let Some(f) = mine
+        && settled(&f).await == FiberState::Disposed
+    {
+        overtaken = f.ended.get().filter(|why| *why != DISABLED).cloned();
     }
-    let state = row_state(inner, &row)
-        .map(FiberState::as_str)
-        .unwrap_or("disabled");
-    Ok(serde_json::json!({ "row": row, "state": state }))
+    let state = row_fiber(inner, &row).map_or("disabled", |f| f.state().as_str());
+    let mut answer = serde_json::json!({ "row": row, "state": state });
+    if let Some(why) = overtaken {
+        answer["overtaken"] = why.into();
+    }
+    Ok(answer)
 }
 
-fn replace_fiber(inner: &Inner, row: &str, config: &serde_json::Value) {
-    if let Some(slot) = inner.rows().iter_mut().find(|s| s.id == row) {
-        slot.config = config.clone();
-        slot.enabled = true;
-        slot.fiber = Some(inner.new_fiber(&slot.id, &slot.plugin, config));
-    }
+/// Why a disabled row's fiber ended; a control that disables is not overtaken by itself.
+const DISABLED: &str = "row disabled";
+
+/// The state of `fiber` once every lifecycle change queued for it so far (a teardown waiting
+/// behind its activation, say) has run.
+async fn settled(fiber: &Fiber) -> FiberState {
+    drop(fiber.turn.lock().await);
+    fiber.state()
 }
 
-fn row_state(inner: &Inner, row: &str) -> Option<FiberState> {
+fn config_failed(inner: &Inner, row: &str, reason: &str) {
     inner
-        .rows()
-        .iter()
-        .find(|s| s.id == row)
-        .and_then(|s| s.fiber.as_ref().map(|f| f.state()))
+        .bus
+        .emit_kernel::<ConfigUpdateFailed>(&ConfigUpdateFailedEvent {
+            row: row.into(),
+            reason: reason.into(),
+        });
+}
+
+fn replace_fiber(inner: &Inner, row: &str, config: &serde_json::Value) -> Option<Arc<Fiber>> {
+    let mut rows = inner.rows();
+    let slot = rows.iter_mut().find(|s| s.id == row)?;
+    slot.config = config.clone();
+    slot.enabled = true;
+    let fiber = inner.new_fiber(&slot.id, &slot.plugin, config);
+    slot.fiber = Some(Arc::clone(&fiber));
+    Some(fiber)
+}
+
+fn row_fiber(inner: &Inner, row: &str) -> Option<Arc<Fiber>> {
+    let rows = inner.rows();
+    rows.iter().find(|s| s.id == row)?.fiber.clone()
 }

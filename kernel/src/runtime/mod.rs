@@ -77,9 +77,7 @@ impl Inner {
     }
 
     fn rows(&self) -> std::sync::MutexGuard<'_, Vec<RowSlot>> {
-        self.rows
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::fiber::lock(&self.rows)
     }
 
     fn new_fiber(

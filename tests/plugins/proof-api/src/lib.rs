@@ -26,6 +26,21 @@ pub fn trace(line: impl AsRef<str>) {
     }
 }
 
+/// Whether `line` is in the trace file, waiting for it up to `limit_ms` (polling every 10 ms):
+/// how proof plugins rendezvous with each other without timing assumptions.
+pub async fn traced(line: &str, limit_ms: u64) -> bool {
+    for _ in 0..=limit_ms / 10 {
+        let seen = std::env::var_os("KEEL_PROOF_TRACE")
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .is_some_and(|t| t.lines().any(|l| l == line));
+        if seen {
+            return true;
+        }
+        keel_plugin_api::sdk::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
+}
+
 /// A payload naming who dispatched it.
 #[repr(C)]
 #[derive(StableAbi, Clone, Debug, PartialEq, Eq)]

@@ -1,8 +1,12 @@
 //! Proof plugin: requires `proof.counter`; uses it at activation and again in its own disposer
 //! (which must still see the service: dependents unload before their provider's entry goes).
+//! Row config `{"hold_for": LINE}` makes `activate` slow on purpose: after its first disposer it
+//! traces `holding ROW`, waits until LINE is in the trace, lingers 300 ms, registers a second
+//! disposer and traces `activated ROW late-effect=OK` (or the error code, which it returns) —
+//! so a test can see whether a teardown overlapped the activation (issue 13 item 1).
 
 use keel_plugin_api::prelude::*;
-use keel_proof_api::{Counter, trace};
+use keel_proof_api::{Counter, trace, traced};
 
 #[derive(Default)]
 struct ProofConsumer;
@@ -18,7 +22,9 @@ impl Plugin for ProofConsumer {
         let row = ctx.row()?;
         let seen = ctx.client::<Counter>()?.get(()).await?;
         trace(format!("activate {row} provider={}", seen.row));
+        let dispose_row = row.clone();
         ctx.effect("consumer-dispose", move || async move {
+            let row = dispose_row;
             let outcome = match ctx.client::<Counter>() {
                 Ok(c) => match c.get(()).await {
                     Ok(v) => format!("service-ok provider={}", v.row),
@@ -29,6 +35,20 @@ impl Plugin for ProofConsumer {
             trace(format!("dispose {row} {outcome}"));
             Ok(())
         })?;
+        let config = ctx.config_json()?;
+        if let Some(line) = config.get("hold_for").and_then(|v| v.as_str()) {
+            trace(format!("holding {row}"));
+            traced(line, 10_000).await;
+            keel_plugin_api::sdk::sleep(std::time::Duration::from_millis(300)).await;
+            let late_row = row.clone();
+            let late = ctx.effect("consumer-late", move || async move {
+                trace(format!("dispose-late {late_row}"));
+                Ok(())
+            });
+            let code = late.as_ref().err().map_or("OK", |e| e.code.as_str());
+            trace(format!("activated {row} late-effect={code}"));
+            late?;
+        }
         Ok(())
     }
 }

@@ -2,7 +2,8 @@
 //! prompt — `emit:TAG,waterfall,async-waterfall,parallel,serial,disable:ROW,enable:ROW,…` — and
 //! prints one JSON line per step on stdout. It lets integration tests drive every dispatch mode
 //! and every lifecycle operation through the real `keel` binary and real cdylibs; `relaunch:P`
-//! asks the kernel to run the script again under profile P. Commas inside
+//! asks the kernel to run the script again under profile P; `wait:ROW:STATE` polls the row
+//! status (up to 10 s) until ROW is in STATE and prints that row. Commas inside
 //! `{…}`, `[…]` or a JSON string do not split steps, so `reload:ROW:{json}` takes any config.
 //!
 //! It also declares a command the kernel has never heard of, `keel proof-echo`, and a run
@@ -168,6 +169,22 @@ async fn step(ctx: Context, step: &str) -> Value {
                     .await,
                 |v| v,
             )
+        }
+        "wait" => {
+            let (row, state) = arg.split_once(':').unwrap_or((arg, "active"));
+            let mut last = Value::Null;
+            for _ in 0..500 {
+                last = ctx
+                    .plugin_status()
+                    .ok()
+                    .and_then(|v| v.as_array()?.iter().find(|r| r["row"] == row).cloned())
+                    .unwrap_or(Value::Null);
+                if last["state"] == state {
+                    break;
+                }
+                sleep(Duration::from_millis(20)).await;
+            }
+            json!({"step": step, "ok": last["state"] == state, "value": last})
         }
         "sleep" => {
             sleep(Duration::from_millis(arg.parse().unwrap_or(0))).await;

@@ -19,7 +19,7 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_proof_api::{
     Chain, Decision, ProofAsyncWaterfall, ProofEmit, ProofParallel, ProofSerial, ProofWaterfall,
-    trace,
+    trace, traced,
 };
 use serde::Deserialize;
 
@@ -107,16 +107,9 @@ struct Barrier {
 /// Traces arrival, then waits (up to 10 s) until the peer's arrival is in the trace file.
 async fn rendezvous(b: &Barrier) -> Result<()> {
     trace(format!("barrier-arrive {}", b.me));
-    let arrived = format!("barrier-arrive {}", b.peer);
-    for _ in 0..1000 {
-        let seen = std::env::var_os("KEEL_PROOF_TRACE")
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .is_some_and(|t| t.lines().any(|l| l == arrived));
-        if seen {
-            trace(format!("barrier-pass {}", b.me));
-            return Ok(());
-        }
-        sleep(Duration::from_millis(10)).await;
+    if traced(&format!("barrier-arrive {}", b.peer), 10_000).await {
+        trace(format!("barrier-pass {}", b.me));
+        return Ok(());
     }
     Err(Error::new(
         "PROOF",
