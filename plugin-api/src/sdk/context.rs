@@ -124,6 +124,9 @@ impl Context {
     }
 
     /// Row control: `{"op": "disable"|"enable"|"reload", "row": "...", "config": {...}}`.
+    /// Answers `{"row", "state"}` once the change is done; when another lifecycle change
+    /// ended the fiber this control made before it could answer (its provider went away),
+    /// the answer also carries `"overtaken": "<why that fiber ended>"`.
     ///
     /// # Errors
     /// Unknown rows, invalid configs, refused operations.
