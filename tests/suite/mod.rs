@@ -20,6 +20,8 @@ mod agent_support;
 mod bus_faults;
 /// The five dispatch modes, through real cdylibs (EVT-01/02/05, Cordis cases A–B).
 mod bus_modes;
+/// Who declares an event: the kernel only `kernel/*`, owners the rest (issue 13 item 2).
+mod bus_owners;
 /// Bad input to the binary: one line, exit 2, naming the culprit.
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.

@@ -2,7 +2,8 @@
 //! prompt — `emit:TAG,waterfall,async-waterfall,parallel,serial,disable:ROW,enable:ROW,…` — and
 //! prints one JSON line per step on stdout. It lets integration tests drive every dispatch mode
 //! and every lifecycle operation through the real `keel` binary and real cdylibs; `relaunch:P`
-//! asks the kernel to run the script again under profile P. Commas inside
+//! asks the kernel to run the script again under profile P; `agent-status:TAG` emits the agent
+//! loop's `agent/status`, an event this driver uses but does not declare. Commas inside
 //! `{…}`, `[…]` or a JSON string do not split steps, so `reload:ROW:{json}` takes any config.
 
 #![allow(clippy::panic, reason = "the `panic` step panics on purpose")]
@@ -11,6 +12,8 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use keel_plugin_api::abi::{RString, RVec};
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::agent::{AgentPoint, Status};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::driver::{
@@ -132,6 +135,18 @@ async fn step(ctx: Context, step: &str) -> Value {
         "lying-layout" => outcome(step, ctx.emit::<LyingLayout>(&empty_chain()), |()| {
             json!(null)
         }),
+        // A core event this driver does not own: it dispatches only when a loaded row (the
+        // agent loop) declares it (issue 13 item 2).
+        "agent-status" => outcome(
+            step,
+            ctx.emit::<Status>(&AgentPoint {
+                session_id: tag.into(),
+                turn: 0,
+                step: 0,
+                data: Json::default(),
+            }),
+            |()| json!(null),
+        ),
         "undeclared" => outcome(
             step,
             ctx.emit::<Undeclared>(&Probe { tag: tag.into() }),
