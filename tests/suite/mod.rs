@@ -26,6 +26,8 @@ mod bus_owners;
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
+/// `keel doctor` asks the rows that serve checks; the kernel knows no sandbox (issue 13 item 2).
+mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).
 mod escalation;
 /// keel's own files and process against a hostile model (issue 10 items 1-4).
