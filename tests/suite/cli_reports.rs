@@ -400,11 +400,12 @@ fn krn03_plugins_list_json_shows_rows_versions_digests_layers_and_edges() {
     }
 }
 
-/// A healthy profile: the driver and a listener.
+/// A healthy profile: the driver, a listener and the sandbox row (its runner probes are its
+/// own doctor checks, issue 13 item 2).
 fn healthy(env: &Env) {
     env.profile(
         "fine",
-        "[[insert]]\nid = \"drv\"\nplugin = \"proof-driver\"\n\n[[insert]]\nid = \"l\"\nplugin = \"proof-listener\"\n",
+        "[[insert]]\nid = \"drv\"\nplugin = \"proof-driver\"\n\n[[insert]]\nid = \"l\"\nplugin = \"proof-listener\"\n\n[[insert]]\nid = \"sandbox\"\nplugin = \"sandbox\"\n",
     );
 }
 

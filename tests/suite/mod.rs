@@ -20,11 +20,15 @@ mod agent_support;
 mod bus_faults;
 /// The five dispatch modes, through real cdylibs (EVT-01/02/05, Cordis cases A–B).
 mod bus_modes;
+/// Who declares an event: the kernel only `kernel/*`, owners the rest (issue 13 item 2).
+mod bus_owners;
 /// Bad input to the binary: one line, exit 2, naming the culprit.
 mod cli_commands;
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
+/// `keel doctor` asks the rows that serve checks; the kernel knows no sandbox (issue 13 item 2).
+mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).
 mod escalation;
 /// keel's own files and process against a hostile model (issue 10 items 1-4).

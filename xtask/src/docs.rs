@@ -42,6 +42,9 @@ pub struct Row<'a> {
     pub doc: &'a str,
     /// Payload fields as `(name, type)`, read from the payload's `TypeLayout`.
     pub fields: Vec<(String, String)>,
+    /// Who declares the event on the bus (`keel_plugin_api::events::OWNERS`): a plugin, or
+    /// `keel` for the kernel.
+    pub owner: &'a str,
 }
 
 /// Entry point for `cargo xtask docs`.
@@ -117,6 +120,7 @@ fn catalog_rows() -> Vec<Row<'static>> {
             output: info.output,
             doc: info.doc,
             fields: keel_plugin_api::host::describe_fields(info.payload_layout),
+            owner: keel_plugin_api::events::owner(info.name).unwrap_or("?"),
         })
         .collect()
 }
@@ -161,6 +165,11 @@ In every mode listeners run by their `order` (lower first), then by registration
 list is fixed when a dispatch starts: one removed meanwhile still runs this time, one added runs \
 from the next dispatch. A dispatch from inside a listener runs at once, depth-first. A listener \
 whose fiber was disposed never runs again.
+
+`keel-plugin-api` types these events; the bus knows one only once it is declared. The kernel \
+declares `kernel/*`; every other domain is declared by the plugin named in its section, the one \
+that dispatches it (`Manifest::declares`). Dispatching an event that no loaded row declares is \
+refused with `UNKNOWN_EVENT`; a listener on one is kept and never runs.
 
 ";
 
@@ -208,6 +217,10 @@ fn render_sections(out: &mut String, rows: &[Row<'_>]) {
         let this = row.name.split('/').next().unwrap_or(row.name);
         if domain != Some(this) {
             let _ = write!(out, "## `{this}/*`\n\n");
+            let _ = match row.owner {
+                "keel" => write!(out, "Declared by the kernel.\n\n"),
+                owner => write!(out, "Declared by the `{owner}` plugin.\n\n"),
+            };
             domain = Some(this);
         }
         let _ = write!(

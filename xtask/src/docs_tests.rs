@@ -40,6 +40,7 @@ fn render_has_table_and_one_section_per_event() {
             output: "()",
             doc: DOC,
             fields: vec![("row".to_owned(), "RString".to_owned())],
+            owner: "keel",
         },
         Row {
             name: "agent/pre-step",
@@ -48,6 +49,7 @@ fn render_has_table_and_one_section_per_event() {
             output: "PreStepOutcome",
             doc: " Admit or reject | the batch.\n",
             fields: Vec::new(),
+            owner: "agent-loop",
         },
     ];
     let md = render(&rows);
@@ -60,6 +62,9 @@ fn render_has_table_and_one_section_per_event() {
     ));
     assert!(md.contains("| Admit or reject \\| the batch. |"));
     assert!(md.contains("### `kernel/plugin-status`\n\n- mode: **emit**\n"));
+    // Issue 13 item 2: each domain names who declares it.
+    assert!(md.contains("## `kernel/*`\n\nDeclared by the kernel.\n"));
+    assert!(md.contains("## `agent/*`\n\nDeclared by the `agent-loop` plugin.\n"));
     assert!(md.contains("after each transition.\n\nSecond paragraph.\n"));
     assert!(md.contains("| `agent/prompt-submit` | [`agent/pre-step`](#agentpre-step) |"));
     assert!(!md.contains("agent/turn-continuation"));

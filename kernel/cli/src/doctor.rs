@@ -1,16 +1,23 @@
 //! `keel doctor`: what this installation can do and what is wrong with it, without running a
 //! task. Exit 0 when every check passes, 1 when something needs attention.
+//!
+//! The kernel checks what it owns (ABI, search path, assembly, lock); everything else is the
+//! rows' to say through the doctor seam (`keel.doctor.<plugin>`, issue 13 item 2): a row that
+//! confines tools probes its own runners, and the kernel only prints the answers.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
+use std::path::Path;
 
 use keel_plugin_api::abi::ABI_MAJOR;
+use keel_plugin_api::services::doctor::{CheckStatus, Doctor, DoctorRequest, PREFIX};
 
 use super::ProfileArgs;
-use keel_kernel::assemble::{LockState, assemble};
+use keel_kernel::assemble::{Assembly, LockState, assemble};
 use keel_kernel::error::Result;
 use keel_kernel::loader::Located;
 use keel_kernel::lock;
 use keel_kernel::paths::{Paths, is_plugin_library};
+use keel_kernel::runtime::Kernel;
 
 struct Report {
     text: String,
@@ -18,18 +25,24 @@ struct Report {
 }
 
 impl Report {
-    fn ok(&mut self, what: &str, detail: impl AsRef<str>) {
+    fn add(&mut self, status: CheckStatus, what: &str, detail: impl AsRef<str>) {
+        let label = match status {
+            CheckStatus::Ok => "ok   ",
+            CheckStatus::Warn => "warn ",
+            CheckStatus::Fail => "FAIL ",
+        };
+        self.problems += usize::from(status == CheckStatus::Fail);
         self.text
-            .push_str(&format!("ok    {what}: {}\n", detail.as_ref()));
+            .push_str(&format!("{label} {what}: {}\n", detail.as_ref()));
+    }
+    fn ok(&mut self, what: &str, detail: impl AsRef<str>) {
+        self.add(CheckStatus::Ok, what, detail);
     }
     fn warn(&mut self, what: &str, detail: impl AsRef<str>) {
-        self.text
-            .push_str(&format!("warn  {what}: {}\n", detail.as_ref()));
+        self.add(CheckStatus::Warn, what, detail);
     }
     fn fail(&mut self, what: &str, detail: impl AsRef<str>) {
-        self.problems += 1;
-        self.text
-            .push_str(&format!("FAIL  {what}: {}\n", detail.as_ref()));
+        self.add(CheckStatus::Fail, what, detail);
     }
 }
 
@@ -38,8 +51,7 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
         text: String::new(),
         problems: 0,
     };
-    let mut sandbox_row = None;
-    let mut located = Vec::new();
+    let mut assembly = None;
     r.ok(
         "kernel",
         format!("keel {}, plugin ABI {ABI_MAJOR}", env!("CARGO_PKG_VERSION")),
@@ -66,8 +78,6 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
                         ),
                     );
                     lock_state(&mut r, &name, &a.lock);
-                    located = a.located.clone();
-                    sandbox_row = Some(a.provides("keel.sandbox"));
                     if a.has_driver() {
                         r.ok("driver", "a row provides keel.driver");
                     } else {
@@ -76,6 +86,7 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
                             format!("profile '{name}' has no driver; `keel run` will refuse it"),
                         );
                     }
+                    assembly = Some(a);
                 }
                 Err(e) => r.fail(
                     &format!("profile '{name}'"),
@@ -84,8 +95,11 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
             }
         }
     }
-    lock_libraries(&mut r, paths, &located);
-    sandbox(&mut r, sandbox_row);
+    let located = assembly.as_ref().map_or(&[][..], |a: &Assembly| &a.located);
+    lock_libraries(&mut r, paths, located);
+    if let Some(a) = &assembly {
+        row_checks(&mut r, paths, a);
+    }
     print!("{}", r.text);
     Ok(if r.problems == 0 { 0 } else { 1 })
 }
@@ -198,172 +212,76 @@ fn plugin_dir(r: &mut Report, dir: &Path) {
     );
 }
 
-/// Which sandbox runners work here (a real confined `true`, not only a file check), which one
-/// the `sandbox` plugin's chain would use, and whether the profile loads a row that uses them.
-/// The kernel runs nothing confined itself; the `sandbox` plugin does, and fails closed without
-/// a runner. The chain prefers a runner that enforces fully (bubblewrap) to a partial one
-/// (Landlock below ABI 10) wherever both work (issue 10 item 14).
-fn sandbox(r: &mut Report, sandbox_row: Option<bool>) {
-    match sandbox_row {
-        Some(true) => r.ok("sandbox", "a row provides keel.sandbox"),
-        Some(false) => r.warn(
-            "sandbox",
-            "no row provides keel.sandbox: tools run unconfined with this profile",
-        ),
-        None => {}
-    }
-    let bwrap = bubblewrap(r);
-    let landlock = landlock(r);
-    const ROW: &str = "sandbox: runner";
-    match (bwrap, landlock) {
-        (true, _) => r.ok(
-            ROW,
-            "bubblewrap (enforcement full); the chain prefers it to Landlock wherever it works",
-        ),
-        (false, Some(Enforcement::Full)) => r.ok(ROW, "landlock (enforcement full)"),
-        (false, Some(Enforcement::Partial(gaps))) => r.warn(
-            ROW,
-            format!(
-                "landlock (enforcement partial: {gaps}); a working bubblewrap would be preferred"
-            ),
-        ),
-        (false, None) => r.warn(
-            ROW,
-            "none usable: confined commands fail with SANDBOX_UNAVAILABLE",
-        ),
-    }
-}
-
-/// bubblewrap as the sandbox plugin finds it (`bwrap` on `PATH`), probed with the plugin's own
-/// flags (its namespaces, network off): whether it confines a test command here.
-fn bubblewrap(r: &mut Report) -> bool {
-    const ROW: &str = "sandbox: bubblewrap";
-    let on_path = std::env::var_os("PATH")
-        .map(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("bwrap"))
-                .collect::<Vec<_>>()
+/// The checks rows contribute: every row whose plugin provides a `keel.doctor.<plugin>` service
+/// starts, with the rows it requires and nothing else of the profile, answers its checks (one
+/// line each, `<row>: <check>`), and is shut down.
+fn row_checks(r: &mut Report, paths: &Paths, a: &Assembly) {
+    let doctors = |plugin: &str| {
+        a.libraries.get(plugin).into_iter().flat_map(|l| {
+            l.manifest
+                .provides
+                .iter()
+                .filter(|p| p.name.starts_with(PREFIX))
         })
-        .unwrap_or_default();
-    let fixed = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].map(PathBuf::from);
-    let Some(p) = on_path.into_iter().chain(fixed).find(|p| p.is_file()) else {
-        r.warn(ROW, "not installed (apt-get install bubblewrap)");
-        return false;
     };
-    let works = std::process::Command::new(&p)
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--die-with-parent",
-            "--unshare-pid",
-            "--new-session",
-            "--unshare-net",
-            "--",
-            "true",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if works {
-        r.ok(ROW, format!("{} confines a test command", p.display()));
-    } else {
-        r.warn(
-            ROW,
-            format!(
-                "{} is installed but cannot create a sandbox here (user namespaces?)",
-                p.display()
-            ),
-        );
+    let mut needed: BTreeSet<&str> = (a.profile.rows.iter())
+        .filter(|row| doctors(&row.plugin).next().is_some())
+        .map(|row| row.id.as_str())
+        .collect();
+    let mut seen = BTreeSet::new();
+    let services: Vec<&str> = (a.profile.rows.iter())
+        .filter(|row| needed.contains(row.id.as_str()))
+        .flat_map(|row| doctors(&row.plugin).map(|p| p.name.as_str()))
+        .filter(|name| seen.insert(*name))
+        .collect();
+    if services.is_empty() {
+        return;
     }
-    works
-}
-
-/// How completely Landlock enforces keel's policy here.
-enum Enforcement {
-    Full,
-    /// What it leaves open, in words.
-    Partial(String),
-}
-
-/// What Landlock at `abi` leaves open of what keel asks (the ABI 10 rights; SBX-07).
-fn landlock_gaps(abi: u64) -> String {
-    let mut gaps = Vec::new();
-    if abi < 4 {
-        gaps.push(
-            "TCP and UDP from a confined command reach the host (no network fence below ABI 4)",
-        );
-    } else if abi < 10 {
-        gaps.push("UDP from a confined command reaches the host (no UDP fence below ABI 10)");
+    while let Some(e) = a.plan.edges.iter().find(|e| {
+        !e.optional && needed.contains(e.consumer.as_str()) && !needed.contains(e.provider.as_str())
+    }) {
+        needed.insert(&e.provider);
     }
-    if abi < 6 {
-        gaps.push("signals and abstract Unix sockets are not scoped (below ABI 6)");
-    }
-    if abi < 3 {
-        gaps.push("truncating a read-only file is not fenced (below ABI 3)");
-    }
-    if gaps.is_empty() {
-        gaps.push("some rights keel asks for are not enforced by this kernel");
-    }
-    gaps.join("; ")
-}
-
-/// Landlock through the sandbox plugin's launcher beside this binary: a real self-restriction
-/// (`keel-landlock --probe`), with the kernel's ABI and whether it enforces fully (SBX-07); a
-/// partial line names what stays open. `None` when it is unusable.
-fn landlock(r: &mut Report) -> Option<Enforcement> {
-    const ROW: &str = "sandbox: landlock";
-    let launcher = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("keel-landlock")));
-    let Some(launcher) = launcher.filter(|l| l.is_file()) else {
-        r.warn(ROW, "keel-landlock is not installed beside keel");
-        return None;
+    let rows = (a.row_specs().into_iter())
+        .filter(|s| needed.contains(s.id.as_str()))
+        .collect();
+    const ROW: &str = "row checks";
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return r.fail(ROW, format!("cannot start the kernel runtime: {e}")),
     };
-    let out = std::process::Command::new(&launcher)
-        .arg("--probe")
-        .stdin(std::process::Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => {
-            let probe: serde_json::Value =
-                serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
-            let enforcement = probe["enforcement"].as_str().unwrap_or("unknown");
-            let detail = format!(
-                "confines a test process (kernel ABI {}), enforcement {enforcement}",
-                probe["abi"]
-            );
-            if enforcement == "full" {
-                r.ok(ROW, detail);
-                Some(Enforcement::Full)
-            } else {
-                let gaps = landlock_gaps(probe["abi"].as_u64().unwrap_or(0));
-                r.warn(ROW, format!("{detail}: {gaps}"));
-                Some(Enforcement::Partial(gaps))
+    let handle = runtime.handle().clone();
+    runtime.block_on(async {
+        let home = paths.keel_home.clone();
+        let kernel = match Kernel::new(handle, a.profile.kernel, home, rows) {
+            Ok(k) => k,
+            Err(e) => return r.fail(ROW, format!("error[{}]: {e}", e.code())),
+        };
+        if let Err(e) = kernel.start().await {
+            r.fail(ROW, format!("error[{}]: {e}", e.code()));
+        }
+        for service in services {
+            let (row, client) = match kernel.seam::<Doctor>(service) {
+                Ok(Some(found)) => found,
+                Ok(None) => continue, // not active: `start` said why
+                Err(e) => {
+                    r.fail(ROW, format!("error[{}]: {e}", e.code()));
+                    continue;
+                }
+            };
+            match client.checks(DoctorRequest::default()).await {
+                Ok(report) => {
+                    for c in report.checks {
+                        r.add(c.status, &format!("{row}: {}", c.name), c.detail);
+                    }
+                }
+                Err(e) => r.fail(&row, format!("error[{}]: {}", e.code, e.message)),
             }
         }
-        Ok(o) => {
-            r.warn(
-                ROW,
-                format!(
-                    "unusable here: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ),
-            );
-            None
-        }
-        Err(e) => {
-            r.warn(
-                ROW,
-                format!("{} could not be started: {e}", launcher.display()),
-            );
-            None
-        }
-    }
+        kernel.shutdown().await;
+    });
 }

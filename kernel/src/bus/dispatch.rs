@@ -60,7 +60,7 @@ impl Bus {
         payload: PayloadRef<'_>,
         who: &dyn Fn() -> String,
     ) -> AbiResult<()> {
-        let slot = match self.checked_slot(event, EventMode::Emit, Some(layout), None, who) {
+        let slot = match self.checked_slot(event, EventMode::Emit, Some(layout), None, false, who) {
             Ok(s) => s,
             Err(e) => return RResult::RErr(e),
         };
@@ -87,10 +87,11 @@ impl Bus {
         terminal: SyncTerminalFfi,
         who: &dyn Fn() -> String,
     ) -> AbiResult<()> {
-        let slot = match self.checked_slot(event, EventMode::Waterfall, Some(layout), None, who) {
-            Ok(s) => s,
-            Err(e) => return RResult::RErr(e),
-        };
+        let slot =
+            match self.checked_slot(event, EventMode::Waterfall, Some(layout), None, false, who) {
+                Ok(s) => s,
+                Err(e) => return RResult::RErr(e),
+            };
         let frame = SyncFrame {
             bus: self,
             slot: &slot,
@@ -115,6 +116,7 @@ impl Bus {
             EventMode::AsyncWaterfall,
             Some(payload.layout()),
             Some(output),
+            false,
             who,
         );
         let bus = Arc::clone(self);
@@ -147,6 +149,7 @@ impl Bus {
             EventMode::Parallel,
             Some(payload.layout()),
             None,
+            false,
             who,
         );
         let bus = Arc::clone(self);
@@ -214,6 +217,7 @@ impl Bus {
             EventMode::Serial,
             Some(payload.layout()),
             Some(output),
+            false,
             who,
         );
         let bus = Arc::clone(self);

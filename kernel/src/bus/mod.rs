@@ -7,9 +7,15 @@
 //! this time, one added runs next time. Modes are checked at registration *and* dispatch: the
 //! SDK makes a mismatch a compile error, but a foreign plugin could still lie at the ABI.
 //!
-//! Layouts: the first layout seen for an event (or the kernel's own, for the core catalog) is
-//! canonical; every other image's layout is checked once with abi_stable and its pointer cached,
-//! so the hot path is a pointer comparison.
+//! Declarations (issue 13 item 2): the kernel declares only `kernel/*`; every other event is
+//! declared by the manifest of the plugin that owns it. Dispatching an undeclared event is
+//! `UNKNOWN_EVENT`. Listening to one is allowed, because a registration carries its own mode and
+//! layouts: the listener is kept, checked against later listeners, and simply never runs, since
+//! nothing can dispatch the event (declarations are all read at boot, before any row activates).
+//!
+//! Layouts: the declaring plugin's layout (or the first one seen) is canonical; every other
+//! image's layout is checked once with abi_stable and its pointer cached, so the hot path is a
+//! pointer comparison.
 
 mod dispatch;
 
@@ -109,6 +115,8 @@ impl LayoutSet {
 pub struct Slot {
     name: String,
     mode: EventMode,
+    /// Some loaded row (or the kernel) declares the event, so it may be dispatched.
+    declared: bool,
     payload: LayoutSet,
     output: LayoutSet,
     listeners: RwLock<Arc<[Arc<Listener>]>>,
@@ -146,9 +154,19 @@ fn err(code: &str, message: String) -> PluginError {
     PluginError::new(code, message)
 }
 
+fn unknown(event: &str) -> PluginError {
+    err(
+        "UNKNOWN_EVENT",
+        format!(
+            "event '{event}' is not declared: no loaded row's manifest declares it (the kernel \
+             declares only kernel/* events; the plugin that owns an event declares it)"
+        ),
+    )
+}
+
 impl Bus {
-    /// A bus knowing the core catalog. `default_deadline` applies to parallel and serial
-    /// listeners without their own deadline.
+    /// A bus knowing the kernel's own `kernel/*` events. `default_deadline` applies to parallel
+    /// and serial listeners without their own deadline.
     pub fn new(fault_threshold: u32, default_deadline: Option<Duration>) -> Bus {
         let bus = Bus {
             slots: DashMap::default(),
@@ -157,23 +175,23 @@ impl Bus {
             fault_threshold,
             default_deadline,
         };
-        for info in keel_plugin_api::events::CATALOG {
+        for info in keel_plugin_api::events::kernel::EVENTS {
             bus.declared.insert(
                 info.name.to_owned(),
                 Declared {
                     mode: info.mode,
                     payload: Some(info.payload_layout),
                     output: Some(info.output_layout),
-                    by: "keel-plugin-api".to_owned(),
+                    by: "the kernel".to_owned(),
                 },
             );
         }
         bus
     }
 
-    /// Declares a plugin-defined event (from a manifest) with the declaring plugin's layouts,
+    /// Declares an event a plugin owns (from its manifest) with the declaring plugin's layouts,
     /// which become canonical: a later dispatcher or listener with another payload type is
-    /// refused, whoever comes first at run time.
+    /// refused, whoever comes first at run time. Called at boot, before any row activates.
     ///
     /// # Errors
     /// When the name is already declared with another mode or incompatible layouts.
@@ -225,25 +243,25 @@ impl Bus {
         Ok(())
     }
 
-    fn slot(&self, event: &str) -> Result<Arc<Slot>, PluginError> {
+    /// The event's slot; `listening` stands in for a missing declaration (a listener's own
+    /// mode and layouts) so a listener on an event nobody declares is kept but never dispatched.
+    fn slot(&self, event: &str, listening: Option<Declared>) -> Result<Arc<Slot>, PluginError> {
         if let Some(s) = self.slots.get(event) {
             return Ok(Arc::clone(&s));
         }
-        let declared = self.declared.get(event).map(|d| d.clone()).ok_or_else(|| {
-            err(
-                "UNKNOWN_EVENT",
-                format!("event '{event}' is not declared by keel-plugin-api or any loaded plugin's manifest"),
-            )
-        })?;
+        let owned = self.declared.get(event).map(|d| d.clone());
+        let declared = owned.is_some();
+        let found = owned.or(listening).ok_or_else(|| unknown(event))?;
         let slot = self
             .slots
             .entry(event.to_owned())
             .or_insert_with(|| {
                 Arc::new(Slot {
                     name: event.to_owned(),
-                    mode: declared.mode,
-                    payload: LayoutSet::new(declared.payload),
-                    output: LayoutSet::new(declared.output),
+                    mode: found.mode,
+                    declared,
+                    payload: LayoutSet::new(found.payload),
+                    output: LayoutSet::new(found.output),
                     listeners: RwLock::new(Arc::from(Vec::new())),
                 })
             })
@@ -251,15 +269,27 @@ impl Bus {
         Ok(slot)
     }
 
+    /// The slot, checked for `mode` and the layouts; `listening` is set for a registration and
+    /// `None` for a dispatch, which needs a declaration.
     fn checked_slot(
         &self,
         event: &str,
         mode: EventMode,
         payload: Option<&'static TypeLayout>,
         output: Option<&'static TypeLayout>,
+        listening: bool,
         who: &dyn Fn() -> String,
     ) -> Result<Arc<Slot>, PluginError> {
-        let slot = self.slot(event)?;
+        let own = listening.then(|| Declared {
+            mode,
+            payload,
+            output,
+            by: who(),
+        });
+        let slot = self.slot(event, own)?;
+        if !slot.declared && !listening {
+            return Err(unknown(event));
+        }
         if slot.mode != mode {
             return Err(err(
                 "EVENT_MODE",
@@ -323,7 +353,9 @@ impl Bus {
                 ),
             ));
         }
-        let slot = self.checked_slot(event, mode, Some(payload), Some(output), &|| who.clone())?;
+        let slot = self.checked_slot(event, mode, Some(payload), Some(output), true, &|| {
+            who.clone()
+        })?;
         let listener = Arc::new(Listener {
             id,
             fiber: Arc::clone(fiber),

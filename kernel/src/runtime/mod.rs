@@ -303,8 +303,11 @@ impl Kernel {
     }
 
     /// The active row providing `service` and a typed client of it (contract `C`), calling as
-    /// `kernel`.
-    fn seam<C: Contract>(&self, service: &str) -> Result<Option<(String, C::Client)>> {
+    /// `kernel`: the driver, a command, a row's doctor checks.
+    ///
+    /// # Errors
+    /// [`KernelError::Driver`] when the handle does not match the contract.
+    pub fn seam<C: Contract>(&self, service: &str) -> Result<Option<(String, C::Client)>> {
         let Some(entry) = self.0.services.find(service, false) else {
             return Ok(None);
         };

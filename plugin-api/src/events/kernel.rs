@@ -1,12 +1,14 @@
 //! `kernel/*` events: what the kernel itself reports about fibers, listeners and config.
 //!
 //! These are emits: observers (telemetry, a UI, a test driver) learn about faults without being
-//! able to change the outcome.
+//! able to change the outcome. They are the only events the kernel declares itself ([`EVENTS`]);
+//! every other domain is declared by the plugin that owns it (see [`OWNERS`](super::OWNERS)).
 
 use abi_stable::StableAbi;
 use abi_stable::std_types::RString;
 
 use crate::declare_event;
+use crate::sdk::event::{Event as _, EventInfo};
 
 /// A fiber (one running plugin row) changed state, or its plugin was marked faulted.
 #[repr(C)]
@@ -60,3 +62,10 @@ declare_event! {
     /// A row reload failed validation or activation and was rolled back to the last good config.
     pub struct ConfigUpdateFailed: emit("kernel/config-update-failed") -> ConfigUpdateFailedEvent;
 }
+
+/// The events the kernel declares on its own bus: these three, and no other.
+pub const EVENTS: &[EventInfo] = &[
+    PluginStatus::INFO,
+    ListenerError::INFO,
+    ConfigUpdateFailed::INFO,
+];

@@ -3,6 +3,11 @@
 //! One module per domain. Each event is declared once with [`declare_event!`](crate::declare_event),
 //! which gives it a name, a dispatch mode, a payload type and a doc line; [`CATALOG`] lists them
 //! all so that `docs/events.md` is generated from this one source (`cargo xtask docs`).
+//!
+//! This crate only defines the types. Who *declares* an event on the bus is its owner: the
+//! kernel declares `kernel/*` ([`kernel::EVENTS`]) and nothing else; every other domain is
+//! declared by the plugin that dispatches it, with `Manifest::declares::<E>()` ([`OWNERS`]). A
+//! dispatch of an event that no loaded row declares is refused (`UNKNOWN_EVENT`).
 //! Domains whose payloads belong to later subsystems (memory, compaction, …) are added by the
 //! issue that builds them, never as placeholders: a payload type is an ABI promise.
 
@@ -20,7 +25,29 @@ pub use json::Json;
 
 use crate::sdk::event::{Event as _, EventInfo};
 
-/// Every event declared in `keel-plugin-api`, in documentation order.
+/// Which first-party plugin declares each domain's events in its manifest (the one that
+/// dispatches them); `keel` means the kernel. `docs/events.md` names the owner of every event
+/// from this table, and an integration test checks it against the plugins' real manifests.
+pub const OWNERS: &[(&str, &str)] = &[
+    ("kernel/", "keel"),
+    ("session/", "session"),
+    ("agent/", "agent-loop"),
+    ("llm/", "llm"),
+    ("system-prompt/", "system-prompt"),
+    ("tools/", "tools"),
+    ("approval/", "approval"),
+    ("fs/", "tool-fs"),
+];
+
+/// The owner of `event` per [`OWNERS`], by its domain prefix.
+pub fn owner(event: &str) -> Option<&'static str> {
+    OWNERS
+        .iter()
+        .find(|(domain, _)| event.starts_with(domain))
+        .map(|(_, owner)| *owner)
+}
+
+/// Every event typed in `keel-plugin-api`, in documentation order.
 pub const CATALOG: &[EventInfo] = &[
     kernel::PluginStatus::INFO,
     kernel::ListenerError::INFO,
@@ -53,3 +80,24 @@ pub const CATALOG: &[EventInfo] = &[
     fs::EditIntent::INFO,
     fs::Observed::INFO,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 13 item 2: every catalog event has a named owner, and the kernel's own list is
+    // exactly the `kernel/*` part of the catalog.
+    #[test]
+    fn every_event_has_an_owner_and_the_kernel_owns_only_kernel_events() {
+        for info in CATALOG {
+            assert!(owner(info.name).is_some(), "{} has no owner", info.name);
+        }
+        let kernel: Vec<&str> = CATALOG
+            .iter()
+            .filter(|i| owner(i.name) == Some("keel"))
+            .map(|i| i.name)
+            .collect();
+        let declared: Vec<&str> = kernel::EVENTS.iter().map(|i| i.name).collect();
+        assert_eq!(kernel, declared);
+    }
+}

@@ -29,7 +29,8 @@ pub struct Manifest {
     /// Facilities it requires.
     #[serde(default)]
     pub requires: Vec<Requirement>,
-    /// Events this plugin declares (beyond the core taxonomy in `keel_plugin_api::events`).
+    /// Events this plugin owns (dispatches) and so declares: its own, and the core events of
+    /// `keel_plugin_api::events` it dispatches (the kernel declares only `kernel/*`).
     #[serde(default)]
     pub events: Vec<EventDecl>,
     /// JSON Schema for the row config; `{"type":"object"}` when absent.
@@ -194,7 +195,8 @@ impl Manifest {
         self
     }
 
-    /// Declares an event this plugin owns (custom events must be declared by some loaded plugin).
+    /// Declares an event this plugin owns. An event is dispatchable only when some loaded row
+    /// declares it (`UNKNOWN_EVENT` otherwise); listening needs no declaration.
     pub fn declares<E: Event>(mut self) -> Self {
         self.events.push(EventDecl {
             name: E::NAME.to_owned(),

@@ -1,5 +1,5 @@
-//! Service interfaces shared between plugins (and the two seams the kernel hands control to:
-//! `driver` and `command`).
+//! Service interfaces shared between plugins (and the seams the kernel hands control to or
+//! asks: `driver`, `command` and `doctor`).
 //!
 //! Feature services are declared by the issue that builds them, never as placeholders.
 
@@ -7,6 +7,7 @@ pub mod agent;
 pub mod approval;
 pub mod command;
 pub mod credentials;
+pub mod doctor;
 pub mod driver;
 pub mod firewall;
 pub mod llm;

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use keel_plugin_api::events::agent as ev;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{
     AgentCode, AgentCreated, AgentProvider, AgentResumed, AgentService, AgentSession, CreateAgent,
@@ -204,6 +205,17 @@ impl Plugin for AgentLoop {
             .requires::<Llm>()
             .requires::<Tools>()
             .optional::<SystemPrompt>()
+            // The agent/* events are this loop's seams: it dispatches them, so it declares them
+            // (issue 13 item 2: the kernel declares only kernel/*).
+            .declares::<ev::PreStep>()
+            .declares::<ev::Request>()
+            .declares::<ev::RequestError>()
+            .declares::<ev::TurnStopping>()
+            .declares::<ev::Status>()
+            .declares::<ev::AgentError>()
+            .declares::<ev::InboxInserted>()
+            .declares::<ev::InboxClaimed>()
+            .declares::<ev::InboxDiscarded>()
             .config_type::<config::LoopConfig>()
     }
 

@@ -189,6 +189,7 @@ impl Plugin for LlmPlugin {
         Manifest::new("llm", env!("CARGO_PKG_VERSION"))
             .description("LLM adapter registry and the llm/stream waterfall")
             .provides::<Llm>()
+            .declares::<Stream>()
             .config_type::<Config>()
     }
 

@@ -7,9 +7,11 @@
 //! they mutate. The runner chain (bubblewrap, then Landlock through the `keel-landlock`
 //! launcher) is probed once, in the background from activation on; the first usable runner
 //! confines, and when none is, confined `confine` calls fail with `SANDBOX_UNAVAILABLE` rather
-//! than running unconfined (SBX-06). Escalation (SBX-08) lives in [`escalation`].
+//! than running unconfined (SBX-06). Escalation (SBX-08) lives in [`escalation`]; what
+//! `keel doctor` prints about the runners is the row's own answer ([`doctor`]).
 
 pub mod bwrap;
+pub mod doctor;
 pub mod escalation;
 pub mod landlock;
 pub mod policy;
@@ -27,6 +29,7 @@ use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::tools::{Guard, PreExecute, ToolsResult};
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::doctor::{Doctor, service_name as doctor_service};
 use keel_plugin_api::services::sandbox::{
     CallRef, CheckPathRequest, ConfineRequest, Confined, Enforcement, ModeAnswer, PathVerdict,
     Policy, PolicyRequest, RunnerFailureRule, Sandbox, SandboxCode, SandboxMode, SandboxProvider,
@@ -334,6 +337,7 @@ impl Plugin for SandboxPlugin {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("sandbox policy root: bwrap confinement for shell, containment for files")
             .provides::<Sandbox>()
+            .provides_named(&doctor_service(PLUGIN_ID), false)
             .guard_row()
             .config_type::<SandboxConfig>()
     }
@@ -372,6 +376,13 @@ impl Plugin for SandboxPlugin {
                 .map(|p| p.to_string_lossy().into_owned()),
         });
         listen_for_escalations(ctx, &state)?;
+        ctx.serve_named::<Doctor, _>(
+            &doctor_service(PLUGIN_ID),
+            doctor::SandboxDoctor {
+                config,
+                state: Arc::clone(&state),
+            },
+        )?;
         ctx.serve::<Sandbox, _>(Service(state))?;
         Ok(())
     }

@@ -112,6 +112,7 @@ impl Plugin for SystemPromptPlugin {
         Manifest::new("system-prompt", env!("CARGO_PKG_VERSION"))
             .description("assembles the system prompt from sections, tools and variables")
             .provides::<SystemPrompt>()
+            .declares::<Assemble>()
             .config_type::<Config>()
     }
 

@@ -150,6 +150,9 @@ impl Plugin for ToolFs {
             .provides_named(&provider_service_name(PLUGIN_ID), false)
             .requires::<Tools>()
             .optional::<Sandbox>()
+            .declares::<WriteIntent>()
+            .declares::<EditIntent>()
+            .declares::<Observed>()
             .config_type::<FsConfig>()
     }
 

@@ -23,7 +23,7 @@ pub mod stages;
 use std::sync::Arc;
 
 use keel_plugin_api::events::Json;
-use keel_plugin_api::events::tools::Change;
+use keel_plugin_api::events::tools::{self as ev, Change};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::approval::Approval;
 use keel_plugin_api::services::session::Sessions;
@@ -152,6 +152,12 @@ impl Plugin for ToolsPlugin {
             .provides::<Tools>()
             .requires::<Sessions>()
             .optional::<Approval>()
+            .declares::<ev::PreExecute>()
+            .declares::<ev::Guard>()
+            .declares::<ev::Execute>()
+            .declares::<ev::PostExecute>()
+            .declares::<ev::ToolsResult>()
+            .declares::<ev::Change>()
             .config_type::<Config>()
     }
 

@@ -3,7 +3,8 @@
 //! prints one JSON line per step on stdout. It lets integration tests drive every dispatch mode
 //! and every lifecycle operation through the real `keel` binary and real cdylibs; `relaunch:P`
 //! asks the kernel to run the script again under profile P; `wait:ROW:STATE` polls the row
-//! status (up to 10 s) until ROW is in STATE and prints that row. Commas inside
+//! status (up to 10 s) until ROW is in STATE and prints that row; `agent-status:TAG` emits the
+//! agent loop's `agent/status`, an event this driver uses but does not declare. Commas inside
 //! `{…}`, `[…]` or a JSON string do not split steps, so `reload:ROW:{json}` takes any config.
 //!
 //! It also declares a command the kernel has never heard of, `keel proof-echo`, and a run
@@ -17,6 +18,8 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use keel_plugin_api::abi::{RString, RVec};
+use keel_plugin_api::events::Json;
+use keel_plugin_api::events::agent::{AgentPoint, Status};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::command::{
@@ -141,6 +144,18 @@ async fn step(ctx: Context, step: &str) -> Value {
         "lying-layout" => outcome(step, ctx.emit::<LyingLayout>(&empty_chain()), |()| {
             json!(null)
         }),
+        // A core event this driver does not own: it dispatches only when a loaded row (the
+        // agent loop) declares it (issue 13 item 2).
+        "agent-status" => outcome(
+            step,
+            ctx.emit::<Status>(&AgentPoint {
+                session_id: tag.into(),
+                turn: 0,
+                step: 0,
+                data: Json::default(),
+            }),
+            |()| json!(null),
+        ),
         "undeclared" => outcome(
             step,
             ctx.emit::<Undeclared>(&Probe { tag: tag.into() }),

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keel_plugin_api::abi::RString;
+use keel_plugin_api::events::agent::Status;
 use keel_plugin_api::events::kernel::{ConfigUpdateFailed, ListenerError, PluginStatus};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
@@ -28,7 +29,8 @@ use serde::Deserialize;
 /// `TAG-added`), `nested` (re-emits `inner` when the payload tag is `outer`); waterfalls:
 /// `next`, `short`, `next-twice`, `error`, `panic`, and `hang` (async); parallel: `next`,
 /// `error`, `panic`, `panic-start` (panics before returning its future), `hang`; serial:
-/// `pass`, `decide`, `error`, `panic`, `hang`.
+/// `pass`, `decide`, `error`, `panic`, `hang`. `agent/status` (the agent loop's event, which
+/// this plugin listens to without declaring it) only traces.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Spec {
@@ -387,6 +389,11 @@ fn register(ctx: &Context, spec: Spec, regs: Regs) -> Result<Registration> {
                     _ => Ok(None),
                 }
             }
+        }),
+        // A core event owned by the agent loop, which this plugin does not declare.
+        "agent/status" => ctx.on::<Status>(opts, move |p| {
+            trace(format!("agent-status {} {}", spec.tag, p.session_id));
+            Ok(())
         }),
         other => Err(Error::new(
             "PROOF",
