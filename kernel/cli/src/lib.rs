@@ -229,8 +229,16 @@ pub fn execute(argv: Vec<OsString>) -> i32 {
             .skip(1)
             .take_while(|a| *a != "--")
             .any(|a| ["-h", "--help", "-V", "--version"].iter().any(|h| a == h));
-    let needs_profile = word
-        .is_none_or(|w| matches!(w, "run" | "resume" | "help") || !KERNEL_COMMANDS.contains(&w));
+    // The top-level help lists the profile's commands; `--version` needs no profile.
+    let top_help = argv.len() == 1
+        || argv
+            .iter()
+            .skip(1)
+            .take_while(|a| *a != "--")
+            .any(|a| a == "-h" || a == "--help");
+    let needs_profile = word.map_or(top_help, |w| {
+        matches!(w, "run" | "resume" | "help") || !KERNEL_COMMANDS.contains(&w)
+    });
     let mut profile = None;
     if needs_profile {
         match scanned.enter_dir().and_then(|()| {
