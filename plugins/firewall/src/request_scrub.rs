@@ -184,4 +184,24 @@ mod tests {
         assert!(!out.messages[0].as_str().contains("abc-999-xyz"));
         assert_eq!(scrubber.scanned(), 2);
     }
+
+    // Issue 12 (mutation-tested): a verdict unused for KEEP_FOR requests is dropped, one used
+    // within that window is kept — the cache stays bounded without rescanning live history.
+    #[test]
+    fn a_verdict_lives_exactly_keep_for_requests_unused() {
+        let v = vault("sk-live-123");
+        let rescans = |idle: u64| {
+            let scrubber = RequestScrubber::default();
+            let (a, b) = (msg("first"), msg("second"));
+            let _ = scrubber.scrub(&v, &call("s", std::slice::from_ref(&a)));
+            for _ in 0..idle {
+                let _ = scrubber.scrub(&v, &call("s", std::slice::from_ref(&b)));
+            }
+            let before = scrubber.scanned();
+            let _ = scrubber.scrub(&v, &call("s", std::slice::from_ref(&a)));
+            scrubber.scanned() - before
+        };
+        assert_eq!(rescans(KEEP_FOR - 1), 0, "still cached");
+        assert_eq!(rescans(KEEP_FOR), 1, "dropped, scanned again");
+    }
 }
