@@ -209,7 +209,7 @@ mod tests {
 
         let (code, _, _) = run(&vault, json!({"action":"rm","name":"GH"}), "");
         assert_eq!(code, 0);
-        assert!(vault.snapshot().names().is_empty());
+        assert!(vault.snapshot().aliases().is_empty());
     }
 
     #[test]

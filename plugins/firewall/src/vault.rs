@@ -92,11 +92,6 @@ impl Vault {
         self.secrets.get(name).map(SecretValue::expose)
     }
 
-    /// Secret names, sorted.
-    pub fn names(&self) -> Vec<String> {
-        self.secrets.keys().cloned().collect()
-    }
-
     /// Aliases, sorted.
     pub fn aliases(&self) -> Vec<String> {
         self.secrets.keys().map(|n| alias(n)).collect()
@@ -277,12 +272,12 @@ mod tests {
     fn sec03_fill_then_scrub_round_trips_and_reload_sees_new_secrets() {
         let dir = tempfile::tempdir().unwrap();
         let shared = SharedVault::load(SecretStore::new(dir.path())).unwrap();
-        assert!(shared.snapshot().names().is_empty());
+        assert!(shared.snapshot().aliases().is_empty());
         shared
             .store()
             .set("KEY", &SecretValue::new("abcd-1234"))
             .unwrap();
-        assert!(shared.snapshot().names().is_empty(), "not before reload");
+        assert!(shared.snapshot().aliases().is_empty(), "not before reload");
         assert!(
             shared.refresh().unwrap(),
             "the store file changed: refresh reloads"
@@ -351,5 +346,21 @@ mod tests {
         );
         let v = shared.snapshot();
         assert!(v.scrub("sk-cred-0042").is_some() && v.scrub("sk-cred-0043").is_some());
+        // The same value under another reference is its own pair, scrubbed under that name.
+        assert!(
+            shared
+                .register_credential("BACKUP_KEY", "sk-cred-0043")
+                .unwrap()
+        );
+        assert!(
+            shared
+                .snapshot()
+                .has_credential("BACKUP_KEY", "sk-cred-0043")
+        );
+        assert!(
+            !shared
+                .snapshot()
+                .has_credential("BACKUP_KEY", "sk-cred-0042")
+        );
     }
 }
