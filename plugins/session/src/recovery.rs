@@ -76,10 +76,7 @@ pub fn closers(events: &[EventRecord]) -> Vec<EventRecord> {
         let d = &ev.data;
         let appended = !matches!(ev.surface_op, Some(SurfaceOp::Replace { .. }));
         match ev.kind.as_str() {
-            "turn/start" => {
-                open_step = None;
-                pending.clear();
-            }
+            // The scan starts at the open turn's own `turn/start`: no other follows it.
             "step/start" => open_step = u64_field(d, "step"),
             "step/end" => {
                 open_step = None;
@@ -178,6 +175,7 @@ mod tests {
     use crate::invariants::Invariants;
     use crate::projection::{Tail, check_contract, derive_messages};
     use crate::test_support::*;
+    use keel_plugin_api::services::session::ReplaceTag;
 
     fn kinds(c: &[EventRecord]) -> Vec<&str> {
         c.iter().map(|e| e.kind.as_str()).collect()
@@ -333,5 +331,31 @@ mod tests {
             assistant(2, 0, 0, &["a"]),
         ];
         assert_eq!(closers(&log), closers(&log));
+    }
+
+    // A replacement (`surface_op: replace`, e.g. a compaction) is not history being made: its
+    // tool calls are not pending, and a replaced result does not answer a call (mutation-tested).
+    #[test]
+    fn b7_replacement_events_neither_open_nor_answer_calls() {
+        let replace = |mut e: EventRecord, start: u64, end: u64| {
+            e.surface_op = Some(SurfaceOp::Replace {
+                op: ReplaceTag::Replace,
+                start,
+                end,
+            });
+            e
+        };
+        let c = closers(&[
+            turn_start(0, 0),
+            step_start(1, 0, 0),
+            assistant(2, 0, 0, &["a", "b"]),
+            replace(assistant(3, 0, 0, &["z"]), 2, 2),
+            replace(result(4, 0, 0, "b"), 2, 2),
+        ]);
+        let answered: Vec<&str> = c
+            .iter()
+            .filter_map(|e| e.data["call_id"].as_str())
+            .collect();
+        assert_eq!(answered, ["a", "b"]);
     }
 }
