@@ -9,60 +9,20 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use keel_plugin_api::sdk::ContractHandle;
-use keel_plugin_api::services::session::SessionStore;
 use keel_plugin_session_sqlite::{DB_FILE, SqliteStore};
-use keel_session_contract::{Backend, ContractStore, Damage, Failure, call_served, contract_tests};
-use keel_session_store_kit::Worker;
+use keel_session_contract::{Backend, ContractStore, Damage, Served, contract_tests};
 use rusqlite::{Connection, params};
-use serde_json::Value;
 
 struct Sqlite;
 
-/// A store instance served through the real `keel.session-store` contract and worker thread.
-struct Store {
-    store: Arc<SqliteStore>,
-    handle: Option<ContractHandle>,
-}
-
-/// Dropping an instance is a process going away: wait until its worker thread has let go of
-/// the store (and so of its locks).
-impl Drop for Store {
-    fn drop(&mut self) {
-        self.handle.take();
-        while Arc::strong_count(&self.store) > 1 {
-            std::thread::yield_now();
-        }
-    }
-}
-
-impl Store {
-    fn new(store: SqliteStore) -> Store {
-        let store = Arc::new(store);
-        let worker = Worker::start("contract-suite", Arc::clone(&store)).unwrap();
-        let handle = ContractHandle::serve::<SessionStore, _>("session-sqlite", worker);
-        Store {
-            store,
-            handle: Some(handle),
-        }
-    }
-}
-
-impl ContractStore for Store {
-    fn call(&self, method: &str, args: Value) -> Result<Value, Failure> {
-        call_served(self.handle.as_ref().unwrap(), method, args)
-    }
-
-    fn fail_next_write(&self) {
-        self.store.fail_next_write();
-    }
-}
-
 impl Backend for Sqlite {
     fn open(&self, root: &Path) -> Box<dyn ContractStore> {
-        Box::new(Store::new(SqliteStore::new(root)))
+        Box::new(Served::new(
+            "session-sqlite",
+            SqliteStore::new(root),
+            SqliteStore::fail_next_write,
+        ))
     }
 
     /// The database and a non-empty WAL (where committed but uncheckpointed changes live).

@@ -22,6 +22,9 @@ pub mod cases;
 pub mod damage;
 pub mod fixtures;
 pub mod forms;
+mod served;
+
+pub use served::Served;
 
 use std::path::{Path, PathBuf};
 
