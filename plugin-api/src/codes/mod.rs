@@ -89,4 +89,5 @@ pub const CATALOG: &[CodeSet] = &[
     crate::services::credentials::CredentialCode::SET,
     crate::services::firewall::SecretsCode::SET,
     crate::services::session::SessionCode::SET,
+    crate::services::context::ContextCode::SET,
 ];

@@ -8,11 +8,12 @@
 //! kernel declares `kernel/*` ([`kernel::EVENTS`]) and nothing else; every other domain is
 //! declared by the plugin that dispatches it, with `Manifest::declares::<E>()` ([`OWNERS`]). A
 //! dispatch of an event that no loaded row declares is refused (`UNKNOWN_EVENT`).
-//! Domains whose payloads belong to later subsystems (memory, compaction, …) are added by the
+//! Domains whose payloads belong to later subsystems (memory, scheduling, …) are added by the
 //! issue that builds them, never as placeholders: a payload type is an ABI promise.
 
 pub mod agent;
 pub mod approval;
+pub mod context;
 pub mod fs;
 mod json;
 pub mod kernel;
@@ -37,6 +38,7 @@ pub const OWNERS: &[(&str, &str)] = &[
     ("tools/", "tools"),
     ("approval/", "approval"),
     ("fs/", "tool-fs"),
+    ("context/", "context"),
 ];
 
 /// The owner of `event` per [`OWNERS`], by its domain prefix.
@@ -79,6 +81,8 @@ pub const CATALOG: &[EventInfo] = &[
     fs::WriteIntent::INFO,
     fs::EditIntent::INFO,
     fs::Observed::INFO,
+    context::Compact::INFO,
+    context::Compacted::INFO,
 ];
 
 #[cfg(test)]

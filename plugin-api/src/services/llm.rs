@@ -13,7 +13,7 @@ use crate::sdk::Frozen;
 crate::contract! {
     /// The registry service (`llm` plugin): adapters register their providers; the agent loop
     /// streams model calls through it.
-    pub contract Llm = "keel.llm", version 1;
+    pub contract Llm = "keel.llm", version 2;
     provider LlmProvider;
     client LlmClient;
     /// Registers an adapter's providers. `default_model` is the model the adapter's row is
@@ -35,18 +35,25 @@ crate::contract! {
     /// every adapter failure is a terminal `finish{error}` chunk (LLM-04). Errors are only for
     /// middleware failures (a listener of `llm/stream` that failed or panicked).
     fn stream(LlmRequest) -> LlmResponse;
+    /// The context window and output reserve of `config`'s model, from the adapter row that
+    /// serves its provider (issue 14 item 1). An adapter that predates the method (contract
+    /// version 1) answers an unknown window; `NO_ADAPTER` when nothing serves the provider.
+    fn limits(LlmCallConfig) -> ModelLimits, since 2;
 }
 
 crate::contract! {
     /// An adapter: what an adapter row serves under [`adapter_service_name`] and registers with
     /// [`Llm`].
-    pub contract LlmAdapter = "keel.llm.adapter.*", version 1;
+    pub contract LlmAdapter = "keel.llm.adapter.*", version 2;
     provider LlmAdapterProvider;
     client LlmAdapterClient;
     /// One provider attempt, library retries off, every failure a terminal chunk.
     fn generate(LlmRequest) -> LlmResponse;
     /// Whether the adapter could dispatch `config`, without I/O.
     fn check(CheckRequest) -> ();
+    /// The window and output reserve of `config`'s model (row config, else the adapter's
+    /// table of defaults), without I/O.
+    fn limits(LlmCallConfig) -> ModelLimits, since 2;
 }
 
 impl LlmClient {
@@ -226,6 +233,25 @@ pub struct LlmRequest {
 pub struct LlmResponse {
     /// The chunk stream.
     pub chunks: Vec<StreamChunk>,
+}
+
+/// What a model can take: `limits`' answer (issue 14 item 1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelLimits {
+    /// Prompt plus answer, in the model's tokens; `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// Tokens kept free for the answer (the request's `max_tokens` when it sets one).
+    #[serde(default)]
+    pub output_reserve: u64,
+    /// How many bytes of a request make one token for this model, when the row knows it
+    /// better than the context manager's default; the estimate is corrected from reported
+    /// usage either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_token: Option<f64>,
+    /// Where the numbers came from: `config`, `table` (the adapter's defaults) or `unknown`.
+    #[serde(default)]
+    pub source: String,
 }
 
 /// Token usage of one call.

@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod approval;
 pub mod command;
+pub mod context;
 pub mod credentials;
 pub mod doctor;
 pub mod driver;

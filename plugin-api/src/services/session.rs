@@ -25,7 +25,7 @@ pub use format::*;
 
 crate::contract! {
     /// The `session` plugin's service: live sessions, the log, the projected history.
-    pub contract Sessions = "keel.session", version 1;
+    pub contract Sessions = "keel.session", version 2;
     provider SessionsProvider;
     client SessionsClient;
     /// Creates a session. Writes nothing until the first flush (a created-but-empty session
@@ -58,6 +58,12 @@ crate::contract! {
     /// The profile the session was created under (its first [`PROFILE_EVENT`]); reads a stored
     /// session without repairing it, like `inspect`.
     fn profile(SessionRef) -> RecordedProfile;
+    /// The projected history with what each visible message is (issue 14): its seq, role,
+    /// call ids and size, for planning a compaction. Same cost as `messages`.
+    fn surface(SessionRef) -> SurfaceView, since 2;
+    /// Events of a live or stored session by seq, in the order asked (the cold tier reads
+    /// shadowed originals back, MEM-08). A seq past the end is `SESSION_INVALID`.
+    fn read(ReadEvents) -> ReadAnswer, since 2;
 }
 
 crate::contract! {
@@ -370,6 +376,64 @@ pub struct SessionListing {
 pub struct SessionMessages {
     /// The projected model history, in order; each message frozen once by the session.
     pub messages: Vec<Frozen>,
+}
+
+/// What one visible message of the projection is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum SurfaceRole {
+    /// A user message.
+    User,
+    /// An assistant message and the ids of the tool calls it makes (in order).
+    Assistant {
+        /// Call ids.
+        calls: Vec<String>,
+    },
+    /// A tool result.
+    Tool {
+        /// The call it answers.
+        call_id: String,
+    },
+}
+
+/// One visible message and where it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SurfaceNode {
+    /// The seq of the event it is projected from (an append, or a replacement).
+    pub seq: u64,
+    /// Whether that event is a replacement (its `surface_op` is `replace`).
+    pub replacement: bool,
+    /// Role and calls.
+    #[serde(flatten)]
+    pub role: SurfaceRole,
+    /// The message, frozen once (the same one `messages` answers).
+    pub message: Frozen,
+}
+
+/// `surface`'s answer: the visible history in display order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SurfaceView {
+    /// Visible nodes, in order.
+    pub nodes: Vec<SurfaceNode>,
+    /// The seq the next append gets.
+    pub next_seq: u64,
+}
+
+/// `read`'s request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadEvents {
+    /// Session id.
+    pub session_id: String,
+    /// The seqs to read.
+    pub seqs: Vec<u64>,
+}
+
+/// `read`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadAnswer {
+    /// The events, in the order asked.
+    pub events: Vec<EventRecord>,
 }
 
 /// `profile`'s answer.
