@@ -382,6 +382,12 @@ fn inspect_only(
         async fn profile(&self, _: SessionRef) -> Result<RecordedProfile> {
             no()
         }
+        async fn surface(&self, _: SessionRef) -> Result<SurfaceView> {
+            no()
+        }
+        async fn read(&self, _: ReadEvents) -> Result<ReadAnswer> {
+            no()
+        }
     }
     let handle = ContractHandle::serve::<Sessions, _>("session", Fake(answer));
     ContractClient::new(handle, "headless").into()

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use keel_plugin_api::prelude::Result as SdkResult;
 use keel_plugin_api::services::session::{
     AppendEvents, AppendedEvents, CreateSession, CreatedSession, EventInput, EventRecord, Flushed,
-    ForkAt, ForkMark, ForkSession, ForkedSession, ListedSession, OpenedSession, RecordedProfile,
-    SessionHeader, SessionListing, SessionLog, SessionMessages, SessionRef, SessionsProvider,
-    UnreadableSession,
+    ForkAt, ForkMark, ForkSession, ForkedSession, ListedSession, OpenedSession, ReadAnswer,
+    ReadEvents, RecordedProfile, SessionHeader, SessionListing, SessionLog, SessionMessages,
+    SessionRef, SessionsProvider, SurfaceView, UnreadableSession,
 };
 use serde_json::Value;
 
@@ -265,6 +265,18 @@ impl<H: Hooks + ?Sized> SessionsProvider for Api<H> {
     }
     async fn profile(&self, request: SessionRef) -> SdkResult<RecordedProfile> {
         Ok(Api::profile(self, request).await?)
+    }
+    async fn surface(&self, request: SessionRef) -> SdkResult<SurfaceView> {
+        let (nodes, next_seq) = self.mgr.surface(&request.session_id).await?;
+        Ok(SurfaceView { nodes, next_seq })
+    }
+    async fn read(&self, request: ReadEvents) -> SdkResult<ReadAnswer> {
+        Ok(ReadAnswer {
+            events: self
+                .mgr
+                .read_events(&request.session_id, &request.seqs)
+                .await?,
+        })
     }
 }
 

@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use keel_plugin_api::sdk::Frozen;
-use keel_plugin_api::services::session::{EventRecord, SurfaceOp};
+use keel_plugin_api::services::session::{EventRecord, SurfaceNode, SurfaceOp, SurfaceRole};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -264,6 +264,32 @@ impl Projection {
     /// `SESSION_INVALID` when a message cannot be rendered (never for a validated log).
     pub fn shared(&self) -> Result<Vec<Frozen>> {
         self.iter().map(|m| m.cloned()).collect()
+    }
+
+    /// The visible history with what each message is (issue 14: a context manager plans a
+    /// compaction from it). Same cost as [`Projection::shared`].
+    ///
+    /// # Errors
+    /// As [`Projection::shared`].
+    pub fn surface(&self) -> Result<Vec<SurfaceNode>> {
+        self.nodes()
+            .map(|n| {
+                Ok(SurfaceNode {
+                    seq: n.seq,
+                    replacement: matches!(n.event.surface_op, Some(SurfaceOp::Replace { .. })),
+                    role: match &n.kind {
+                        NodeKind::User => SurfaceRole::User,
+                        NodeKind::Assistant { calls } => SurfaceRole::Assistant {
+                            calls: calls.clone(),
+                        },
+                        NodeKind::Tool { call_id } => SurfaceRole::Tool {
+                            call_id: call_id.clone(),
+                        },
+                    },
+                    message: n.message()?.clone(),
+                })
+            })
+            .collect()
     }
 
     /// The model history as owned, parsed copies (tests and cold readers; mutating them cannot

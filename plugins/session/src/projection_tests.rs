@@ -203,3 +203,32 @@ fn appends_stay_in_the_tail_until_a_replacement_reaches_them() {
     assert_eq!(q.messages(), before);
     assert_eq!(q.cursor(), 12);
 }
+
+// Issue 14: `surface` names each visible message's seq, role and calls, and marks replacements.
+#[test]
+fn surface_names_seqs_roles_and_replacements() {
+    let mut log = closed_turn();
+    log.push(surface_replace(10, result(10, 0, 0, "a"), 5, 5, &[5]));
+    let mut p = Projection::new();
+    for ev in &log {
+        p.apply(&Arc::new(ev.clone())).unwrap();
+    }
+    let nodes = p.surface().unwrap();
+    let seqs: Vec<u64> = nodes.iter().map(|n| n.seq).collect();
+    assert_eq!(seqs, [0, 3, 10, 7]);
+    let replaced: Vec<bool> = nodes.iter().map(|n| n.replacement).collect();
+    assert_eq!(replaced, [false, false, true, false]);
+    assert_eq!(
+        nodes[1].role,
+        SurfaceRole::Assistant {
+            calls: vec!["a".into(), "b".into()]
+        }
+    );
+    assert_eq!(
+        nodes[2].role,
+        SurfaceRole::Tool {
+            call_id: "a".into()
+        }
+    );
+    assert!(nodes[2].message.same(&p.shared().unwrap()[2]));
+}

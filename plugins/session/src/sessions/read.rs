@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use keel_plugin_api::sdk::Frozen;
-use keel_plugin_api::services::session::{EventRecord, PROFILE_EVENT, StoreError};
+use keel_plugin_api::services::session::{EventRecord, PROFILE_EVENT, StoreError, SurfaceNode};
 use serde_json::{Value, json};
 
 use super::{Live, SessionManager, Snapshot, arcs, lock};
 use crate::error::{Result, SessionError};
-use crate::projection::derive_frozen;
+use crate::projection::{Projection, derive_frozen};
 use crate::recovery::closers;
 use crate::store::{Listing, StoreAppend};
 use crate::validate::check_id;
@@ -168,6 +168,59 @@ impl SessionManager {
         let mut events = snap.events;
         events.extend(snap.recovered);
         derive_frozen(&events).map_err(|e| SessionError::corrupt(e.message))
+    }
+
+    /// The visible history with each message's seq and role (issue 14), and the next seq: for
+    /// a live session from its projection, for a stored one derived like `messages`.
+    ///
+    /// # Errors
+    /// As [`SessionManager::messages`].
+    pub async fn surface(&self, id: &str) -> Result<(Vec<SurfaceNode>, u64)> {
+        if let Some(live) = self.live(id) {
+            let log = lock(&live.log);
+            return Ok((log.projection().surface()?, log.len() as u64));
+        }
+        let snap = self.inspect(id).await?;
+        let mut events = snap.events;
+        events.extend(snap.recovered);
+        let mut projection = Projection::new();
+        for ev in &events {
+            projection
+                .apply(&Arc::new(ev.clone()))
+                .map_err(|e| SessionError::corrupt(e.message))?;
+        }
+        Ok((projection.surface()?, events.len() as u64))
+    }
+
+    /// Events by seq, in the order asked (issue 14: the cold tier reads shadowed originals
+    /// back): from the live log without copying the others, else from the stored log.
+    ///
+    /// # Errors
+    /// `SESSION_INVALID` for a seq past the end; load errors.
+    pub async fn read_events(&self, id: &str, seqs: &[u64]) -> Result<Vec<EventRecord>> {
+        let pick = |events: &[Arc<EventRecord>]| -> Result<Vec<EventRecord>> {
+            seqs.iter()
+                .map(|&seq| {
+                    usize::try_from(seq)
+                        .ok()
+                        .and_then(|i| events.get(i))
+                        .map(|e| EventRecord::clone(e))
+                        .ok_or_else(|| {
+                            SessionError::invalid(format!(
+                                "session '{id}' has no event with seq {seq} ({} events)",
+                                events.len()
+                            ))
+                        })
+                })
+                .collect()
+        };
+        if let Some(live) = self.live(id) {
+            return pick(lock(&live.log).events());
+        }
+        let snap = self.inspect(id).await?;
+        let mut events: Vec<Arc<EventRecord>> = snap.events.into_iter().map(Arc::new).collect();
+        events.extend(snap.recovered.into_iter().map(Arc::new));
+        pick(&events)
     }
 }
 
