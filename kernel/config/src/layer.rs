@@ -14,7 +14,7 @@ use toml::Spanned;
 
 use super::error::{ConfigError, one_line};
 use super::model::{LayerKind, LayerRef};
-use super::values::table_to_json;
+use super::values::{expand_this_dir, table_to_json};
 
 /// The row operations and kernel settings of one layer, ready to apply.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -235,6 +235,15 @@ pub(crate) fn parse_layer(
         });
     }
 
+    let this_dir = path
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let table_to_json = |table| {
+        let mut config = table_to_json(table);
+        expand_this_dir(&mut config, &this_dir);
+        config
+    };
     // Gather the three op arrays, then restore file order by span.
     let mut ops: Vec<(usize, RowOp)> = Vec::new();
     for op in raw.insert {

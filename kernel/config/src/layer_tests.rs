@@ -106,6 +106,22 @@ fn empty_file_is_an_empty_layer() {
     assert_eq!(bundle("").unwrap(), ParsedLayer::default());
 }
 
+// Issue 14: a row config names a file shipped beside its layer file with `${this_dir}`.
+#[test]
+fn this_dir_is_the_directory_of_the_layer_file() {
+    let parsed = profile(
+        "[[insert]]\nid = \"a\"\nplugin = \"p\"\nconfig = { prompt = \"${this_dir}/prompts/s.md\", list = [\"${this_dir}\"], plain = \"$this_dir\" }\n",
+    )
+    .unwrap();
+    let RowAction::Insert { config, .. } = &parsed.ops.ops[0].action else {
+        panic!("not an insert");
+    };
+    assert_eq!(
+        serde_json::Value::Object(config.clone()),
+        json!({ "prompt": "/cfg/profiles/prompts/s.md", "list": ["/cfg/profiles"], "plain": "$this_dir" })
+    );
+}
+
 #[test]
 fn datetimes_become_strings_and_floats_stay_numbers() {
     let parsed = bundle(

@@ -32,6 +32,24 @@ pub(crate) fn table_to_json(table: toml::Table) -> Map<String, Value> {
         .collect()
 }
 
+/// The token a layer file writes for its own directory: `"${this_dir}/prompts/x.md"` names a
+/// file shipped beside the profile or bundle, wherever the config root is installed.
+pub(crate) const THIS_DIR: &str = "${this_dir}";
+
+/// Replaces [`THIS_DIR`] in every string of a row config with `dir` (the directory of the
+/// layer file the config is written in).
+pub(crate) fn expand_this_dir(config: &mut Map<String, Value>, dir: &str) {
+    fn walk(value: &mut Value, dir: &str) {
+        match value {
+            Value::String(s) if s.contains(THIS_DIR) => *s = s.replace(THIS_DIR, dir),
+            Value::Array(items) => items.iter_mut().for_each(|v| walk(v, dir)),
+            Value::Object(map) => map.values_mut().for_each(|v| walk(v, dir)),
+            _ => {}
+        }
+    }
+    config.values_mut().for_each(|v| walk(v, dir));
+}
+
 /// Converts one JSON value to TOML; `None` for `null`.
 pub(crate) fn json_to_toml(value: &Value) -> Option<toml::Value> {
     Some(match value {
