@@ -348,6 +348,15 @@ impl Manager {
                             CompactAction::Sink { seqs: seqs.clone() },
                         ),
                     };
+                    // A stub no smaller than what it replaces frees nothing: leave the run.
+                    let run_bytes: usize = view
+                        .iter()
+                        .filter(|n| seqs.contains(&n.seq))
+                        .map(|n| n.message.len())
+                        .sum();
+                    if event.data.as_ref().is_some_and(|d| d.len() >= run_bytes) {
+                        continue;
+                    }
                     items.extend(sunk.items);
                     events.push(event);
                     applied.push(done);

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::cold::ColdItem;
 
 /// Bytes a stub takes, for planning (the text plus its JSON framing).
-pub const STUB_BYTES: u64 = 900;
+pub const STUB_BYTES: u64 = 1200;
 
 /// How many cold references a stub lists by name.
 const LISTED: usize = 5;
@@ -111,7 +111,7 @@ pub fn sunk_from(events: &[EventRecord], originals: &[EventRecord]) -> Sunk {
                     format!(
                         "{} {}",
                         text_of(c.get("name")),
-                        clip(&text_of(c.get("arguments")), 120)
+                        clip(&text_of(c.get("arguments")), 80)
                     ),
                 ));
             }
