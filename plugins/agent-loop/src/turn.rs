@@ -115,7 +115,8 @@ struct Turn<'a> {
     context: Option<TurnContext>,
     /// The server's words when it refused the last request as over its window: the next fit
     /// compacts for it (issue 14 item 5).
-    overflow: Option<String>,
+    /// With the `llm/retry` record logged once the retry goes out.
+    overflow: Option<(String, serde_json::Value)>,
     /// This turn already retried once after a server-side overflow.
     overflow_retried: bool,
     /// The context manager's estimate of the request in flight.
@@ -457,6 +458,16 @@ impl Turn<'_> {
         } else {
             // Issue 11 item 5: no usage is unknown, not zero (the logged message has none).
             self.agent.state().report.usage_unknown_calls += 1;
+        }
+        // Issue 14 item 1: the run's cumulative usage beside each answer's own (stream-json
+        // shows both as the answer's event), unknown answers counted, never taken as zero.
+        {
+            let st = self.agent.state();
+            data["cumulative_usage"] = json!({
+                "input_tokens": st.report.usage.input_tokens,
+                "output_tokens": st.report.usage.output_tokens,
+                "unknown_calls": st.report.usage_unknown_calls,
+            });
         }
         self.append("assistant/message", data).await?;
         if !reply.text.is_empty() {

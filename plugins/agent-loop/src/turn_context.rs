@@ -24,8 +24,11 @@ impl Turn<'_> {
         system: Option<&str>,
         tools: &[ModelTool],
     ) -> Result<Vec<Frozen>> {
-        let trigger = match self.overflow.take() {
-            Some(message) => FitTrigger::ServerOverflow { message },
+        let retry = self.overflow.take();
+        let trigger = match &retry {
+            Some((message, _)) => FitTrigger::ServerOverflow {
+                message: message.clone(),
+            },
             None => FitTrigger::Request,
         };
         match self
@@ -34,6 +37,15 @@ impl Turn<'_> {
             .await?
         {
             Some(fitted) => {
+                // The retry is a fact of the log once it goes out: after the compaction it
+                // waited for (a fit that found nothing to compact ended the turn instead).
+                if let Some((_, note)) = retry {
+                    let event = EventInput::new("llm/retry", &note)?.ignorable();
+                    self.seams
+                        .append(&self.sid, vec![event])
+                        .await
+                        .map_err(session_error)?;
+                }
                 self.estimate = Some(fitted.estimate);
                 Ok(fitted.messages)
             }
@@ -61,13 +73,8 @@ impl Turn<'_> {
             "code": failure.code,
             "compact": true,
         });
-        let event = EventInput::new("llm/retry", &retry)?.ignorable();
-        self.seams
-            .append(&self.sid, vec![event])
-            .await
-            .map_err(session_error)?;
         tracing::warn!(session = %self.sid, "the server refused the request as too long; compacting and retrying once");
-        self.overflow = Some(failure.message);
+        self.overflow = Some((failure.message, retry));
         Ok(StepEnd::Continue)
     }
 }

@@ -39,8 +39,29 @@ const CAP_SLACK: usize = 512;
 pub struct SessionState {
     /// Its token meter.
     pub meter: Meter,
-    /// Its cold index, once built.
+    /// Its cold index, once something sank (created on the first item).
     pub cold: Option<ColdIndex>,
+    /// The index holds everything the log sank (rebuilt once per process).
+    pub indexed: bool,
+}
+
+impl SessionState {
+    /// Indexes `items`, creating the index on the first.
+    ///
+    /// # Errors
+    /// SQLite errors.
+    fn index(&mut self, items: &[ColdItem]) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        if self.cold.is_none() {
+            self.cold = Some(ColdIndex::new().map_err(index_error)?);
+        }
+        match self.cold.as_mut() {
+            Some(cold) => cold.add(items).map_err(index_error),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The manager behind `keel.context` and the `coldcontext_*` tools.
@@ -374,9 +395,7 @@ impl Manager {
             })
             .await?
             .seqs;
-        if let Some(cold) = self.states().entry(sid).or_default().cold.as_mut() {
-            cold.add(&items).map_err(index_error)?;
-        }
+        self.states().entry(sid).or_default().index(&items)?;
         Ok(Some(CompactionReport {
             trigger: plan.trigger,
             actions: applied,
@@ -416,7 +435,7 @@ impl Manager {
     /// # Errors
     /// Session and index errors.
     pub async fn ready(&self, sid: &str) -> Result<()> {
-        if self.states().get(sid).is_some_and(|s| s.cold.is_some()) {
+        if self.states().get(sid).is_some_and(|s| s.indexed) {
             return Ok(());
         }
         let view = self.sessions.surface(SessionRef::new(sid)).await?.nodes;
@@ -426,10 +445,10 @@ impl Manager {
     /// Builds the session's cold index from the log unless this process has it: every original
     /// under a compaction's replacement, followed down through replacements of replacements.
     async fn ensure_index(&self, sid: &str, view: &[SurfaceNode]) -> Result<()> {
-        if self.states().get(sid).is_some_and(|s| s.cold.is_some()) {
+        if self.states().get(sid).is_some_and(|s| s.indexed) {
             return Ok(());
         }
-        let mut index = ColdIndex::new().map_err(index_error)?;
+        let mut found = Vec::new();
         let mut frontier: Vec<u64> = view
             .iter()
             .filter(|n| n.replacement)
@@ -446,10 +465,12 @@ impl Manager {
                     originals.push(ev.clone());
                 }
             }
-            let sunk = stub::sunk_from(&originals, &[]);
-            index.add(&sunk.items).map_err(index_error)?;
+            found.extend(stub::sunk_from(&originals, &[]).items);
         }
-        self.states().entry(sid.to_owned()).or_default().cold = Some(index);
+        let mut states = self.states();
+        let state = states.entry(sid.to_owned()).or_default();
+        state.index(&found)?;
+        state.indexed = true;
         Ok(())
     }
 }
