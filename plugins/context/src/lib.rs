@@ -95,7 +95,7 @@ impl Plugin for ContextPlugin {
             _ => None,
         };
         let manager = Arc::new(Manager::new(
-            ctx.clone(),
+            ctx,
             config,
             summary_prompt,
             ctx.client::<Sessions>()?,
