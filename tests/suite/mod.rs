@@ -27,6 +27,8 @@ mod cli_commands;
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
+/// A vetoed compaction plan appends nothing; what no longer fits ends CONTEXT_OVERFLOW (issue 14).
+mod context_veto;
 /// `keel doctor` asks the rows that serve checks; the kernel knows no sandbox (issue 13 item 2).
 mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).
