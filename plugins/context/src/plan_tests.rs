@@ -111,6 +111,29 @@ fn plain_assistant_text_sinks_but_a_run_of_earlier_stubs_alone_does_not() {
 }
 
 #[test]
+fn a_need_met_by_the_first_segment_leaves_the_next_one_and_the_bytes_add_up() {
+    // Two segments split by a steering message; the first frees what is needed.
+    let mut nodes = session(3);
+    nodes.push(user(50));
+    for k in 0..3 {
+        nodes.push(call(51 + 3 * k, 1));
+        nodes.push(result(53 + 3 * k, 8000));
+    }
+    let runs = plan_runs(&nodes, 8000, 1, 300);
+    assert_eq!(runs.ranges, [(1, 5)]);
+    assert_eq!(runs.bytes, 16_200);
+    // Needing more takes the next segment too (only as far as needed), summing the bytes.
+    let runs = plan_runs(&nodes, 30_000, 1, 300);
+    assert_eq!(runs.ranges, [(1, 7), (8, 10)]);
+    assert_eq!(runs.bytes, 4 * 8100);
+    // A run exactly the size of its stub frees nothing and is not taken.
+    let tiny = [user(0), call(1, 1), result(2, 200), call(3, 0)];
+    assert_eq!(plan_runs(&tiny, 10, 1, 300), Runs::default());
+    let enough = [user(0), call(1, 1), result(2, 201), call(3, 0)];
+    assert_eq!(plan_runs(&enough, 1, 1, 300).ranges, [(1, 3)]);
+}
+
+#[test]
 fn nothing_to_sink_is_an_empty_plan() {
     assert_eq!(plan_runs(&[user(0)], 100, 4, 10), Runs::default());
     assert_eq!(plan_runs(&session(3), 100, 4, 10), Runs::default());

@@ -75,6 +75,78 @@ fn an_earlier_stub_in_a_run_carries_its_count_on() {
 }
 
 #[test]
+fn a_capped_result_in_a_run_sinks_its_original_and_few_items_need_no_tail_line() {
+    let [call, _] = group(10, "unused");
+    let mut capped = ev(
+        20,
+        "tool/result",
+        json!({"call_id": "c10", "content": "head…tail", "context": {"strategy": "cap", "ref": 12, "bytes": 99}}),
+    );
+    capped.surface_op = None;
+    let original = ev(
+        12,
+        "tool/result",
+        json!({"call_id": "c10", "content": "the whole original"}),
+    );
+    let sunk = sunk_from(&[call, capped], std::slice::from_ref(&original));
+    assert_eq!(sunk.items.len(), 1);
+    assert_eq!(sunk.items[0].seq, 12);
+    assert_eq!(sunk.items[0].content, "the whole original");
+    assert_eq!(sunk.items[0].what, "read_file {\"path\":\"f\"}");
+    assert_eq!(sunk.earlier_count, 0);
+    let stub = sink_event(&[10, 20], &sunk).unwrap();
+    let text = stub.data.unwrap().as_str().to_owned();
+    assert!(!text.contains("more (coldcontext_search"), "{text}");
+}
+
+#[test]
+fn long_arguments_are_clipped_on_a_char_boundary() {
+    let args = format!("{{\"p\":\"{}\"}}", "é".repeat(100));
+    let call = ev(
+        1,
+        "assistant/message",
+        json!({"message": {"content": "", "tool_calls": [{"id": "c", "name": "t", "arguments": args}]}}),
+    );
+    let result = ev(3, "tool/result", json!({"call_id": "c", "content": "x"}));
+    let what = &sunk_from(&[call, result], &[]).items[0].what;
+    // "t " + 80 bytes of the arguments, backed off to a boundary: `{"p":"` is 6, then é's.
+    assert_eq!(what, &format!("t {{\"p\":\"{}…", "é".repeat(37)));
+    let short = ev(
+        1,
+        "assistant/message",
+        json!({"message": {"content": "", "tool_calls": [{"id": "c", "name": "t", "arguments": "{}"}]}}),
+    );
+    let result = ev(3, "tool/result", json!({"call_id": "c", "content": "x"}));
+    assert_eq!(sunk_from(&[short, result], &[]).items[0].what, "t {}");
+}
+
+#[test]
+fn head_and_tail_back_off_to_char_boundaries_and_the_omitted_count_is_exact() {
+    // One ASCII byte first puts both cut points inside two-byte characters.
+    let content = format!("x{}", "é".repeat(3000));
+    let original = ev(
+        4,
+        "tool/result",
+        json!({"call_id": "c", "content": content}),
+    );
+    let capped = cap_event(&original, 4096).unwrap().unwrap();
+    let data: Value = capped.data.as_ref().unwrap().parse().unwrap();
+    let text = data["content"].as_str().unwrap();
+    let head = text.split("\n\n[keel context:").next().unwrap();
+    let tail = text.rsplit("]\n\n").next().unwrap();
+    assert_eq!(head.len(), 2047, "cap/2 = 2048 backs off inside é");
+    assert_eq!(tail.len(), 1024, "len − cap/4 = 5977 moves up to 5978");
+    assert!(content.starts_with(head) && content.ends_with(tail));
+    let omitted = content.len() - head.len() - tail.len();
+    assert!(
+        text.contains(&format!(
+            "[keel context: {omitted} bytes of this 6001-byte result"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_capped_result_keeps_an_exact_head_and_tail_on_char_boundaries() {
     let content = format!("{}{}{}", "é".repeat(3000), "MIDDLE", "ü".repeat(3000));
     let original = ev(
