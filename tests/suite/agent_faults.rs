@@ -138,13 +138,16 @@ fn issue10_a_blackholed_endpoint_times_out_at_the_first_byte_deadline() {
     );
 }
 
+/// Issue 14 item 5: a server's context overflow compacts and retries once; with nothing to
+/// compact (one user message) the turn ends CONTEXT_OVERFLOW after that one request, with no
+/// retry logged.
 #[test]
-fn b14_context_overflow_is_not_retried() {
-    faults_to(
-        vec![Reply::context_overflow()],
-        "CONTEXT_WINDOW_EXCEEDED",
-        1,
-        &[],
+fn b14_context_overflow_with_nothing_to_compact_is_not_retried() {
+    let run = faults_to(vec![Reply::context_overflow()], "CONTEXT_OVERFLOW", 1, &[]);
+    assert!(
+        run.stderr.contains("maximum context length is 8192 tokens"),
+        "the server's own words: {}",
+        run.stderr
     );
 }
 

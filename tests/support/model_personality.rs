@@ -20,6 +20,7 @@
 use serde_json::{Value, json};
 
 use super::error_body;
+use super::window::{DEFAULT_BYTES_PER_TOKEN, tokens_at};
 
 /// The default context window of [`Personality::llama_cpp`], in (estimated) tokens.
 pub const LLAMA_CPP_N_CTX: u64 = 16_384;
@@ -111,10 +112,10 @@ fn null_content(body: &Value) -> Option<usize> {
         .position(|m| m.get("content").is_some_and(Value::is_null))
 }
 
-/// Four bytes of the serialised `messages` and `tools` a token.
+/// Four bytes of the serialised `messages` and `tools` a token ([`tokens_at`] at
+/// [`DEFAULT_BYTES_PER_TOKEN`]).
 pub fn estimated_tokens(body: &Value) -> u64 {
-    let bytes = body["messages"].to_string().len() + body["tools"].to_string().len();
-    u64::try_from(bytes / 4).unwrap_or(u64::MAX)
+    tokens_at(body, DEFAULT_BYTES_PER_TOKEN)
 }
 
 /// llama-cpp-python's route handler wraps the FastAPI validation error of a `content: null`

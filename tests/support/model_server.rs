@@ -10,9 +10,11 @@
 //! overflow, a cut stream, a garbled line, a stall); a request with `stream: false` gets the
 //! reply as one whole `chat.completion`. Past the end of the script the server answers 500
 //! saying so. [`ModelServer::start_as`] picks a [`Personality`] other than OpenAI's, e.g. the
-//! llama.cpp server's quirks (issue 11). Every request, whatever its path, is recorded with its headers
-//! (lowercase names) and its parsed JSON body, so tests assert what keel actually sent, and
-//! [`check_tool_call_contract`] checks a recorded `messages` array against TOOL-06.
+//! llama.cpp server's quirks (issue 11); [`ModelServer::start_windowed`] gives OpenAI's a
+//! context window ([`Window`], issue 14). Every request, whatever its path, is recorded with its
+//! headers (lowercase names), its parsed JSON body and its counted tokens, so tests assert what
+//! keel actually sent, and [`check_tool_call_contract`] checks a recorded `messages` array
+//! against TOOL-06.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -38,6 +40,8 @@ pub struct Reply {
     kind: Kind,
     delay: Option<Duration>,
     usage: (u64, u64),
+    /// Whether [`Reply::usage`] set `usage` (a windowed server bills the counted tokens else).
+    usage_set: bool,
     headers: Vec<(String, String)>,
 }
 
@@ -66,6 +70,7 @@ impl Reply {
             kind,
             delay: None,
             usage: (DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS),
+            usage_set: false,
             headers: Vec::new(),
         }
     }
@@ -169,10 +174,12 @@ impl Reply {
     }
 
     /// The usage chunk's `prompt_tokens` / `completion_tokens` (modifier; default
-    /// [`DEFAULT_INPUT_TOKENS`] / [`DEFAULT_OUTPUT_TOKENS`]).
+    /// [`DEFAULT_INPUT_TOKENS`] / [`DEFAULT_OUTPUT_TOKENS`], or under a [`Window`] the
+    /// request's counted tokens / [`DEFAULT_OUTPUT_TOKENS`]).
     #[must_use]
     pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Reply {
         self.usage = (input_tokens, output_tokens);
+        self.usage_set = true;
         self
     }
 
@@ -203,6 +210,8 @@ pub struct Request {
     /// When the whole request had been read (benchmarks time steps from these, after the run,
     /// so nothing competes with keel for the CPU while it runs).
     pub at: Instant,
+    /// Counted tokens ([`Request::prompt_tokens`]).
+    prompt_tokens: u64,
 }
 
 impl Request {
@@ -218,6 +227,7 @@ struct State {
     arrived: Condvar,
     stop: AtomicBool,
     personality: Personality,
+    window: Option<Window>,
     hook: Mutex<Option<Hook>>,
 }
 
@@ -246,6 +256,14 @@ impl ModelServer {
 
     /// [`ModelServer::start`] playing `personality` (e.g. [`Personality::llama_cpp`]).
     pub fn start_as(personality: Personality, replies: Vec<Reply>) -> ModelServer {
+        ModelServer::start_with(personality, None, replies)
+    }
+
+    fn start_with(
+        personality: Personality,
+        window: Option<Window>,
+        replies: Vec<Reply>,
+    ) -> ModelServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the model server");
         let addr = listener.local_addr().expect("model server address");
         let state = Arc::new(State {
@@ -254,6 +272,7 @@ impl ModelServer {
                 ..Script::default()
             }),
             personality,
+            window,
             ..State::default()
         });
         let shared = Arc::clone(&state);
@@ -378,7 +397,7 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
     // Each SSE event goes out at once, as a real provider's would (no Nagle wait for the
     // previous segment's ACK): the benchmarks measure keel, not the server's socket options.
     let _ = stream.set_nodelay(true);
-    let request = read_request(&stream)?;
+    let mut request = read_request(&stream)?;
     let client_closes = request
         .headers
         .get("connection")
@@ -388,8 +407,11 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
     if let Some(hook) = hook.filter(|_| completion) {
         hook(&request);
     }
-    // The personality's verdict comes first: a refused request consumes no reply.
-    let screen = state.personality.screen(&request.body);
+    // The window's and the personality's verdicts come first: a refused request consumes no
+    // reply.
+    let screen = window::screen(state.window, &mut request)
+        .unwrap_or_else(|| state.personality.screen(&request.body));
+    let prompt_tokens = request.prompt_tokens;
     let reply = {
         let mut script = state.script.lock().expect("model server lock");
         script.requests.push(request);
@@ -431,7 +453,8 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
             );
             let _ = write_status(&mut out, 500, &[], &body);
         }
-        (Some(Some(reply)), _) => {
+        (Some(Some(mut reply)), _) => {
+            window::bill(state.window, &mut reply, prompt_tokens);
             if let Some(d) = reply.delay {
                 std::thread::sleep(d);
             }
@@ -492,6 +515,7 @@ fn read_request(stream: &TcpStream) -> Option<Request> {
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         at,
+        prompt_tokens: 0,
     })
 }
 
@@ -517,73 +541,18 @@ fn read_chunked(reader: &mut impl BufRead) -> Option<Vec<u8>> {
     }
 }
 
-/// TOOL-06 over an OpenAI wire `messages` array: every assistant message that declares
-/// `tool_calls` is immediately followed by exactly one `role: "tool"` message per call id, in
-/// call order, and no tool message appears anywhere else. Pairing is by position within each
-/// batch, so a call id may repeat in a later batch (servers that number calls per response
-/// send `call_0` every time, issue 11 item 10), never within one.
-///
-/// # Errors
-/// A sentence naming the first violation and its index.
-pub fn check_tool_call_contract(messages: &Value) -> Result<(), String> {
-    let list = messages
-        .as_array()
-        .ok_or_else(|| format!("messages is not an array: {messages}"))?;
-    let mut i = 0;
-    while i < list.len() {
-        let m = &list[i];
-        let role = m["role"].as_str().unwrap_or("");
-        if role == "tool" {
-            return Err(format!(
-                "message {i} is a tool message ({}) outside a tool-call batch",
-                m["tool_call_id"]
-            ));
-        }
-        let calls = m["tool_calls"].as_array().filter(|c| !c.is_empty());
-        i += 1;
-        let Some(calls) = calls.filter(|_| role == "assistant") else {
-            continue;
-        };
-        for (k, call) in calls.iter().enumerate() {
-            let id = call["id"]
-                .as_str()
-                .ok_or_else(|| format!("message {}: tool call {k} has no id", i - 1))?;
-            if calls[..k].iter().any(|c| c["id"] == id) {
-                return Err(format!(
-                    "message {}: tool call id {id} repeats within the batch",
-                    i - 1 - k
-                ));
-            }
-            let Some(next) = list.get(i) else {
-                return Err(format!(
-                    "message {}: tool call {id} has no tool message (the array ends)",
-                    i - 1
-                ));
-            };
-            if next["role"] != "tool" {
-                return Err(format!(
-                    "message {i} (role {}) sits inside the tool-call batch of message {}; \
-                     expected the tool message for {id}",
-                    next["role"],
-                    i - 1 - k
-                ));
-            }
-            if next["tool_call_id"] != id {
-                return Err(format!(
-                    "message {i} answers {} but call {k} of the batch is {id}",
-                    next["tool_call_id"]
-                ));
-            }
-            i += 1;
-        }
-    }
-    Ok(())
-}
+#[path = "model_contract.rs"]
+mod contract;
+pub use contract::check_tool_call_contract;
 
 #[path = "model_personality.rs"]
 mod personality;
 pub use personality::{LLAMA_CPP_N_CTX, Personality, estimated_tokens};
 use personality::{Screen, Shape};
+
+#[path = "model_window.rs"]
+mod window;
+pub use window::{DEFAULT_BYTES_PER_TOKEN, Window, context_length_exceeded, tokens_at};
 
 #[path = "model_wire.rs"]
 mod wire;
@@ -597,3 +566,7 @@ mod tests;
 #[cfg(test)]
 #[path = "model_personality_tests.rs"]
 mod personality_tests;
+
+#[cfg(test)]
+#[path = "model_window_tests.rs"]
+mod window_tests;

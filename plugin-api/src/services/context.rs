@@ -166,8 +166,8 @@ crate::error_codes! {
         Overflow = "CONTEXT_OVERFLOW", by "`keel.context` `fit`, the agent loop", retry Never;
         /// `coldcontext_read`: the reference names nothing in the session's cold tier.
         ColdRefUnknown = "COLD_REF_UNKNOWN", by "`coldcontext_read`", retry Changed;
-        /// The summarise strategy's side request failed or answered nothing.
-        SummaryFailed = "SUMMARY_FAILED", by "`keel.context` (summarise strategy)", retry Never;
+        /// The cold tier's search index failed (SQLite's words in the message).
+        Index = "CONTEXT_INDEX", by "`keel.context`, `coldcontext_search`", retry Never;
     }
 }
 

@@ -205,6 +205,7 @@ impl Plugin for AgentLoop {
             .requires::<Llm>()
             .requires::<Tools>()
             .optional::<SystemPrompt>()
+            .optional::<keel_plugin_api::services::context::ContextManager>()
             // The agent/* events are this loop's seams: it dispatches them, so it declares them
             // (issue 13 item 2: the kernel declares only kernel/*).
             .declares::<ev::PreStep>()

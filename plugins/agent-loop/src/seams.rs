@@ -5,6 +5,9 @@
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::agent::AgentPoint;
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::context::{
+    Calibration, ContextManager, FitRequest, FitTrigger, Fitted,
+};
 use keel_plugin_api::services::llm::{
     CheckRequest, Llm, LlmCallConfig, LlmClient, LlmRequest, LlmResponse, ModelTool,
 };
@@ -110,6 +113,50 @@ impl Seams {
             .messages(SessionRef::new(session_id))
             .await?
             .messages)
+    }
+
+    // ---- context ---------------------------------------------------------------------------
+
+    /// Whether a `keel.context` row is loaded.
+    pub fn has_context(&self) -> Result<bool> {
+        Ok(self.ctx.get_client::<ContextManager>()?.is_some())
+    }
+
+    /// The history to send, fitted to the model's window by the `keel.context` row (issue 14),
+    /// or `None` when the profile has none (the projection goes unchanged).
+    pub async fn fit(
+        &self,
+        session_id: &str,
+        config: &LlmCallConfig,
+        system: Option<&str>,
+        tools: &[ModelTool],
+        trigger: FitTrigger,
+    ) -> Result<Option<Fitted>> {
+        let Some(context) = self.ctx.get_client::<ContextManager>()? else {
+            return Ok(None);
+        };
+        let request = FitRequest {
+            session_id: session_id.to_owned(),
+            config: config.clone(),
+            system: system.map(str::to_owned),
+            tools: tools.to_vec(),
+            trigger,
+        };
+        context.fit(request).await.map(Some)
+    }
+
+    /// Tells the `keel.context` row what the provider counted for the last request.
+    pub async fn calibrate(&self, session_id: &str, input_tokens: u64) {
+        let Ok(Some(context)) = self.ctx.get_client::<ContextManager>() else {
+            return;
+        };
+        let request = Calibration {
+            session_id: session_id.to_owned(),
+            input_tokens,
+        };
+        if let Err(e) = context.calibrate(request).await {
+            tracing::debug!(session = %session_id, error = %e, "context calibration failed");
+        }
     }
 
     // ---- llm -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use keel_plugin_api::events::agent::{AgentError, PreStep, Request, RequestError, TurnStopping};
+use keel_plugin_api::events::agent::{AgentError, PreStep, RequestError, TurnStopping};
 use keel_plugin_api::events::{Json, agent::InboxClaimed, agent::InboxDiscarded};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::{FinishReason, LlmCallConfig, LlmFailure, LlmRequest};
@@ -22,6 +22,11 @@ use crate::agent::{Agent, InboxMessage};
 use crate::assemble::{Reply, assemble};
 use crate::retry::{self, Decision};
 use crate::seams::{BatchOutcome, Seams};
+
+#[path = "turn_context.rs"]
+mod context;
+#[path = "turn_request.rs"]
+mod request;
 
 /// How often a waiting step looks at the abort flag.
 const ABORT_POLL: Duration = Duration::from_millis(25);
@@ -53,6 +58,9 @@ pub async fn run(agent: &Agent, seams: &Seams, first: Vec<InboxMessage>) -> Resu
         step_open: false,
         attempt: 0,
         context: None,
+        overflow: None,
+        overflow_retried: false,
+        estimate: None,
     };
     let reason = t.steps(first).await;
     let reason = match reason {
@@ -105,6 +113,14 @@ struct Turn<'a> {
     /// config, the tool list and the system prompt. A tool or prompt change shows from the
     /// next turn on; `agent/request` still runs for every request.
     context: Option<TurnContext>,
+    /// The server's words when it refused the last request as over its window: the next fit
+    /// compacts for it (issue 14 item 5).
+    /// With the `llm/retry` record logged once the retry goes out.
+    overflow: Option<(String, serde_json::Value)>,
+    /// This turn already retried once after a server-side overflow.
+    overflow_retried: bool,
+    /// The context manager's estimate of the request in flight.
+    estimate: Option<keel_plugin_api::services::context::TokenEstimate>,
 }
 
 struct TurnContext {
@@ -289,8 +305,9 @@ impl Turn<'_> {
                 c.checked = Some(config.clone());
             }
         }
-        // The history as the session froze it: references, nothing encoded or parsed here.
-        let messages = self.seams.messages(&self.sid).await?;
+        // The history as the session froze it (fitted to the window by a context row):
+        // references, nothing encoded or parsed here.
+        let messages = self.history(&config, system.as_deref(), &tools).await?;
         let request = LlmRequest {
             session_id: Some(self.sid.clone()),
             config,
@@ -314,6 +331,7 @@ impl Turn<'_> {
             }
             _ => {
                 self.attempt = 0;
+                self.overflow_retried = false;
                 self.after_reply(reply).await
             }
         }
@@ -338,69 +356,17 @@ impl Turn<'_> {
         }
     }
 
-    async fn call_config(&self, base: LlmCallConfig) -> Result<LlmCallConfig> {
-        let p = Seams::point(
-            &self.sid,
-            self.turn,
-            self.step,
-            &serde_json::to_value(&base)?,
-        )?;
-        let out = self
-            .seams
-            .ctx
-            .run_async_waterfall::<Request, _, _>(
-                p,
-                |p: keel_plugin_api::events::agent::AgentPoint| async move { Ok(p.data) },
-            )
-            .await?;
-        out.parse()
-    }
-
-    /// Logs `request/header` when config, system prompt or tools changed, and
-    /// `request/context` when the route changed (LOOP-05).
-    async fn log_header(
-        &self,
-        config: &LlmCallConfig,
-        system: Option<&str>,
-        tools: &[keel_plugin_api::services::llm::ModelTool],
-    ) -> Result<()> {
-        let header = json!({ "config": config, "system": system, "tools": tools });
-        let (reason, route_changed) = {
-            let st = self.agent.state();
-            let reason = match &st.log.last_header {
-                Some(h) if *h == header => None,
-                Some(_) => Some("change"),
-                None => Some(st.log.header_reason),
-            };
-            let route = (config.provider.clone(), config.model.clone());
-            (reason, st.log.last_route.as_ref() != Some(&route))
-        };
-        if let Some(reason) = reason {
-            self.append(
-                "request/header",
-                json!({ "header": header, "reason": reason }),
-            )
-            .await?;
-            self.agent.state().log.last_header = Some(header);
-        }
-        if route_changed {
-            self.append(
-                "request/context",
-                json!({ "provider": config.provider, "model": config.model }),
-            )
-            .await?;
-            self.agent.state().log.last_route =
-                Some((config.provider.clone(), config.model.clone()));
-        }
-        Ok(())
-    }
-
     /// LOOP-11: the failed step is closed; decide retry before the turn closes.
     async fn after_failure(&mut self, failure: LlmFailure) -> Result<StepEnd> {
         if failure.code == "ABORTED" || self.aborted() {
             return Ok(StepEnd::End(
                 json!({ "kind": "aborted", "reason": { "kind": "user" } }),
             ));
+        }
+        if failure.code == keel_plugin_api::services::llm::LlmCode::ContextWindowExceeded
+            && self.seams.has_context()?
+        {
+            return self.server_overflow(failure).await;
         }
         let policy = self.seams.config.retry.clone();
         let attempt = self.attempt;
@@ -477,14 +443,31 @@ impl Turn<'_> {
             message["reasoning"] = Value::String(reply.reasoning.clone());
         }
         let mut data = json!({ "turn": self.turn, "step": self.step, "message": message });
+        if let Some(estimate) = self.estimate.take() {
+            data["context"] = json!({
+                "estimated_tokens": estimate.tokens,
+                "window": estimate.window,
+            });
+        }
         if let Some(u) = reply.usage {
             data["usage"] = serde_json::to_value(u)?;
+            self.seams.calibrate(&self.sid, u.input_tokens).await;
             let mut st = self.agent.state();
             st.report.usage.input_tokens += u.input_tokens;
             st.report.usage.output_tokens += u.output_tokens;
         } else {
             // Issue 11 item 5: no usage is unknown, not zero (the logged message has none).
             self.agent.state().report.usage_unknown_calls += 1;
+        }
+        // Issue 14 item 1: the run's cumulative usage beside each answer's own (stream-json
+        // shows both as the answer's event), unknown answers counted, never taken as zero.
+        {
+            let st = self.agent.state();
+            data["cumulative_usage"] = json!({
+                "input_tokens": st.report.usage.input_tokens,
+                "output_tokens": st.report.usage.output_tokens,
+                "unknown_calls": st.report.usage_unknown_calls,
+            });
         }
         self.append("assistant/message", data).await?;
         if !reply.text.is_empty() {

@@ -90,8 +90,10 @@ impl Adapter {
     /// Builds the client. No request is made.
     ///
     /// # Errors
-    /// `CONFIG` for an unusable header; `HTTP_CLIENT` when the TLS stack cannot be set up.
+    /// `CONFIG` for an unusable header or limit; `HTTP_CLIENT` when the TLS stack cannot be
+    /// set up.
     pub fn new(config: Config) -> Result<Self, Error> {
+        crate::limits::check(&config)?;
         let mut headers = HeaderMap::new();
         headers.insert(
             header::USER_AGENT,

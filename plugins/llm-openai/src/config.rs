@@ -77,6 +77,17 @@ pub struct Config {
     #[serde(default)]
     #[schemars(schema_with = "stream_schema")]
     pub stream: StreamMode,
+    /// The model's context window in tokens, over the table of defaults (`limits`).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub context_window: Option<u64>,
+    /// Tokens kept free for the answer when no `max_tokens` is set (`limits`).
+    #[serde(default)]
+    pub output_reserve: Option<u64>,
+    /// Bytes of request per token for this model, for the context manager's estimate.
+    #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub bytes_per_token: Option<f64>,
 }
 
 /// The row's `tool_choice`: a mode, or one named function the model must call.
@@ -334,6 +345,30 @@ mod tests {
             props["tool_choice"]["then"],
             json!({"enum": ["auto", "none", "required"]})
         );
+    }
+
+    // Issue 14 item 1: the limit keys are optional, and the schema the kernel checks before
+    // activation refuses a zero window and a bytes_per_token that is not above 0.
+    #[test]
+    fn limit_keys_are_optional_and_bounded_in_the_schema() {
+        let d: Config =
+            serde_json::from_value(json!({"base_url": "http://x/v1", "model": "m"})).unwrap();
+        assert_eq!(
+            (d.context_window, d.output_reserve, d.bytes_per_token),
+            (None, None, None)
+        );
+        let c: Config = serde_json::from_value(json!({
+            "base_url": "http://x/v1", "model": "m",
+            "context_window": 16000, "output_reserve": 500, "bytes_per_token": 3.5
+        }))
+        .unwrap();
+        assert_eq!(
+            (c.context_window, c.output_reserve, c.bytes_per_token),
+            (Some(16000), Some(500), Some(3.5))
+        );
+        let props = &schema()["properties"];
+        assert_eq!(props["context_window"]["minimum"], json!(1));
+        assert_eq!(props["bytes_per_token"]["exclusiveMinimum"], json!(0));
     }
 
     #[test]

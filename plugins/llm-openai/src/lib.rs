@@ -2,10 +2,11 @@
 //! (ARCHITECTURE §8 and §11, requirements C8 and B14).
 //!
 //! The row serves the [`LlmAdapter`](keel_plugin_api::services::llm::LlmAdapter) contract as
-//! `keel.llm.adapter.llm-openai` (`generate` and `check`) and registers its `provider` with `keel.llm`, with the row's `model` as the default
-//! model; an effect unregisters it when the row unloads. The HTTP work ([`client`]) runs on the
-//! plugin's own tokio runtime; the request shape ([`request`]), stream decoding ([`decode`]),
-//! failure mapping ([`failure`]) and credential lookup ([`credential`]) are plain Rust.
+//! `keel.llm.adapter.llm-openai` (`generate`, `check` and `limits`) and registers its `provider`
+//! with `keel.llm`, with the row's `model` as the default model; an effect unregisters it when
+//! the row unloads. The HTTP work ([`client`]) runs on the plugin's own tokio runtime; the
+//! request shape ([`request`]), stream decoding ([`decode`]), failure mapping ([`failure`]),
+//! credential lookup ([`credential`]) and the model's window ([`limits`]) are plain Rust.
 //!
 //! The key is resolved per request through `keel.credentials` when a credentials row is loaded
 //! (an optional requirement, fetched with `get_service` at each request), else from the process
@@ -16,6 +17,7 @@ pub mod config;
 pub mod credential;
 pub mod decode;
 pub mod failure;
+pub mod limits;
 pub mod request;
 pub mod wire_messages;
 
@@ -25,8 +27,8 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::{plugin_runtime, spawn_bridged};
 use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::llm::{
-    CheckRequest, Llm, LlmAdapterProvider, LlmCode, LlmFailure, LlmRequest, LlmResponse,
-    StreamChunk, adapter_service_name, serve_adapter,
+    CheckRequest, Llm, LlmAdapterProvider, LlmCallConfig, LlmCode, LlmFailure, LlmRequest,
+    LlmResponse, ModelLimits, StreamChunk, adapter_service_name, serve_adapter,
 };
 
 pub use client::Adapter;
@@ -75,6 +77,11 @@ impl LlmAdapterProvider for Service {
         self.0
             .check_resolved(&request.config, request.cwd.as_deref())
             .await
+    }
+
+    /// The row's limits, else the table's ([`limits`]); no I/O.
+    async fn limits(&self, config: LlmCallConfig) -> Result<ModelLimits> {
+        Ok(limits::answer(self.0.config(), &config))
     }
 }
 

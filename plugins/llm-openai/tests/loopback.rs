@@ -444,6 +444,24 @@ fn service_generate_runs_on_the_plugin_runtime() {
     assert_eq!(check, Ok(()));
 }
 
+/// Issue 14 item 1: `limits` through the typed contract answers the row's window, without a
+/// request to the server.
+#[test]
+fn service_limits_answer_the_row_window_without_io() {
+    let mock = Mock::start(vec![]);
+    let mut cfg = config(&mock.base_url, KEY_REF);
+    cfg.context_window = Some(16_000);
+    cfg.output_reserve = Some(1_000);
+    let service = client(Arc::new(Adapter::new(cfg).unwrap()));
+    let limits = futures::executor::block_on(service.limits(request("x").config)).unwrap();
+    assert_eq!(
+        (limits.context_window, limits.output_reserve),
+        (Some(16_000), 1_000)
+    );
+    assert_eq!(limits.source, "config");
+    assert!(mock.requests().is_empty());
+}
+
 /// LLM-06: dropping the service future (a cancelled model call) aborts the request on the
 /// plugin runtime, and the provider sees the connection close at once.
 #[test]

@@ -4,7 +4,9 @@
 //! The row serves the `LlmAdapter` contract as `keel.llm.adapter.llm-scripted` and
 //! registers its `provider` (default `scripted`) with `keel.llm`. The script comes from a TOML
 //! or JSON file (`script`) or from the row itself (`steps`); it is loaded and checked at
-//! activation ([`script`]), and answers are chosen and rendered by [`replay`].
+//! activation ([`script`]), and answers are chosen and rendered by [`replay`]. `limits` answers
+//! the row's `context_window` and `output_reserve` (issue 14 item 1), so a test can give the
+//! context manager a window without a model server.
 
 pub mod replay;
 pub mod script;
@@ -15,8 +17,8 @@ use std::sync::Arc;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::llm::{
-    CheckRequest, Llm, LlmAdapterProvider, LlmCode, LlmRequest, LlmResponse, adapter_service_name,
-    serve_adapter,
+    CheckRequest, Llm, LlmAdapterProvider, LlmCallConfig, LlmCode, LlmRequest, LlmResponse,
+    ModelLimits, adapter_service_name, serve_adapter,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -45,6 +47,36 @@ pub struct Config {
     /// Inline steps instead of a file.
     #[serde(default)]
     pub steps: Option<Vec<Step>>,
+    /// The context window `limits` reports, in tokens (unknown when absent).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub context_window: Option<u64>,
+    /// Tokens `limits` reserves for the answer when the request sets no `max_tokens`.
+    #[serde(default)]
+    pub output_reserve: Option<u64>,
+}
+
+/// The row's `context_window` and `output_reserve`, as `limits` reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowLimits {
+    /// `context_window`.
+    pub context_window: Option<u64>,
+    /// `output_reserve`.
+    pub output_reserve: Option<u64>,
+}
+
+impl RowLimits {
+    /// `limits`' answer for `config`: the row's numbers (`source: "config"`) when it sets any,
+    /// the request's `max_tokens` before the row's reserve; else an unknown window.
+    pub fn answer(self, config: &LlmCallConfig) -> ModelLimits {
+        let configured = self.context_window.is_some() || self.output_reserve.is_some();
+        ModelLimits {
+            context_window: self.context_window,
+            output_reserve: config.max_tokens.or(self.output_reserve).unwrap_or(0),
+            bytes_per_token: None,
+            source: if configured { "config" } else { "unknown" }.to_owned(),
+        }
+    }
 }
 
 fn scripted() -> String {
@@ -66,7 +98,7 @@ pub fn load(config: Config) -> Result<Script> {
 }
 
 /// The adapter service: replays the script. `generate` never fails (its failures are chunks).
-pub struct Service(pub Arc<Script>);
+pub struct Service(pub Arc<Script>, pub RowLimits);
 
 impl LlmAdapterProvider for Service {
     async fn generate(&self, request: LlmRequest) -> Result<LlmResponse> {
@@ -80,6 +112,10 @@ impl LlmAdapterProvider for Service {
     /// Keyless and capability-agnostic: a replay can always be dispatched.
     async fn check(&self, _request: CheckRequest) -> Result<()> {
         Ok(())
+    }
+
+    async fn limits(&self, config: LlmCallConfig) -> Result<ModelLimits> {
+        Ok(self.1.answer(&config))
     }
 }
 
@@ -100,8 +136,13 @@ impl Plugin for ScriptedPlugin {
         let config: Config = ctx.config()?;
         let provider = config.provider.clone();
         let model = config.model.clone();
+        let limits = RowLimits {
+            context_window: config.context_window,
+            output_reserve: config.output_reserve,
+        };
         let script = Arc::new(load(config)?);
-        serve_adapter(&ctx, PLUGIN_ID, Service(script), vec![provider], model).await?;
+        let service = Service(script, limits);
+        serve_adapter(&ctx, PLUGIN_ID, service, vec![provider], model).await?;
         Ok(())
     }
 }
@@ -155,7 +196,10 @@ mod tests {
             .unwrap(),
         );
         // Through the typed contract, as `keel.llm` calls it.
-        let handle = ContractHandle::serve::<LlmAdapter, _>(PLUGIN_ID, Service(script));
+        let handle = ContractHandle::serve::<LlmAdapter, _>(
+            PLUGIN_ID,
+            Service(script, RowLimits::default()),
+        );
         let client: LlmAdapterClient = ContractClient::new(handle, "test").into();
         let request: LlmRequest = serde_json::from_value(json!({
             "config": {"provider": "scripted", "model": "scripted"},
@@ -171,7 +215,61 @@ mod tests {
                 {"type": "finish", "reason": {"kind": "stop"}}
             ]})
         );
-        let check = CheckRequest { config, cwd: None };
+        let check = CheckRequest {
+            config: config.clone(),
+            cwd: None,
+        };
         assert_eq!(futures::executor::block_on(client.check(check)), Ok(()));
+        // No window configured: unknown.
+        let limits = futures::executor::block_on(client.limits(config)).unwrap();
+        assert_eq!(
+            (limits.context_window, limits.source.as_str()),
+            (None, "unknown")
+        );
+    }
+
+    // Issue 14 item 1: the row's window and reserve are what `limits` answers, through the
+    // contract; the request's `max_tokens` wins over the row's reserve; the schema the kernel
+    // checks before activation refuses a zero window.
+    #[test]
+    fn limits_answer_the_row_window_and_reserve() {
+        let c: Config = serde_json::from_value(json!({
+            "steps": [{"text": "hi"}], "context_window": 16000, "output_reserve": 700
+        }))
+        .unwrap();
+        let row = RowLimits {
+            context_window: c.context_window,
+            output_reserve: c.output_reserve,
+        };
+        let script = Arc::new(load(c).unwrap());
+        let handle = ContractHandle::serve::<LlmAdapter, _>(PLUGIN_ID, Service(script, row));
+        let client: LlmAdapterClient = ContractClient::new(handle, "test").into();
+        let mut config = LlmCallConfig {
+            provider: "scripted".into(),
+            model: "scripted".into(),
+            ..LlmCallConfig::default()
+        };
+        let limits = futures::executor::block_on(client.limits(config.clone())).unwrap();
+        assert_eq!(
+            limits,
+            ModelLimits {
+                context_window: Some(16000),
+                output_reserve: 700,
+                bytes_per_token: None,
+                source: "config".into(),
+            }
+        );
+        config.max_tokens = Some(99);
+        let limits = futures::executor::block_on(client.limits(config)).unwrap();
+        assert_eq!(limits.output_reserve, 99);
+        let schema = schemars::schema_for!(Config).to_value();
+        assert_eq!(schema["properties"]["context_window"]["minimum"], json!(1));
+    }
+
+    #[test]
+    fn no_configured_limits_is_an_unknown_window() {
+        let limits = RowLimits::default().answer(&LlmCallConfig::default());
+        assert_eq!(limits.source, "unknown");
+        assert_eq!((limits.context_window, limits.output_reserve), (None, 0));
     }
 }

@@ -3,10 +3,12 @@
 //! waterfall, whose terminal dispatches exactly one attempt to the adapter the call was prepared
 //! against. Adapter trouble of any kind comes back as a terminal `finish{error}` chunk
 //! ([`normalise`]); only middleware failures (a listener that failed or panicked) are errors.
+//! `check` and `limits` ([`limits`]) go straight to the provider's adapter, without I/O.
 //!
 //! The request is forwarded untouched: its history is a list of `Frozen` messages, so reading
 //! the route, running the waterfall and calling the adapter move references, never the text.
 
+pub mod limits;
 pub mod normalise;
 pub mod registry;
 
@@ -17,8 +19,9 @@ use keel_plugin_api::events::Json;
 use keel_plugin_api::events::llm::{LlmCall, Stream};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::{
-    AdapterRegistration, CheckRequest, Llm, LlmAdapter, LlmCode, LlmFailure, LlmProvider,
-    LlmRequest, LlmResponse, ProviderList, RegisterAdapter, ReplaceProviders,
+    AdapterRegistration, CheckRequest, Llm, LlmAdapter, LlmAdapterClient, LlmCallConfig, LlmCode,
+    LlmFailure, LlmProvider, LlmRequest, LlmResponse, ModelLimits, ProviderList, RegisterAdapter,
+    ReplaceProviders,
 };
 
 use registry::{PreparedCall, Registry, RegistryError};
@@ -78,27 +81,41 @@ impl LlmProvider for Service {
     async fn stream(&self, request: LlmRequest) -> Result<LlmResponse> {
         stream(self.ctx, &self.state, request).await
     }
+
+    async fn limits(&self, config: LlmCallConfig) -> Result<ModelLimits> {
+        let adapter = adapter_for(self.ctx, &self.state, &config.provider)?;
+        limits::from_adapter(&adapter, config).await
+    }
 }
 
 /// `check`: asks the adapter for `config.provider` whether it could dispatch (no I/O).
 async fn check(ctx: Context, state: &Shared, request: CheckRequest) -> Result<()> {
-    let provider = request.config.provider.clone();
+    adapter_for(ctx, state, &request.config.provider)?
+        .check(request)
+        .await
+}
+
+/// The running adapter that serves `provider` (`check` and `limits`).
+///
+/// # Errors
+/// `NO_ADAPTER` when nothing is registered for it or its adapter is not running.
+fn adapter_for(ctx: Context, state: &Shared, provider: &str) -> Result<LlmAdapterClient> {
     let route = {
         let registry = lock(state)?;
         registry
-            .resolve(&provider)
-            .ok_or_else(|| failure_error(registry.no_adapter(&provider)))?
+            .resolve(provider)
+            .ok_or_else(|| failure_error(registry.no_adapter(provider)))?
     };
-    let Some(adapter) = ctx.named_client::<LlmAdapter>(&route.service)? else {
-        return Err(Error::coded(
-            LlmCode::NoAdapter,
-            format!(
-                "provider '{provider}' is registered by '{}', which is not running",
-                route.service
-            ),
-        ));
-    };
-    adapter.check(request).await
+    ctx.named_client::<LlmAdapter>(&route.service)?
+        .ok_or_else(|| {
+            Error::coded(
+                LlmCode::NoAdapter,
+                format!(
+                    "provider '{provider}' is registered by '{}', which is not running",
+                    route.service
+                ),
+            )
+        })
 }
 
 /// `stream`: prepares the call once, then runs `llm/stream` with the dispatching terminal.

@@ -1,0 +1,68 @@
+//! The frozen call config of a request (`agent/request`, LOOP-05) and the `request/header` /
+//! `request/context` events that log it when it changed.
+
+use keel_plugin_api::events::agent::Request;
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::llm::LlmCallConfig;
+use serde_json::json;
+
+use super::{Seams, Turn};
+
+impl Turn<'_> {
+    pub(super) async fn call_config(&self, base: LlmCallConfig) -> Result<LlmCallConfig> {
+        let p = Seams::point(
+            &self.sid,
+            self.turn,
+            self.step,
+            &serde_json::to_value(&base)?,
+        )?;
+        let out = self
+            .seams
+            .ctx
+            .run_async_waterfall::<Request, _, _>(
+                p,
+                |p: keel_plugin_api::events::agent::AgentPoint| async move { Ok(p.data) },
+            )
+            .await?;
+        out.parse()
+    }
+
+    /// Logs `request/header` when config, system prompt or tools changed, and
+    /// `request/context` when the route changed (LOOP-05).
+    pub(super) async fn log_header(
+        &self,
+        config: &LlmCallConfig,
+        system: Option<&str>,
+        tools: &[keel_plugin_api::services::llm::ModelTool],
+    ) -> Result<()> {
+        let header = json!({ "config": config, "system": system, "tools": tools });
+        let (reason, route_changed) = {
+            let st = self.agent.state();
+            let reason = match &st.log.last_header {
+                Some(h) if *h == header => None,
+                Some(_) => Some("change"),
+                None => Some(st.log.header_reason),
+            };
+            let route = (config.provider.clone(), config.model.clone());
+            (reason, st.log.last_route.as_ref() != Some(&route))
+        };
+        if let Some(reason) = reason {
+            self.append(
+                "request/header",
+                json!({ "header": header, "reason": reason }),
+            )
+            .await?;
+            self.agent.state().log.last_header = Some(header);
+        }
+        if route_changed {
+            self.append(
+                "request/context",
+                json!({ "provider": config.provider, "model": config.model }),
+            )
+            .await?;
+            self.agent.state().log.last_route =
+                Some((config.provider.clone(), config.model.clone()));
+        }
+        Ok(())
+    }
+}

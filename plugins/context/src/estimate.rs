@@ -1,0 +1,142 @@
+//! Token accounting (issue 14 item 1): bytes of a request → tokens, corrected per session from
+//! what the provider reports.
+//!
+//! Why an estimate and not a tokenizer: keel talks to many servers (OpenAI, llama.cpp, vLLM,
+//! …) whose tokenizers it cannot know from a model name, and a wrong exact count is worse than
+//! an honest estimate that the provider's own `usage.prompt_tokens` corrects after every
+//! request. The estimate counts the request as the model server receives it: the JSON text of
+//! every message plus the system prompt and the tool schemas, at `bytes_per_token` (the
+//! adapter's figure, else the row's default), until the first reported usage replaces it with
+//! the session's measured ratio. A server that refuses a request as too long lowers the ratio
+//! so that the refused request counts as over the window.
+
+/// Bytes added per message for the wire framing the frozen message does not show (role tags,
+/// separators a chat template inserts).
+pub const MESSAGE_OVERHEAD_BYTES: u64 = 12;
+
+/// The ratio is kept within these bounds whatever a provider reports.
+const MIN_BYTES_PER_TOKEN: f64 = 0.5;
+const MAX_BYTES_PER_TOKEN: f64 = 16.0;
+
+/// One session's meter.
+#[derive(Debug, Clone, Default)]
+pub struct Meter {
+    /// Measured bytes per token, once a provider reported usage.
+    measured: Option<f64>,
+    /// The bytes of the last request this session fitted.
+    last_bytes: Option<u64>,
+}
+
+impl Meter {
+    /// The ratio in force: measured, else `fallback`.
+    pub fn bytes_per_token(&self, fallback: f64) -> f64 {
+        self.measured.unwrap_or(fallback)
+    }
+
+    /// How the tokens are counted, for the log.
+    pub fn method(&self, fallback: f64) -> String {
+        match self.measured {
+            Some(r) => format!("calibrated ({r:.2} bytes/token)"),
+            None => format!("estimated ({fallback:.2} bytes/token)"),
+        }
+    }
+
+    /// Tokens of `bytes` at the ratio in force (rounded up).
+    pub fn tokens(&self, bytes: u64, fallback: f64) -> u64 {
+        tokens_at(bytes, self.bytes_per_token(fallback))
+    }
+
+    /// Remembers the size of the request about to be sent.
+    pub fn sent(&mut self, bytes: u64) {
+        self.last_bytes = Some(bytes);
+    }
+
+    /// The bytes of the last request sent.
+    pub fn last_bytes(&self) -> Option<u64> {
+        self.last_bytes
+    }
+
+    /// The provider counted `input_tokens` for the last request sent.
+    pub fn calibrate(&mut self, input_tokens: u64) {
+        if let Some(bytes) = self.last_bytes
+            && input_tokens > 0
+        {
+            #[allow(clippy::cast_precision_loss, reason = "ratios of request sizes")]
+            let ratio = bytes as f64 / input_tokens as f64;
+            self.measured = Some(ratio.clamp(MIN_BYTES_PER_TOKEN, MAX_BYTES_PER_TOKEN));
+        }
+    }
+
+    /// The provider refused the last request as over `window` tokens: whatever the ratio was,
+    /// that request counts as over the window from now on (with a 10 % margin).
+    pub fn refused(&mut self, window: u64, fallback: f64) {
+        let Some(bytes) = self.last_bytes else {
+            return;
+        };
+        #[allow(clippy::cast_precision_loss, reason = "ratios of request sizes")]
+        let at_most = bytes as f64 / (window as f64 + 1.0) * 0.9;
+        let ratio = self.bytes_per_token(fallback).min(at_most);
+        self.measured = Some(ratio.clamp(MIN_BYTES_PER_TOKEN, MAX_BYTES_PER_TOKEN));
+    }
+}
+
+/// Tokens of `bytes` at `bytes_per_token`, rounded up.
+pub fn tokens_at(bytes: u64, bytes_per_token: f64) -> u64 {
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "request sizes are far below 2^52 and the ratio is positive"
+    )]
+    let t = (bytes as f64 / bytes_per_token).ceil() as u64;
+    t
+}
+
+/// The bytes `tokens` stand for at `bytes_per_token`, rounded down.
+pub fn bytes_at(tokens: u64, bytes_per_token: f64) -> u64 {
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "token counts are far below 2^52 and the ratio is positive"
+    )]
+    let b = (tokens as f64 * bytes_per_token).floor() as u64;
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_ratio_until_usage_then_the_measured_one() {
+        let mut m = Meter::default();
+        assert_eq!(m.tokens(4000, 4.0), 1000);
+        m.calibrate(500); // nothing sent yet: ignored
+        assert_eq!(m.tokens(4000, 4.0), 1000);
+        m.sent(3000);
+        m.calibrate(1000);
+        assert_eq!(m.tokens(4000, 4.0), 1334);
+        assert!(m.method(4.0).starts_with("calibrated (3.00"));
+    }
+
+    #[test]
+    fn a_refusal_makes_the_refused_size_count_as_over_the_window() {
+        let mut m = Meter::default();
+        m.sent(40_000);
+        m.refused(8_000, 4.0);
+        assert!(m.tokens(40_000, 4.0) > 8_000);
+        // A measured ratio that already says so is kept.
+        let mut m = Meter::default();
+        m.sent(40_000);
+        m.calibrate(20_000);
+        m.refused(8_000, 4.0);
+        assert_eq!(m.bytes_per_token(4.0), 2.0);
+    }
+
+    #[test]
+    fn tokens_round_up_and_bytes_round_down() {
+        assert_eq!(tokens_at(9, 4.0), 3);
+        assert_eq!(bytes_at(3, 2.5), 7);
+    }
+}

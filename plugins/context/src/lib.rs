@@ -1,0 +1,118 @@
+//! `context`: long sessions (issue 14; CTX-01…06, MEM-08). Serves `keel.context` — the agent
+//! loop's `fit` before every model request — and the `coldcontext_search` /
+//! `coldcontext_read` tools.
+//!
+//! What it owns and why it is a plugin: the kernel and the loop know nothing of tokens or
+//! windows. This row measures each request against the window its adapter row reports
+//! (`keel.llm` `limits`), and past the threshold compacts the history *by replacement*: old
+//! tool-call groups sink to the cold tier behind a short stub (or, when configured, are
+//! summarised by a side request), oversized results are capped to head and tail. Every
+//! original stays in the session log, where the cold tools read it back exactly; the search
+//! index is derived from the log. A profile without this row sends the history unchanged.
+//!
+//! Modules: [`config`] (the row's keys), [`estimate`] (bytes → tokens, corrected by usage),
+//! [`plan`] (which runs may be replaced), [`stub`] (what replaces them), [`cold`] (the FTS5
+//! index), [`summarise`] (the optional side request), [`manager`] (`fit`), [`tools`].
+
+pub mod cold;
+pub mod config;
+pub mod estimate;
+pub mod manager;
+pub mod plan;
+pub mod stub;
+pub mod summarise;
+pub mod tools;
+
+use std::sync::Arc;
+
+use keel_plugin_api::codes::ContractCode;
+use keel_plugin_api::events::context::{Compact, Compacted};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::context::{
+    Calibration, ContextManager, ContextProvider, FitRequest, Fitted,
+};
+use keel_plugin_api::services::llm::Llm;
+use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::tools::{
+    ToolProvider, Tools, provider_service_name, register_until_unload,
+};
+
+use crate::config::ContextConfig;
+use crate::manager::Manager;
+use crate::tools::ColdTools;
+
+/// The plugin id; the tool provider is served as `keel.tool.context`.
+pub const PLUGIN_ID: &str = "context";
+
+/// `keel.context` over the manager.
+struct Service(Arc<Manager>);
+
+impl ContextProvider for Service {
+    async fn fit(&self, request: FitRequest) -> Result<Fitted> {
+        self.0.fit(request).await
+    }
+    async fn calibrate(&self, request: Calibration) -> Result<()> {
+        self.0.calibrate(&request.session_id, request.input_tokens);
+        Ok(())
+    }
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct ContextPlugin;
+
+impl Plugin for ContextPlugin {
+    fn manifest(&self) -> Manifest {
+        Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
+            .description("token budget, compaction by replacement, the cold tier and its tools")
+            .provides::<ContextManager>()
+            .provides_named(&provider_service_name(PLUGIN_ID), false)
+            .requires::<Sessions>()
+            .requires::<Llm>()
+            .requires::<Tools>()
+            .declares::<Compact>()
+            .declares::<Compacted>()
+            .config_type::<ContextConfig>()
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: ContextConfig = ctx.config()?;
+        config
+            .check()
+            .map_err(|m| Error::coded(ContractCode::InvalidArguments, format!("context: {m}")))?;
+        let summary_prompt = match &config.summarise {
+            Some(s) if config.strategies.contains(&config::Strategy::Summarise) => {
+                Some(std::fs::read_to_string(&s.prompt).map_err(|e| {
+                    Error::coded(
+                        ContractCode::InvalidArguments,
+                        format!(
+                            "context: cannot read the summary prompt {}: {e}",
+                            s.prompt.display()
+                        ),
+                    )
+                })?)
+            }
+            _ => None,
+        };
+        let manager = Arc::new(Manager::new(
+            ctx.clone(),
+            config,
+            summary_prompt,
+            ctx.client::<Sessions>()?,
+            ctx.client::<Llm>()?,
+        ));
+        ctx.serve::<ContextManager, _>(Service(Arc::clone(&manager)))?;
+        let service = provider_service_name(PLUGIN_ID);
+        ctx.serve_named::<ToolProvider, _>(&service, ColdTools(manager))?;
+        register_until_unload(
+            &ctx,
+            &service,
+            tools::definitions(),
+            "unregister the coldcontext tools",
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(ContextPlugin);
