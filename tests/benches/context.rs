@@ -32,7 +32,7 @@ use keel_tests::bench::{machine, release_dir, summarize};
 #[path = "growth_cpu.rs"]
 mod growth_cpu;
 use growth_cpu::CpuMeter;
-use keel_tests::model_server::{ModelServer, Reply};
+use keel_tests::model_server::{ModelServer, Reply, Window};
 use serde_json::{Value, json};
 
 /// Tool-calling steps of the long session; request STEPS + 1 gets the final answer.
@@ -204,7 +204,7 @@ fn drive(
                 cpu_ns,
                 stubs: stubs.join("\u{1}"),
                 system,
-                tokens: request.counted_tokens(),
+                tokens: request.prompt_tokens(),
             };
             if let Ok(mut s) = samples.lock() {
                 s.push(sample);
@@ -319,7 +319,7 @@ fn long_session(keel: &Path) -> Result<Long, String> {
             &text(i as u64 + 1, &format!("zqmark{i:03}x"), 8000),
         )?;
     }
-    let server = ModelServer::start(replies).with_context_window(WINDOW);
+    let server = ModelServer::start_windowed(Window::new(WINDOW), replies);
     scratch.profile(&server, "")?;
     let (s, source) = drive(keel, &scratch, &server)?;
     if s.len() != STEPS + 1 {
@@ -381,14 +381,16 @@ fn summarise_session(keel: &Path) -> Result<(f64, f64), String> {
         )?;
     }
     scratch.write("config/profiles/summarise.md", PROMPT)?;
-    let server = ModelServer::start(vec![
-        read(0, "a.txt"),
-        read(1, "b.txt"),
-        read(2, "c.txt"),
-        Reply::text("SUMMARY: three files read."),
-        Reply::text("done"),
-    ])
-    .with_context_window(WINDOW);
+    let server = ModelServer::start_windowed(
+        Window::new(WINDOW),
+        vec![
+            read(0, "a.txt"),
+            read(1, "b.txt"),
+            read(2, "c.txt"),
+            Reply::text("SUMMARY: three files read."),
+            Reply::text("done"),
+        ],
+    );
     scratch.profile(
         &server,
         "[[replace]]\nid = \"context\"\nconfig = { strategies = [\"summarise\", \"sink\"], \

@@ -100,36 +100,57 @@ fn a_300_step_session_of_8kb_results_fits_a_16k_window_and_loses_nothing() {
     // the originals.
     let sinks = replacements(&events, "sink");
     assert!(!sinks.is_empty(), "no sink replacement in the log");
+    eprintln!(
+        "context_long: {} sink replacements; largest request {} tokens",
+        sinks.len(),
+        reqs.iter().map(counted).max().unwrap_or(0)
+    );
     let result_seqs: Vec<u64> = events
         .iter()
         .filter(|e| e["type"] == "tool/result" && !is_replacement(e))
         .map(|e| e["seq"].as_u64().unwrap())
         .collect();
+    let mut sunk: Vec<u64> = Vec::new();
     for s in &sinks {
         assert_eq!(s["type"], "assistant/message", "{s}");
         let content = s["data"]["message"]["content"].as_str().unwrap_or_default();
         assert!(content.starts_with(STUB), "{content}");
         assert!(content.contains("coldcontext_read"), "{content}");
-        let refs: Vec<u64> = s["data"]["context"]["refs"]
-            .as_array()
-            .expect("context.refs")
-            .iter()
-            .map(|r| r.as_u64().unwrap())
-            .collect();
-        assert!(!refs.is_empty(), "{s}");
-        for r in &refs {
+        for r in cold_refs(content) {
             assert!(
-                result_seqs.contains(r),
-                "ref {r} is no original result: {s}"
-            );
-            assert!(
-                content.contains(&format!("cold:{r}")),
-                "the stub omits cold:{r}: {s}"
+                result_seqs.contains(&r),
+                "the stub names cold:{r}, no original: {s}"
             );
         }
+        for r in s["data"]["context"]["refs"]
+            .as_array()
+            .expect("context.refs")
+        {
+            let r = r.as_u64().unwrap();
+            assert!(
+                result_seqs.contains(&r),
+                "ref {r} is no original result: {s}"
+            );
+            sunk.push(r);
+        }
+    }
+    // Nothing vanished: each result is either in the last request or sunk by a stub.
+    let last = reqs.last().unwrap();
+    for i in 0..STEPS {
+        let id = format!("c{i}");
+        let seq = original_result(&events, &id)["seq"].as_u64().unwrap();
+        let visible = last
+            .messages()
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["tool_call_id"] == id.as_str());
+        assert!(
+            visible || sunk.contains(&seq),
+            "step {i}'s result is neither sent nor in a stub's refs"
+        );
     }
     // The replayed projection is what the last request carried.
-    let last = reqs.last().unwrap();
     let mut before_answer = replayed(&events);
     assert_eq!(
         before_answer.pop().map(|m| m["content"].clone()),

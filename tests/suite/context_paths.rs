@@ -244,7 +244,7 @@ fn a_second_server_side_overflow_ends_context_overflow_after_one_retry() {
 
 /// Issue 14 item 4 (CTX-01, MEM-08): a result over `result_cap_bytes` reaches the model as
 /// head + tail + a `cold:` reference; the log keeps it whole; `coldcontext_read` pages it back
-/// from the start, saying which bytes of how many it returned.
+/// exactly, each partial page saying which bytes of how many it holds and where to go on.
 #[test]
 fn a_result_over_the_cap_goes_as_head_and_tail_with_a_cold_reference() {
     let server = windowed(
@@ -289,34 +289,45 @@ fn a_result_over_the_cap_goes_as_head_and_tail_with_a_cold_reference() {
     assert_eq!(caps[0]["data"]["call_id"], "b1");
     assert_eq!(caps[0]["data"]["context"]["ref"], seq);
 
-    // Read it back: a partial read from byte 0, with the size of the whole.
-    server.push(Reply::tool_calls(vec![(
-        "r1",
-        "coldcontext_read",
-        args(json!({ "ref": format!("cold:{seq}") })),
-    )]));
+    // Read it back in two pages: the first 4096 bytes, then the rest from the offset the first
+    // page names. Together they are the result, byte for byte.
+    server.push(Reply::tool_calls(vec![
+        (
+            "r1",
+            "coldcontext_read",
+            args(json!({ "ref": format!("cold:{seq}"), "limit": 4096 })),
+        ),
+        (
+            "r2",
+            "coldcontext_read",
+            args(json!({ "ref": format!("cold:{seq}"), "offset": 4096 })),
+        ),
+    ]));
     server.push(Reply::text("read back"));
     let run = env.keel(&["resume", &id, "--profile", "t", "read the rest"]);
     run.expect_code(0);
     contract_holds(&server);
     let events = stored_events(&env, &id);
-    let back = original_result(&events, "r1")["data"]["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let (body, trailer) = back
-        .rsplit_once("[keel: bytes ")
-        .unwrap_or_else(|| panic!("a partial read ends with its byte range: {back}"));
-    let body = body.strip_suffix('\n').unwrap_or(body);
-    assert!(body.len() >= 2048, "{} bytes read", body.len());
+    let page = |call: &str| {
+        let text = original_result(&events, call)["data"]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (body, trailer) = text
+            .rsplit_once("\n[keel: bytes ")
+            .unwrap_or_else(|| panic!("a partial read ends with its byte range: {text}"));
+        (body.to_owned(), trailer.to_owned())
+    };
+    let (first, trailer) = page("r1");
+    assert_eq!(first, whole[..4096], "the first page");
     assert!(
-        whole.starts_with(body),
-        "the read is the result's first bytes"
-    );
-    assert!(
-        trailer.contains(&format!("of {}", whole.len())) && trailer.contains("offset="),
+        trailer.starts_with(&format!("0–4096 of {}", whole.len()))
+            && trailer.contains(r#""offset":4096"#),
         "{trailer}"
     );
+    let (rest, trailer) = page("r2");
+    assert!(trailer.contains("the end"), "{trailer}");
+    assert_eq!(format!("{first}{rest}"), whole, "the pages are the result");
 }
 
 /// Issue 14 item 3 (CTX-04): after a sink, `coldcontext_search` finds a sunk result by its

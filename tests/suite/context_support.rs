@@ -6,7 +6,7 @@
 //! replayed from the log beside the messages a request actually carried.
 
 use keel_tests::Env;
-use keel_tests::model_server::{ModelServer, Reply, Request};
+use keel_tests::model_server::{ModelServer, Reply, Request, Window};
 use serde_json::{Value, json};
 
 use crate::suite::agent_support::{KEY_REF, KEY_VALUE, args, sandbox_usable};
@@ -17,12 +17,13 @@ pub const STUB: &str = "[keel context:";
 /// A loopback model server with a context window of `window` tokens: a request over it is
 /// answered 400 `context_length_exceeded` and consumes no reply.
 pub fn windowed(window: u64, replies: Vec<Reply>) -> ModelServer {
-    ModelServer::start(replies).with_context_window(window)
+    ModelServer::start_windowed(Window::new(window), replies)
 }
 
-/// The tokens the server counted for `r` (its window's measure).
+/// The tokens the server measured `r` by against its window, as OpenAI counts: the prompt
+/// (4 bytes of `messages` + `tools` JSON a token) plus the request's `max_tokens`, if set.
 pub fn counted(r: &Request) -> u64 {
-    r.counted_tokens()
+    r.prompt_tokens() + r.body["max_tokens"].as_u64().unwrap_or(0)
 }
 
 /// A test profile `t`: the shipped `base` and `agent` bundles (the `context` row among them),
