@@ -1,8 +1,9 @@
 //! Compaction survives everything else (issue 14 item 6; CTX-01, CTX-05, SES-03, SES-06):
 //! resume and fork after a compaction send exactly the projection the session had, a SIGKILL
 //! right after a compaction was appended or in the middle of one (its summarise side request in
-//! flight) leaves a valid log with either the old projection or the new one, never half, and
-//! the projection replayed from the log is what the model was sent.
+//! flight, or its replacement line half written) leaves a valid log with either the old
+//! projection or the new one, never half, and the projection replayed from the log is what the
+//! model was sent.
 //!
 //! The scenario: three `read_file` steps of [`BIG`] files under a 16k window (server and row),
 //! so the context manager compacts before the fourth request (see context_paths.rs).
@@ -302,6 +303,63 @@ fn sigkill_during_a_summarise_compaction_leaves_the_old_projection() {
     let events = stored_events(&env, &id);
     let summaries = replacements(&events, "summarise");
     assert_eq!(summaries.len(), 1);
+    let mut replay = replayed(&events);
+    replay.pop();
+    same_history("replay vs the resumed request", &sent(last), &replay);
+}
+
+/// Issue 14 item 6 (CTX-05, SES-06, SES-09): a crash in the middle of writing a compaction's
+/// replacement (the JSONL line cut in half, as a SIGKILL during the write leaves it): the
+/// recovery cuts the torn line, so the log holds the old projection whole — no replacement —
+/// and `keel resume` compacts again into exactly one well-formed replacement.
+#[test]
+fn a_replacement_torn_by_a_crash_is_cut_and_the_session_compacts_again() {
+    let mut replies = first_turn();
+    replies.pop();
+    replies.push(Reply::text("never read: keel is dead"));
+    replies.push(Reply::text("resumed"));
+    let server = windowed(WINDOW, replies);
+    let env = ctx_env(&server, Some((WINDOW, RESERVE)), "");
+    big_files(&env, &["a", "b", "c"]);
+    let id = kill_at(&env, &server, "read a.txt, b.txt and c.txt", |r| {
+        !stubs(r.messages()).is_empty()
+    });
+    let path = crate::suite::sessions_support::jsonl_file(&env, &id);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut at = 0;
+    let mut cut = None;
+    for line in text.split_inclusive('\n') {
+        if line.contains(r#""op":"replace""#) {
+            cut = Some(at + line.len() / 2);
+            break;
+        }
+        at += line.len();
+    }
+    let cut = cut.expect("the compaction's replacement line");
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(cut as u64).unwrap();
+    drop(file);
+
+    let events = recovered(&env, &id);
+    assert!(
+        events.iter().all(|e| !is_replacement(e)),
+        "the torn replacement was cut whole"
+    );
+    assert!(
+        replayed(&events)
+            .iter()
+            .all(|m| !m["content"].as_str().unwrap_or_default().contains(STUB)),
+        "the old projection has no stub"
+    );
+    let run = env.keel(&["resume", &id, "--profile", "t", "go on"]);
+    run.expect_code(0);
+    let reqs = contract_holds(&server);
+    assert_eq!(reqs.len(), 5);
+    let last = &reqs[4];
+    assert!(counted(last) <= WINDOW);
+    assert_eq!(stubs(last.messages()).len(), 1, "compacted again, once");
+    let events = stored_events(&env, &id);
+    assert_eq!(replacements(&events, "sink").len(), 1);
     let mut replay = replayed(&events);
     replay.pop();
     same_history("replay vs the resumed request", &sent(last), &replay);
