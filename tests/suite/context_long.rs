@@ -96,6 +96,32 @@ fn a_300_step_session_of_8kb_results_fits_a_16k_window_and_loses_nothing() {
             "the log lost bytes of step {i}'s result"
         );
     }
+    // Token accounting (item 1): each model reply logs the usage the server billed (its count
+    // of the request), the run's cumulative usage, and the context row's estimate and window;
+    // the result line sums the run.
+    let replies: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"] == "assistant/message" && !is_replacement(e))
+        .collect();
+    assert_eq!(replies.len(), reqs.len());
+    let (mut total, mut worst) = (0u64, 0f64);
+    for (r, e) in reqs.iter().zip(&replies) {
+        let d = &e["data"];
+        assert_eq!(d["usage"]["input_tokens"], r.prompt_tokens(), "{d}");
+        total += r.prompt_tokens();
+        assert_eq!(d["cumulative_usage"]["input_tokens"], total, "{d}");
+        assert_eq!(d["context"]["window"], WINDOW, "{d}");
+        let estimate = d["context"]["estimated_tokens"]
+            .as_u64()
+            .expect("estimated_tokens");
+        let off = (estimate as f64 - r.prompt_tokens() as f64).abs() / r.prompt_tokens() as f64;
+        worst = worst.max(off);
+    }
+    assert_eq!(result["usage"]["input_tokens"], total, "{result}");
+    eprintln!(
+        "context_long: the estimate was at worst {:.1} % off the server's count",
+        worst * 100.0
+    );
     // Compaction ran by sinking (the default strategy), with stubs naming cold references to
     // the originals.
     let sinks = replacements(&events, "sink");
