@@ -160,7 +160,15 @@ fn kill_at(env: &Env, server: &ModelServer, prompt: &str, when: fn(&Request) -> 
             if fired.load(Ordering::SeqCst) || !when(r) {
                 return;
             }
-            let p = pid.load(Ordering::SeqCst);
+            // keel's pid is stored right after the spawn; the first request comes much later.
+            let mut p = pid.load(Ordering::SeqCst);
+            for _ in 0..1000 {
+                if p != 0 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                p = pid.load(Ordering::SeqCst);
+            }
             if let Some(p) = rustix::process::Pid::from_raw(p as i32) {
                 fired.store(true, Ordering::SeqCst);
                 let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
