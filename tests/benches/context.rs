@@ -73,7 +73,6 @@ struct Sample {
     stubs: String,
     /// The request's system message (tells the summarise side request apart).
     system: String,
-    tokens: u64,
 }
 
 /// A fresh home, config and workspace.
@@ -204,7 +203,6 @@ fn drive(
                 cpu_ns,
                 stubs: stubs.join("\u{1}"),
                 system,
-                tokens: request.prompt_tokens(),
             };
             if let Ok(mut s) = samples.lock() {
                 s.push(sample);
@@ -338,7 +336,13 @@ fn long_session(keel: &Path) -> Result<Long, String> {
         normal_wall: 0.0,
         compaction_cpu: 0.0,
         normal_cpu: 0.0,
-        max_tokens: s.iter().map(|x| x.tokens).max().unwrap_or(0),
+        // Counted by the server after the hook ran: read from its record, not the sample.
+        max_tokens: server
+            .completions()
+            .iter()
+            .map(|r| r.prompt_tokens())
+            .max()
+            .unwrap_or(0),
         source,
     };
     for (w, &(a, b)) in WINDOWS.iter().enumerate() {
@@ -408,6 +412,12 @@ fn summarise_session(keel: &Path) -> Result<(f64, f64), String> {
     Ok((summarising, keel_ms(&s, 3)))
 }
 
+/// The 1-minute load average (`None` without `/proc/loadavg`).
+fn loadavg() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
 fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
@@ -420,6 +430,8 @@ fn run(quick: bool) -> Result<(), String> {
     let release = release_dir()?;
     let keel = release.join("keel");
     let (long_runs, short_runs) = if quick { (1, 3) } else { (3, 10) };
+    // Wall times on a shared machine depend on what else runs; the JSON keeps the load.
+    let load_before = loadavg();
     let mut long = Vec::new();
     for i in 0..long_runs {
         let m = long_session(&keel)?;
@@ -497,6 +509,7 @@ fn run(quick: bool) -> Result<(), String> {
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let json = json!({
         "machine": machine(),
+        "loadavg": { "before": load_before, "after": loadavg() },
         "steps": STEPS,
         "window_tokens": WINDOW,
         "output_reserve": RESERVE,
