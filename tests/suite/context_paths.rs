@@ -154,6 +154,14 @@ fn a_request_that_cannot_fit_ends_context_overflow_and_is_never_sent() {
     assert!(replacements(&events, "sink").is_empty());
 }
 
+/// The `llm/retry` events of a server-side overflow (`compact: true`).
+fn compact_retries(events: &[serde_json::Value]) -> usize {
+    events
+        .iter()
+        .filter(|e| e["type"] == "llm/retry" && e["data"]["compact"] == true)
+        .count()
+}
+
 /// Issue 14 item 5 (CTX-03): the row believes in a larger window than the server has; the
 /// server refuses with 400 `context_length_exceeded`, keel compacts and retries once, and the
 /// retry fits.
@@ -192,6 +200,11 @@ fn a_server_side_overflow_compacts_and_retries_once() {
     );
     let events = stored_events(&env, &session_of(&result));
     assert!(!replacements(&events, "sink").is_empty());
+    assert_eq!(
+        compact_retries(&events),
+        1,
+        "one llm/retry with compact: true"
+    );
     let mut replay = replayed(&events);
     replay.pop();
     same_history("replay vs the retry", &sent(&reqs[3]), &replay);
@@ -234,6 +247,7 @@ fn a_second_server_side_overflow_ends_context_overflow_after_one_retry() {
     );
     let events = stored_events(&env, &session_of(&result));
     assert_eq!(last_error_code(&events), "CONTEXT_OVERFLOW");
+    assert_eq!(compact_retries(&events), 1, "the one retry that went out");
     let end = events.iter().rfind(|e| e["type"] == "turn/end").unwrap();
     let message = end["data"]["reason"]["error"]["message"]
         .as_str()
