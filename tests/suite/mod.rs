@@ -36,6 +36,8 @@ mod context_paths;
 mod context_support;
 /// Compaction survives resume, fork, SIGKILL and replay (issue 14 item 6).
 mod context_survives;
+/// A vetoed compaction plan appends nothing; what no longer fits ends CONTEXT_OVERFLOW (issue 14).
+mod context_veto;
 /// `keel doctor` asks the rows that serve checks; the kernel knows no sandbox (issue 13 item 2).
 mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).

@@ -174,7 +174,6 @@ crate::error_codes! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codes::ErrorCode;
 
     #[test]
     fn a_plan_round_trips_with_tagged_actions() {

@@ -51,11 +51,6 @@ impl Meter {
         self.last_bytes = Some(bytes);
     }
 
-    /// The bytes of the last request sent.
-    pub fn last_bytes(&self) -> Option<u64> {
-        self.last_bytes
-    }
-
     /// The provider counted `input_tokens` for the last request sent.
     pub fn calibrate(&mut self, input_tokens: u64) {
         if let Some(bytes) = self.last_bytes
@@ -123,15 +118,32 @@ mod tests {
     #[test]
     fn a_refusal_makes_the_refused_size_count_as_over_the_window() {
         let mut m = Meter::default();
-        m.sent(40_000);
+        m.refused(8_000, 4.0); // nothing sent yet: nothing learnt
+        assert_eq!(m.bytes_per_token(4.0), 4.0);
+        // 30 000 bytes looked like 7 500 tokens, under 8 000; the server said otherwise.
+        m.sent(30_000);
+        assert_eq!(m.tokens(30_000, 4.0), 7_500);
         m.refused(8_000, 4.0);
-        assert!(m.tokens(40_000, 4.0) > 8_000);
+        let ratio = m.bytes_per_token(4.0);
+        assert!((ratio - 30_000.0 / 8_001.0 * 0.9).abs() < 1e-9, "{ratio}");
+        assert_eq!(m.tokens(30_000, 4.0), 8_890);
         // A measured ratio that already says so is kept.
         let mut m = Meter::default();
         m.sent(40_000);
         m.calibrate(20_000);
         m.refused(8_000, 4.0);
         assert_eq!(m.bytes_per_token(4.0), 2.0);
+    }
+
+    #[test]
+    fn a_usage_of_zero_tokens_teaches_nothing() {
+        let mut m = Meter::default();
+        m.sent(4_000);
+        m.calibrate(0);
+        assert_eq!(m.bytes_per_token(4.0), 4.0);
+        assert!(m.method(4.0).starts_with("estimated"));
+        m.calibrate(1);
+        assert_eq!(m.bytes_per_token(4.0), 16.0, "clamped");
     }
 
     #[test]

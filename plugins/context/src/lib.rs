@@ -11,9 +11,10 @@
 //! index is derived from the log. A profile without this row sends the history unchanged.
 //!
 //! Modules: [`config`] (the row's keys), [`estimate`] (bytes → tokens, corrected by usage),
-//! [`plan`] (which runs may be replaced), [`stub`] (what replaces them), [`cold`] (the FTS5
+//! [`plan`] (which runs may be replaced), [`actions`] (caps and runs for a view), [`stub`] (what replaces them), [`cold`] (the FTS5
 //! index), [`summarise`] (the optional side request), [`manager`] (`fit`), [`tools`].
 
+pub mod actions;
 pub mod cold;
 pub mod config;
 pub mod estimate;
@@ -95,7 +96,7 @@ impl Plugin for ContextPlugin {
             _ => None,
         };
         let manager = Arc::new(Manager::new(
-            ctx.clone(),
+            ctx,
             config,
             summary_prompt,
             ctx.client::<Sessions>()?,

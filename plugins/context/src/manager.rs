@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::context::{Compact, Compacted, ContextPoint};
 use keel_plugin_api::prelude::*;
@@ -22,17 +21,14 @@ use keel_plugin_api::services::context::{
 };
 use keel_plugin_api::services::llm::{LlmCallConfig, LlmClient, ModelLimits};
 use keel_plugin_api::services::session::{
-    AppendEvents, EventRecord, ReadEvents, SessionRef, SessionsClient, SurfaceNode, SurfaceRole,
+    AppendEvents, EventRecord, ReadEvents, SessionRef, SessionsClient, SurfaceNode,
 };
 
+use crate::actions::check_plan;
 use crate::cold::{ColdIndex, ColdItem};
-use crate::config::{ContextConfig, Strategy};
+use crate::config::ContextConfig;
 use crate::estimate::{MESSAGE_OVERHEAD_BYTES, Meter, bytes_at};
-use crate::plan::{PlanNode, Role, plan_runs};
-use crate::stub::{self, STUB_BYTES, Sunk};
-
-/// Slack over the cap before a result is capped (the message's JSON framing).
-const CAP_SLACK: usize = 512;
+use crate::stub::{self, Sunk};
 
 /// One session's state in this process.
 #[derive(Debug, Default)]
@@ -80,9 +76,9 @@ pub struct Manager {
 }
 
 /// A request's measure.
-struct Measure {
-    bytes: u64,
-    tokens: u64,
+pub(crate) struct Measure {
+    pub(crate) bytes: u64,
+    pub(crate) tokens: u64,
 }
 
 fn overflow(message: String) -> Error {
@@ -153,7 +149,10 @@ impl Manager {
             .unwrap_or(self.config.bytes_per_token);
         let fixed = request.system.as_ref().map_or(0, |s| s.len() as u64)
             + serde_json::to_string(&request.tools).map_or(0, |t| t.len() as u64);
-        let window = limits.context_window;
+        // A row that does not know its window learns it from a server that says it.
+        let window = limits
+            .context_window
+            .or_else(|| stated_window(&request.trigger));
         let usable = window.map(|w| w.saturating_sub(limits.output_reserve));
         if let (FitTrigger::ServerOverflow { .. }, Some(w)) = (&request.trigger, window) {
             self.states()
@@ -257,66 +256,6 @@ impl Manager {
             .or_default()
             .meter
             .calibrate(input_tokens);
-    }
-
-    /// The actions for this view: caps of oversized originals, and — when `target` is set —
-    /// runs that bring the request down to it (the newest groups kept as long as possible).
-    fn plan(
-        &self,
-        view: &[SurfaceNode],
-        now: &Measure,
-        target: Option<u64>,
-        bpt: f64,
-    ) -> Vec<CompactAction> {
-        let cap = self.config.result_cap_bytes;
-        let mut nodes: Vec<PlanNode> = view.iter().map(plan_node).collect();
-        let mut caps: Vec<usize> = Vec::new();
-        for (i, n) in view.iter().enumerate() {
-            if !n.replacement
-                && matches!(n.role, SurfaceRole::Tool { .. })
-                && n.message.len() > cap + CAP_SLACK
-            {
-                caps.push(i);
-                nodes[i].bytes = (cap * 3 / 4 + CAP_SLACK) as u64;
-            }
-        }
-        let saved: u64 = caps
-            .iter()
-            .map(|&i| (view[i].message.len() as u64).saturating_sub(nodes[i].bytes))
-            .sum();
-        let mut actions = Vec::new();
-        let mut in_runs: Vec<(usize, usize)> = Vec::new();
-        if let Some(target) = target {
-            let need = now
-                .bytes
-                .saturating_sub(saved)
-                .saturating_sub(bytes_at(target, bpt));
-            let strategy = self.config.strategies.first().copied();
-            let mut runs = plan_runs(&nodes, need, self.config.keep_recent_steps, STUB_BYTES);
-            for keep in (1..self.config.keep_recent_steps).rev() {
-                if runs
-                    .bytes
-                    .saturating_sub(STUB_BYTES * runs.ranges.len() as u64)
-                    >= need
-                {
-                    break;
-                }
-                runs = plan_runs(&nodes, need, keep, STUB_BYTES);
-            }
-            for seqs in runs.seqs(&nodes) {
-                actions.push(match strategy {
-                    Some(Strategy::Summarise) => CompactAction::Summarise { seqs },
-                    _ => CompactAction::Sink { seqs },
-                });
-            }
-            in_runs = runs.ranges;
-        }
-        for i in caps {
-            if !in_runs.iter().any(|&(s, e)| (s..e).contains(&i)) {
-                actions.push(CompactAction::Cap { seq: view[i].seq });
-            }
-        }
-        actions
     }
 
     /// Runs the waterfall and appends what the plan says; `None` when nothing was appended.
@@ -486,56 +425,22 @@ fn threshold_of(usable: u64, share: f64) -> u64 {
     t
 }
 
+/// The window a refusal states, in OpenAI's and llama.cpp's words ("maximum context length is
+/// 8192 tokens").
+fn stated_window(trigger: &FitTrigger) -> Option<u64> {
+    let FitTrigger::ServerOverflow { message } = trigger else {
+        return None;
+    };
+    let rest = &message[message.find("maximum context length is ")? + 26..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok().filter(|w| *w > 0)
+}
+
 fn server_words(trigger: &FitTrigger) -> String {
     match trigger {
         FitTrigger::ServerOverflow { message } => format!("; the server said: {message}"),
         FitTrigger::Request => String::new(),
     }
-}
-
-/// The planner's view of one node.
-fn plan_node(n: &SurfaceNode) -> PlanNode {
-    PlanNode {
-        seq: n.seq,
-        role: match &n.role {
-            SurfaceRole::User => Role::User,
-            SurfaceRole::Assistant { calls } => Role::Assistant { calls: calls.len() },
-            SurfaceRole::Tool { .. } => Role::Tool,
-        },
-        bytes: n.message.len() as u64,
-        stub: n.replacement
-            && matches!(&n.role, SurfaceRole::Assistant { calls } if calls.is_empty()),
-    }
-}
-
-/// A plan a listener returned must still name visible nodes the way the planner would: runs
-/// of consecutive visible nodes, a cap on one tool result.
-fn check_plan(actions: &[CompactAction], view: &[SurfaceNode]) -> Result<()> {
-    let position = |seq: u64| view.iter().position(|n| n.seq == seq);
-    let bad = |msg: String| Err(Error::coded(ContractCode::InvalidArguments, msg));
-    for action in actions {
-        match action {
-            CompactAction::Cap { seq } => {
-                if !position(*seq).is_some_and(|i| matches!(view[i].role, SurfaceRole::Tool { .. }))
-                {
-                    return bad(format!(
-                        "context/compact: cap of seq {seq}, which is not a visible tool result"
-                    ));
-                }
-            }
-            CompactAction::Sink { seqs } | CompactAction::Summarise { seqs } => {
-                let positions: Option<Vec<usize>> = seqs.iter().map(|s| position(*s)).collect();
-                let ok = positions
-                    .is_some_and(|p| !p.is_empty() && p.windows(2).all(|w| w[1] == w[0] + 1));
-                if !ok {
-                    return bad(format!(
-                        "context/compact: the run {seqs:?} is not a contiguous run of visible messages"
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 fn index_error(e: crate::cold::IndexError) -> Error {
@@ -544,3 +449,23 @@ fn index_error(e: crate::cold::IndexError) -> Error {
 
 /// Shared handle.
 pub type SharedManager = Arc<Manager>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_that_states_its_window_gives_it() {
+        let said = |m: &str| {
+            stated_window(&FitTrigger::ServerOverflow {
+                message: m.to_owned(),
+            })
+        };
+        assert_eq!(
+            said("This model's maximum context length is 8192 tokens. However, …"),
+            Some(8192)
+        );
+        assert_eq!(said("prompt too long"), None);
+        assert_eq!(stated_window(&FitTrigger::Request), None);
+    }
+}

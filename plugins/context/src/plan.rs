@@ -74,7 +74,7 @@ fn units(nodes: &[PlanNode]) -> Vec<Unit> {
             start: i,
             end,
             sinkable,
-            only_stub: n.stub && end == i + 1,
+            only_stub: n.stub,
             bytes: nodes[i..end].iter().map(|m| m.bytes).sum(),
         });
         i = end;

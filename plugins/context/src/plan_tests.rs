@@ -95,6 +95,22 @@ fn a_run_over_an_earlier_stub_grows_to_its_seq_closure() {
 }
 
 #[test]
+fn plain_assistant_text_sinks_but_a_run_of_earlier_stubs_alone_does_not() {
+    let text = |seq| PlanNode {
+        bytes: 5000,
+        ..call(seq, 0)
+    };
+    let nodes = [user(0), text(1), text(2), call(3, 0)];
+    assert_eq!(plan_runs(&nodes, 100, 1, 300).ranges, [(1, 2)]);
+    let big_stub = |seq| PlanNode {
+        bytes: 5000,
+        ..stub(seq)
+    };
+    let nodes = [user(0), big_stub(1), big_stub(2), call(3, 0)];
+    assert_eq!(plan_runs(&nodes, 100, 1, 300), Runs::default());
+}
+
+#[test]
 fn nothing_to_sink_is_an_empty_plan() {
     assert_eq!(plan_runs(&[user(0)], 100, 4, 10), Runs::default());
     assert_eq!(plan_runs(&session(3), 100, 4, 10), Runs::default());

@@ -178,7 +178,7 @@ impl SessionManager {
     pub async fn surface(&self, id: &str) -> Result<(Vec<SurfaceNode>, u64)> {
         if let Some(live) = self.live(id) {
             let log = lock(&live.log);
-            return Ok((log.projection().surface()?, log.len() as u64));
+            return Ok((log.projection().surface()?, log.len()));
         }
         let snap = self.inspect(id).await?;
         let mut events = snap.events;

@@ -2,8 +2,9 @@
 //! tests can prove a failing plugin listener ends only its turn (LOOP-08).
 //!
 //! Row config: `seam` (`tools/pre-execute`, `llm/stream`, `tools/execute`, `session/flush`,
-//! `agent/turn-stopping`),
-//! `action` (`panic` or `error` the first time, `steer` for turn-stopping, `log` to log `text`
+//! `agent/turn-stopping`, `context/compact`),
+//! `action` (`panic` or `error` the first time, `steer` for turn-stopping, `veto` for
+//! context/compact (every plan is refused), `log` to log `text`
 //! at warn level and print it with `println!`/`eprintln!` every time, `delay` to wait
 //! `delay_ms` every time and pass — a slow hook, like an approval waiting for a person), and
 //! `marker`: a
@@ -19,6 +20,7 @@ use std::path::PathBuf;
 
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::agent::TurnStopping;
+use keel_plugin_api::events::context::Compact;
 use keel_plugin_api::events::llm::Stream;
 use keel_plugin_api::events::session::SessionFlush;
 use keel_plugin_api::events::tools::{Execute, PreExecute};
@@ -138,6 +140,16 @@ impl Plugin for Hooks {
                         }
                         Ok(None)
                     }
+                })?;
+            }
+            "context/compact" => {
+                ctx.waterfall::<Compact>(opts, move |point, next| {
+                    if config.action == "veto" {
+                        let mut plan: serde_json::Value = point.data.parse()?;
+                        plan["veto"] = serde_json::json!("proof-agent-hooks vetoes every plan");
+                        point.data = Json::of(&plan)?;
+                    }
+                    next.run(point)
                 })?;
             }
             other => {
