@@ -27,6 +27,15 @@ mod cli_commands;
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
+/// Issue 14's long session: 300 steps of 8 KB under a 16k window (CTX-01/03/04/05, MEM-08).
+mod context_long;
+/// Issue 14's other context paths: summarise, refuse, server-side overflow, the result cap,
+/// the cold tier's tools (CTX-01…06).
+mod context_paths;
+/// Helpers for the context suites (issue 14).
+mod context_support;
+/// Compaction survives resume, fork, SIGKILL and replay (issue 14 item 6).
+mod context_survives;
 /// A vetoed compaction plan appends nothing; what no longer fits ends CONTEXT_OVERFLOW (issue 14).
 mod context_veto;
 /// `keel doctor` asks the rows that serve checks; the kernel knows no sandbox (issue 13 item 2).
