@@ -122,8 +122,9 @@ fn long_arguments_are_clipped_on_a_char_boundary() {
 
 #[test]
 fn head_and_tail_back_off_to_char_boundaries_and_the_omitted_count_is_exact() {
-    // One ASCII byte first puts both cut points inside two-byte characters.
-    let content = format!("x{}", "é".repeat(3000));
+    // One ASCII byte before and one after the two-byte characters put both cut points inside
+    // one: cap/2 = 2048 and len − cap/4 = 6002 − 1024 = 4978 are both inside an `é`.
+    let content = format!("x{}y", "é".repeat(3000));
     let original = ev(
         4,
         "tool/result",
@@ -134,13 +135,13 @@ fn head_and_tail_back_off_to_char_boundaries_and_the_omitted_count_is_exact() {
     let text = data["content"].as_str().unwrap();
     let head = text.split("\n\n[keel context:").next().unwrap();
     let tail = text.rsplit("]\n\n").next().unwrap();
-    assert_eq!(head.len(), 2047, "cap/2 = 2048 backs off inside é");
-    assert_eq!(tail.len(), 1024, "len − cap/4 = 5977 moves up to 5978");
+    assert_eq!(head.len(), 2047, "the head backs off to 2047");
+    assert_eq!(tail.len(), 1023, "the tail starts at 4979");
     assert!(content.starts_with(head) && content.ends_with(tail));
     let omitted = content.len() - head.len() - tail.len();
     assert!(
         text.contains(&format!(
-            "[keel context: {omitted} bytes of this 6001-byte result"
+            "[keel context: {omitted} bytes of this 6002-byte result"
         )),
         "{text}"
     );
