@@ -121,6 +121,8 @@ fn a_need_met_by_the_first_segment_leaves_the_next_one_and_the_bytes_add_up() {
     }
     let runs = plan_runs(&nodes, 8000, 1, 300);
     assert_eq!(runs.ranges, [(1, 5)]);
+    // Freeing exactly what is needed is enough.
+    assert_eq!(plan_runs(&nodes, 7800, 1, 300).ranges, [(1, 3)]);
     assert_eq!(runs.bytes, 16_200);
     // Needing more takes the next segment too (only as far as needed), summing the bytes.
     let runs = plan_runs(&nodes, 30_000, 1, 300);

@@ -101,7 +101,7 @@ fn a_capped_result_in_a_run_sinks_its_original_and_few_items_need_no_tail_line()
 
 #[test]
 fn long_arguments_are_clipped_on_a_char_boundary() {
-    let args = format!("{{\"p\":\"{}\"}}", "é".repeat(100));
+    let args = format!("{{\"pp\":\"{}\"}}", "é".repeat(100));
     let call = ev(
         1,
         "assistant/message",
@@ -109,8 +109,9 @@ fn long_arguments_are_clipped_on_a_char_boundary() {
     );
     let result = ev(3, "tool/result", json!({"call_id": "c", "content": "x"}));
     let what = &sunk_from(&[call, result], &[]).items[0].what;
-    // "t " + 80 bytes of the arguments, backed off to a boundary: `{"p":"` is 6, then é's.
-    assert_eq!(what, &format!("t {{\"p\":\"{}…", "é".repeat(37)));
+    // "t " + 80 bytes of the arguments, backed off to a boundary: `{"pp":"` is 7, then é's
+    // (byte 80 is inside the 37th).
+    assert_eq!(what, &format!("t {{\"pp\":\"{}…", "é".repeat(36)));
     let short = ev(
         1,
         "assistant/message",
