@@ -8,7 +8,7 @@
 //! `read_file` result about 3,900. Under a 16k window (reserve 1024, threshold 80 %: 12,288
 //! tokens) the request after two big results fits and the one after three does not.
 
-use keel_tests::model_server::{Reply, check_tool_call_contract};
+use keel_tests::model_server::{Reply, check_tool_call_contract, error_body};
 use serde_json::json;
 
 use crate::suite::agent_support::{
@@ -212,14 +212,26 @@ fn a_server_side_overflow_compacts_and_retries_once() {
 
 /// Issue 14 item 5 (CTX-03): when the compacted request is refused again there is exactly
 /// one retry, then the turn ends `CONTEXT_OVERFLOW` (exit 1) and its message keeps the
-/// server's words.
+/// server's words. The server refuses without stating its window, so keel cannot learn it.
 #[test]
 fn a_second_server_side_overflow_ends_context_overflow_after_one_retry() {
+    let refusal = || {
+        Reply::status(
+            400,
+            error_body(
+                "This prompt is too long for the model.",
+                "invalid_request_error",
+                "context_length_exceeded",
+            ),
+        )
+    };
     let server = windowed(
-        5000,
+        1_000_000,
         vec![
             read_call("s1", "s.txt"),
             read_call("b1", "b.txt"),
+            refusal(),
+            refusal(),
             Reply::text("never"),
         ],
     );
@@ -239,10 +251,9 @@ fn a_second_server_side_overflow_ends_context_overflow_after_one_retry() {
         4,
         "r1, r2, r3 refused, exactly one retry refused"
     );
-    assert_eq!(server.consumed(), 2);
-    assert!(counted(&reqs[2]) > 5000 && counted(&reqs[3]) > 5000);
+    assert_eq!(server.consumed(), 4);
     assert!(
-        !stubs(reqs[3].messages()).is_empty(),
+        stubs(reqs[2].messages()).is_empty() && !stubs(reqs[3].messages()).is_empty(),
         "the retry was compacted first"
     );
     let events = stored_events(&env, &session_of(&result));
@@ -251,9 +262,46 @@ fn a_second_server_side_overflow_ends_context_overflow_after_one_retry() {
     let end = events.iter().rfind(|e| e["type"] == "turn/end").unwrap();
     let message = end["data"]["reason"]["error"]["message"]
         .as_str()
-        .unwrap_or_default()
-        .to_lowercase();
-    assert!(message.contains("context length"), "{end}");
+        .unwrap_or_default();
+    assert!(message.contains("too long for the model"), "{end}");
+}
+
+/// Issue 14 item 5: a refusal that states the server's window ("maximum context length is
+/// 5000 tokens") overrules a row that claims 100,000. What cannot fit that window after
+/// compaction is not sent again: the turn ends `CONTEXT_OVERFLOW` naming the learnt window,
+/// with no retry logged.
+#[test]
+fn a_stated_window_smaller_than_the_rows_overrules_it_and_nothing_doomed_is_sent() {
+    let server = windowed(
+        5000,
+        vec![
+            read_call("s1", "s.txt"),
+            read_call("b1", "b.txt"),
+            Reply::text("never"),
+        ],
+    );
+    let env = ctx_env(
+        &server,
+        Some((100_000, RESERVE)),
+        "{ keep_recent_steps = 1 }",
+    );
+    env.file("work/s.txt", &marked_text(3, "zqsmallmark", 4000));
+    big_files(&env, &["b"]);
+    let (run, result) = run_json(&env, "read s.txt then b.txt", &[]);
+    run.expect_code(1);
+    assert!(run.stderr.contains("CONTEXT_OVERFLOW"), "{}", run.stderr);
+    let reqs = contract_holds(&server);
+    assert_eq!(reqs.len(), 3, "r1, r2, r3 refused; nothing more was sent");
+    assert!(counted(&reqs[2]) > 5000);
+    let events = stored_events(&env, &session_of(&result));
+    assert_eq!(last_error_code(&events), "CONTEXT_OVERFLOW");
+    assert_eq!(compact_retries(&events), 0, "no retry went out");
+    let end = events.iter().rfind(|e| e["type"] == "turn/end").unwrap();
+    let message = end["data"]["reason"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("window is 5000 tokens"), "{end}");
+    assert!(message.contains("maximum context length is 5000"), "{end}");
 }
 
 /// Issue 14 item 4 (CTX-01, MEM-08): a result over `result_cap_bytes` reaches the model as

@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::events::context::{Compact, Compacted};
+use keel_plugin_api::events::session::SessionDisposed;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::context::{
     Calibration, ContextManager, ContextProvider, FitRequest, Fitted,
@@ -103,6 +104,13 @@ impl Plugin for ContextPlugin {
             ctx.client::<Llm>()?,
         ));
         ctx.serve::<ContextManager, _>(Service(Arc::clone(&manager)))?;
+        // A closed session's meter and index go with it (a later resume rebuilds the index
+        // from the log).
+        let m = Arc::clone(&manager);
+        ctx.on::<SessionDisposed>(ListenerOptions::default(), move |s| {
+            m.states().remove(s.session_id.as_str());
+            Ok(())
+        })?;
         let service = provider_service_name(PLUGIN_ID);
         ctx.serve_named::<ToolProvider, _>(&service, ColdTools(manager))?;
         register_until_unload(

@@ -149,10 +149,12 @@ impl Manager {
             .unwrap_or(self.config.bytes_per_token);
         let fixed = request.system.as_ref().map_or(0, |s| s.len() as u64)
             + serde_json::to_string(&request.tools).map_or(0, |t| t.len() as u64);
-        // A row that does not know its window learns it from a server that says it.
-        let window = limits
-            .context_window
-            .or_else(|| stated_window(&request.trigger));
+        // A server that states its window is the truth: a row that knows none learns it, a
+        // row that says more is overruled.
+        let window = match (limits.context_window, stated_window(&request.trigger)) {
+            (Some(row), Some(said)) => Some(row.min(said)),
+            (row, said) => row.or(said),
+        };
         let usable = window.map(|w| w.saturating_sub(limits.output_reserve));
         if let (FitTrigger::ServerOverflow { .. }, Some(w)) = (&request.trigger, window) {
             self.states()
