@@ -16,6 +16,16 @@ use serde::{Deserialize, Serialize};
 use crate::sdk::Frozen;
 use crate::services::llm::{LlmCallConfig, ModelTool};
 
+/// [`FitRequest::fixed_bytes`] of a request with `system` and `tools`.
+pub fn fixed_bytes(system: Option<&str>, tools: &[ModelTool]) -> u64 {
+    let tools = if tools.is_empty() {
+        0
+    } else {
+        serde_json::to_string(tools).map_or(0, |t| t.len())
+    };
+    (system.map_or(0, str::len) + tools) as u64
+}
+
 crate::contract! {
     /// The `context` plugin's service: token accounting, compaction, the cold tier.
     pub contract ContextManager = "keel.context", version 1;
@@ -51,12 +61,10 @@ pub struct FitRequest {
     pub session_id: String,
     /// The frozen call config of the request (provider and model name the window).
     pub config: LlmCallConfig,
-    /// The system prompt the request carries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system: Option<String>,
-    /// The tools the request offers.
-    #[serde(default)]
-    pub tools: Vec<ModelTool>,
+    /// Bytes the request carries besides its messages: the system prompt and the JSON of the
+    /// tool schemas ([`fixed_bytes`]). Sizes only cross the seam, not the texts: the caller
+    /// measures them once per turn.
+    pub fixed_bytes: u64,
     /// Why.
     pub trigger: FitTrigger,
 }
@@ -195,5 +203,18 @@ mod tests {
         assert!(text.contains(r#""kind":"server-overflow""#), "{text}");
         assert_eq!(serde_json::from_str::<CompactPlan>(&text).unwrap(), plan);
         assert_eq!(ContextCode::Overflow.as_str(), "CONTEXT_OVERFLOW");
+    }
+
+    #[test]
+    fn fixed_bytes_are_the_system_prompt_and_the_tool_schemas() {
+        assert_eq!(fixed_bytes(None, &[]), 0);
+        assert_eq!(fixed_bytes(Some("four"), &[]), 4);
+        let tool = ModelTool {
+            name: "t".into(),
+            description: "d".into(),
+            parameters: serde_json::json!({}),
+        };
+        let json = serde_json::to_string(&[tool.clone()]).unwrap();
+        assert_eq!(fixed_bytes(Some("ab"), &[tool]), 2 + json.len() as u64);
     }
 }

@@ -128,8 +128,7 @@ impl Seams {
         &self,
         session_id: &str,
         config: &LlmCallConfig,
-        system: Option<&str>,
-        tools: &[ModelTool],
+        fixed_bytes: u64,
         trigger: FitTrigger,
     ) -> Result<Option<Fitted>> {
         let Some(context) = self.ctx.get_client::<ContextManager>()? else {
@@ -138,8 +137,7 @@ impl Seams {
         let request = FitRequest {
             session_id: session_id.to_owned(),
             config: config.clone(),
-            system: system.map(str::to_owned),
-            tools: tools.to_vec(),
+            fixed_bytes,
             trigger,
         };
         context.fit(request).await.map(Some)

@@ -130,6 +130,8 @@ struct TurnContext {
     base: LlmCallConfig,
     tools: Vec<keel_plugin_api::services::llm::ModelTool>,
     system: Option<String>,
+    /// The bytes system prompt and tools add to every request (for the context row).
+    fixed_bytes: u64,
 }
 
 enum StepEnd {
@@ -281,6 +283,10 @@ impl Turn<'_> {
                 .await?;
             self.context = Some(TurnContext {
                 checked: None,
+                fixed_bytes: keel_plugin_api::services::context::fixed_bytes(
+                    system.as_deref(),
+                    &tools,
+                ),
                 base,
                 tools,
                 system,
@@ -289,10 +295,11 @@ impl Turn<'_> {
         let Some(context) = self.context.as_ref() else {
             return Err(Error::new("INTERNAL", "turn context missing"));
         };
-        let (base, tools, system) = (
+        let (base, tools, system, fixed_bytes) = (
             context.base.clone(),
             context.tools.clone(),
             context.system.clone(),
+            context.fixed_bytes,
         );
         let config = self.call_config(base).await?;
         let checked = self
@@ -307,7 +314,7 @@ impl Turn<'_> {
         }
         // The history as the session froze it (fitted to the window by a context row):
         // references, nothing encoded or parsed here.
-        let messages = self.history(&config, system.as_deref(), &tools).await?;
+        let messages = self.history(&config, fixed_bytes).await?;
         let request = LlmRequest {
             session_id: Some(self.sid.clone()),
             config,

@@ -9,7 +9,7 @@
 
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::context::{ContextCode, FitTrigger};
-use keel_plugin_api::services::llm::{LlmCallConfig, LlmFailure, ModelTool};
+use keel_plugin_api::services::llm::{LlmCallConfig, LlmFailure};
 use keel_plugin_api::services::session::EventInput;
 use serde_json::json;
 
@@ -21,8 +21,7 @@ impl Turn<'_> {
     pub(super) async fn history(
         &mut self,
         config: &LlmCallConfig,
-        system: Option<&str>,
-        tools: &[ModelTool],
+        fixed_bytes: u64,
     ) -> Result<Vec<Frozen>> {
         let retry = self.overflow.take();
         let trigger = match &retry {
@@ -33,7 +32,7 @@ impl Turn<'_> {
         };
         match self
             .seams
-            .fit(&self.sid, config, system, tools, trigger)
+            .fit(&self.sid, config, fixed_bytes, trigger)
             .await?
         {
             Some(fitted) => {

@@ -147,8 +147,7 @@ impl Manager {
         let fallback = limits
             .bytes_per_token
             .unwrap_or(self.config.bytes_per_token);
-        let fixed = request.system.as_ref().map_or(0, |s| s.len() as u64)
-            + serde_json::to_string(&request.tools).map_or(0, |t| t.len() as u64);
+        let fixed = request.fixed_bytes;
         // A server that states its window is the truth: a row that knows none learns it, a
         // row that says more is overruled.
         let window = match (limits.context_window, stated_window(&request.trigger)) {
