@@ -214,7 +214,7 @@ mod tests {
             description: "d".into(),
             parameters: serde_json::json!({}),
         };
-        let json = serde_json::to_string(&[tool.clone()]).unwrap();
+        let json = serde_json::to_string(std::slice::from_ref(&tool)).unwrap();
         assert_eq!(fixed_bytes(Some("ab"), &[tool]), 2 + json.len() as u64);
     }
 }
