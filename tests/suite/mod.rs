@@ -27,6 +27,8 @@ mod cli_commands;
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
+/// A bad `context` row config is refused before any request, naming the key or file (issue 14).
+mod context_config;
 /// Issue 14's long session: 300 steps of 8 KB under a 16k window (CTX-01/03/04/05, MEM-08).
 mod context_long;
 /// Issue 14's other context paths: summarise, refuse, server-side overflow, the result cap,
