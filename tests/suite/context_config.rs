@@ -6,7 +6,10 @@
 use crate::suite::sessions_support::files_under;
 
 fn refused(overrides: &[&str], says: &[&str]) {
-    let env = keel_tests::Env::new();
+    refused_in(&keel_tests::Env::new(), overrides, says);
+}
+
+fn refused_in(env: &keel_tests::Env, overrides: &[&str], says: &[&str]) {
     let mut args = vec!["run", "--profile", "demo"];
     for o in overrides {
         args.extend(["-c", o]);
@@ -45,6 +48,22 @@ fn an_unreadable_summary_prompt_is_refused_naming_the_file() {
     );
 }
 
+/// The summary prompt goes to the model verbatim: a file in `$KEEL_HOME` (credentials, the
+/// secrets store) is refused even when it exists.
+#[test]
+fn a_summary_prompt_inside_keel_home_is_refused() {
+    let env = keel_tests::Env::new();
+    let creds = env.home().join("credentials.toml");
+    std::fs::create_dir_all(env.home()).unwrap();
+    std::fs::write(&creds, "OPENAI_API_KEY = \"sk-never-to-a-model\"\n").unwrap();
+    let prompt = format!("context.summarise={{prompt=\"{}\"}}", creds.display());
+    refused_in(
+        &env,
+        &[r#"context.strategies=["summarise"]"#, &prompt],
+        &["row 'context'", "inside keel's home"],
+    );
+}
+
 #[test]
 fn a_relative_summary_prompt_is_refused_pointing_at_this_dir() {
     refused(
@@ -63,4 +82,21 @@ fn a_target_above_the_threshold_and_a_share_over_one_are_refused_naming_the_key(
         &["row 'context'", "`target` (0.9)", "`threshold` (0.8)"],
     );
     refused(&["context.threshold=7"], &["row 'context'", "/threshold"]);
+}
+
+/// An untrusted project layer (a cloned repository's `.keel/config.toml`) may not choose the
+/// file sent to the model as the summary prompt: `summarise` is a guarded key, and the run
+/// stops before any request, naming the layer and the key.
+#[test]
+fn an_untrusted_project_layer_cannot_choose_the_summary_prompt() {
+    let env = keel_tests::Env::new();
+    let layer = env.file(
+        "work/.keel/config.toml",
+        "[[replace]]\nid = \"context\"\nconfig = { strategies = [\"summarise\"], summarise = { prompt = \"/etc/hostname\" } }\n",
+    );
+    let run = env.keel(&["run", "--profile", "demo", "tidy the notes"]);
+    run.expect_code(2);
+    let line = run.one_error("PROJECT_UNTRUSTED");
+    assert!(line.contains(&layer.display().to_string()), "{line}");
+    assert!(line.contains("context.summarise"), "{line}");
 }

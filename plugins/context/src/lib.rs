@@ -75,6 +75,9 @@ impl Plugin for ContextPlugin {
             .declares::<Compact>()
             .declares::<Compacted>()
             .config_type::<ContextConfig>()
+            // An untrusted project layer must not pick the file sent to the model as the
+            // summary prompt, nor the provider it goes to (docs/profiles.md, trust).
+            .guard_keys(&["summarise", "strategies"])
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
@@ -84,6 +87,7 @@ impl Plugin for ContextPlugin {
             .map_err(|m| Error::coded(ContractCode::InvalidArguments, format!("context: {m}")))?;
         let summary_prompt = match &config.summarise {
             Some(s) if config.strategies.contains(&config::Strategy::Summarise) => {
+                refuse_keel_home(&s.prompt, &ctx.keel_home()?)?;
                 Some(std::fs::read_to_string(&s.prompt).map_err(|e| {
                     Error::coded(
                         ContractCode::InvalidArguments,
@@ -122,6 +126,25 @@ impl Plugin for ContextPlugin {
         .await?;
         Ok(())
     }
+}
+
+/// The summary prompt goes to the model verbatim, so it must not be one of keel's own files:
+/// a config layer naming `$KEEL_HOME/credentials.toml` would send the user's keys (the same
+/// rule that keeps the tools out of `$KEEL_HOME`).
+fn refuse_keel_home(prompt: &std::path::Path, keel_home: &std::path::Path) -> Result<()> {
+    let canonical =
+        |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if canonical(prompt).starts_with(canonical(keel_home)) {
+        return Err(Error::coded(
+            ContractCode::InvalidArguments,
+            format!(
+                "context: the summary prompt {} is inside keel's home ({}: credentials, secrets, sessions), whose files never go to a model",
+                prompt.display(),
+                keel_home.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 keel_plugin_api::export_plugin!(ContextPlugin);
