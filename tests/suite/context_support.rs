@@ -30,8 +30,18 @@ pub fn counted(r: &Request) -> u64 {
 /// `llm-openai` at `server` with `context_window = window` and `output_reserve = reserve` when
 /// a window is given, the headless driver, approval `never`, short retry backoffs, and the
 /// `context` row's config replaced by `context` (a TOML inline table; empty keeps the shipped
-/// row). `extra` is appended verbatim.
+/// row).
 pub fn ctx_env(server: &ModelServer, limits: Option<(u64, u64)>, context: &str) -> Env {
+    ctx_env_with(server, limits, context, "")
+}
+
+/// [`ctx_env`] with `extra` appended verbatim to the profile (more rows).
+pub fn ctx_env_with(
+    server: &ModelServer,
+    limits: Option<(u64, u64)>,
+    context: &str,
+    extra: &str,
+) -> Env {
     let env = Env::new().var(KEY_REF, KEY_VALUE);
     let limits = limits.map_or_else(String::new, |(w, r)| {
         format!(", context_window = {w}, output_reserve = {r}")
@@ -65,6 +75,7 @@ plugin = "headless"
 
 {context}
 {unsandboxed}
+{extra}
 "#,
             base = server.base_url(),
             unsandboxed = if sandbox_usable() {

@@ -7,49 +7,20 @@ use keel_tests::model_server::{ModelServer, Reply, Window};
 use serde_json::{Value, json};
 
 use crate::suite::agent_support::{
-    KEY_REF, KEY_VALUE, contract_holds, last_reason, run_json, sandbox_usable, session_of,
-    stored_events,
+    contract_holds, last_reason, run_json, session_of, stored_events,
 };
+use crate::suite::context_support::ctx_env_with;
 
 const WINDOW: u64 = 4000;
 
-fn profile(server: &ModelServer, extra: &dyn Fn(&Env) -> String) -> Env {
-    let env = Env::new().var(KEY_REF, KEY_VALUE);
-    let extra = extra(&env);
-    env.profile(
-        "t",
-        &format!(
-            r#"bundles = ["base", "agent"]
-
-[[replace]]
-id = "approval"
-config = {{ mode = "never" }}
-
-[[insert]]
-id = "llm-openai"
-plugin = "llm-openai"
-config = {{ base_url = "{base}", model = "test-model", api_key_ref = "{KEY_REF}", timeout_ms = 5000, context_window = {WINDOW}, output_reserve = 500 }}
-
-[[insert]]
-id = "driver"
-plugin = "headless"
-
-[[replace]]
-id = "context"
-config = {{ keep_recent_steps = 1 }}
-
-{unsandboxed}
-{extra}
-"#,
-            base = server.base_url(),
-            unsandboxed = if sandbox_usable() {
-                ""
-            } else {
-                "[[disable]]\nid = \"sandbox\"\n"
-            },
-        ),
-    );
-    env
+/// The row and the server share a 4,000-token window; the context row keeps one step.
+fn profile(server: &ModelServer, extra: &str) -> Env {
+    ctx_env_with(
+        server,
+        Some((WINDOW, 500)),
+        "{ keep_recent_steps = 1 }",
+        extra,
+    )
 }
 
 /// Six steps that each read a 4 KB file (about 1,000 tokens a result) under a 4,000-token
@@ -79,12 +50,11 @@ fn replacements(events: &[Value]) -> usize {
 #[test]
 fn a_vetoed_plan_appends_nothing_and_the_turn_ends_context_overflow_before_sending() {
     let server = ModelServer::start_windowed(Window::new(WINDOW), Vec::new());
-    let env = profile(&server, &|env: &Env| {
-        format!(
-            "[[insert]]\nid = \"hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = {{ seam = \"context/compact\", action = \"veto\", marker = \"{}\" }}\n",
-            env.work().join("hooks-marker").display()
-        )
-    });
+    // The veto action never writes its marker (it vetoes every time).
+    let env = profile(
+        &server,
+        "[[insert]]\nid = \"hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = { seam = \"context/compact\", action = \"veto\", marker = \"/nonexistent/keel-veto-marker\" }\n",
+    );
     for r in steps(&env) {
         server.push(r);
     }
@@ -107,7 +77,7 @@ fn a_vetoed_plan_appends_nothing_and_the_turn_ends_context_overflow_before_sendi
 #[test]
 fn without_the_veto_the_same_session_sinks_and_completes() {
     let server = ModelServer::start_windowed(Window::new(WINDOW), Vec::new());
-    let env = profile(&server, &|_: &Env| String::new());
+    let env = profile(&server, "");
     for r in steps(&env) {
         server.push(r);
     }

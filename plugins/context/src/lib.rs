@@ -34,6 +34,7 @@ use keel_plugin_api::services::context::{
     Calibration, ContextManager, ContextProvider, FitRequest, Fitted,
 };
 use keel_plugin_api::services::llm::Llm;
+use keel_plugin_api::services::protected::{protected_paths, refuse_read};
 use keel_plugin_api::services::session::Sessions;
 use keel_plugin_api::services::tools::{
     ToolProvider, Tools, provider_service_name, register_until_unload,
@@ -129,22 +130,21 @@ impl Plugin for ContextPlugin {
 }
 
 /// The summary prompt goes to the model verbatim, so it must not be one of keel's own files:
-/// a config layer naming `$KEEL_HOME/credentials.toml` would send the user's keys (the same
-/// rule that keeps the tools out of `$KEEL_HOME`).
+/// a config layer naming `$KEEL_HOME/credentials.toml` would send the user's keys. The same
+/// derivation that keeps the tools out of `$KEEL_HOME` decides (`services::protected`).
 fn refuse_keel_home(prompt: &std::path::Path, keel_home: &std::path::Path) -> Result<()> {
-    let canonical =
-        |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    if canonical(prompt).starts_with(canonical(keel_home)) {
-        return Err(Error::coded(
+    let shields = protected_paths(Some(keel_home), keel_home);
+    let target = std::fs::canonicalize(prompt).unwrap_or_else(|_| prompt.to_path_buf());
+    match refuse_read(&shields, &target) {
+        Some(p) => Err(Error::coded(
             ContractCode::InvalidArguments,
             format!(
-                "context: the summary prompt {} is inside keel's home ({}: credentials, secrets, sessions), whose files never go to a model",
-                prompt.display(),
-                keel_home.display()
+                "context: the summary prompt goes to the model, so it may not be inside keel's home: {}",
+                p.refusal(prompt, false)
             ),
-        ));
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 keel_plugin_api::export_plugin!(ContextPlugin);
