@@ -10,7 +10,7 @@
 //! what is sent → `CONTEXT_OVERFLOW` when it is over the window.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::context::{Compact, Compacted, ContextPoint};
@@ -447,9 +447,6 @@ fn server_words(trigger: &FitTrigger) -> String {
 fn index_error(e: crate::cold::IndexError) -> Error {
     Error::coded(ContextCode::Index, e.to_string())
 }
-
-/// Shared handle.
-pub type SharedManager = Arc<Manager>;
 
 #[cfg(test)]
 mod tests {
