@@ -43,6 +43,7 @@ pub fn run(args: &[String]) -> Result {
     }
 
     build::workspace(Profile::Release)?;
+    crate::mcp_servers::install()?;
     let mut cmd = shell::cargo(["bench", "-p", "keel-tests"]);
     for name in BENCHES {
         cmd.args(["--bench", name]);

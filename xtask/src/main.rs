@@ -14,6 +14,7 @@ mod demo;
 mod dist;
 mod docs;
 mod errors_doc;
+mod mcp_servers;
 mod new_plugin;
 mod shell;
 mod test;

@@ -23,6 +23,8 @@ pub fn run(args: &[String]) -> Result {
         _ => args,
     };
     build::workspace(Profile::Debug)?;
+    // The real MCP servers the mcp suites need (issue 15): missing ones fail those tests.
+    crate::mcp_servers::install()?;
 
     let nextest = shell::probe(&mut shell::cargo(["nextest", "--version"]));
     let mut failed = Vec::new();
