@@ -57,6 +57,15 @@ mod lifecycle_overlap;
 mod lock;
 /// `keel.lock` covers every library on the search path, whichever profile loads it (issue 10).
 mod lock_search_path;
+/// Bad MCP servers refused before any request; `keel mcp list` (issue 15).
+mod mcp_config;
+/// MCP calls through the B9 pipeline: approval, firewall, deadlines, crashes, list changes
+/// (issue 15).
+mod mcp_pipeline;
+/// server-everything over stdio and streamable HTTP (issue 15).
+mod mcp_servers;
+/// Helpers for the mcp suites.
+mod mcp_support;
 /// `cargo xtask new-plugin`: a generated plugin built out of tree and run end to end (issue 12).
 mod new_plugin;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.
