@@ -1,7 +1,7 @@
-//! `cargo xtask bench [--quick] [-- ARGS]`: the kernel, session, agent, growth and context
-//! benchmarks (ARCHITECTURE §12; growth: issue 12; context: issue 14).
+//! `cargo xtask bench [--quick] [-- ARGS]`: the kernel, session, agent, growth, context and mcp
+//! benchmarks (ARCHITECTURE §12; growth: issue 12; context: issue 14; mcp: issue 15).
 //!
-//! Benchmarks are bench targets (`tests/benches/{kernel,session,agent,growth,context}.rs` in crate
+//! Benchmarks are bench targets (`tests/benches/{kernel,session,agent,growth,context,mcp}.rs` in crate
 //! `keel-tests`), never timed tests. The release build comes first because the benches load the
 //! release `keel` plugins and binary; `--quick` forwards `--quick` to each harness for a
 //! short smoke run. The bench files are checked before building so a missing target fails in a
@@ -14,7 +14,7 @@ use crate::shell::Failure;
 use crate::shell::Result;
 
 /// The bench targets of crate keel-tests, run in this order with the same harness arguments.
-const BENCHES: [&str; 5] = ["kernel", "session", "agent", "growth", "context"];
+const BENCHES: [&str; 6] = ["kernel", "session", "agent", "growth", "context", "mcp"];
 
 /// Entry point for `cargo xtask bench`.
 pub fn run(args: &[String]) -> Result {
