@@ -44,6 +44,12 @@ mod context_veto;
 mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).
 mod escalation;
+/// Helpers for the hooks suites (issue 15 item 3).
+mod hooks_support;
+/// PreToolUse / PostToolUse hooks: block, rewrite, timeouts, MCP-named tools (issue 15 item 3).
+mod hooks_tools;
+/// UserPromptSubmit, SessionStart, Stop hooks, headless, the scrubbed audit (issue 15 item 3).
+mod hooks_turns;
 /// keel's own files and process against a hostile model (issue 10 items 1-4).
 mod keel_files;
 /// The Landlock runner of the sandbox chain (SBX-04/06/07/09).
