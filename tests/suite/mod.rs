@@ -49,6 +49,8 @@ mod escalation;
 mod hooks_support;
 /// PreToolUse / PostToolUse hooks: block, rewrite, timeouts, MCP-named tools (issue 15 item 3).
 mod hooks_tools;
+/// `.claude/settings*.json` only under project trust; bad hook input is exit 2 (issue 15 item 3).
+mod hooks_trust;
 /// UserPromptSubmit, SessionStart, Stop hooks, headless, the scrubbed audit (issue 15 item 3).
 mod hooks_turns;
 /// keel's own files and process against a hostile model (issue 10 items 1-4).

@@ -55,18 +55,18 @@ async fn load(ctx: &Context, config: &HooksConfig, root: &std::path::Path) -> Re
         if !path.exists() {
             continue;
         }
-        let (trusted, state) = trust::file_trust(ctx, &path).await?;
-        if !trusted {
-            let _ = ctx.write_stderr(&format!(
-                "keel: hooks: ignoring {} ({state}): a project file's hooks run only under \
-                 project trust; review it, then `keel trust {}` or pass --trust-project\n",
-                path.display(),
-                root.display()
-            ));
-            continue;
-        }
-        let Some(text) = settings::read(root, rel).map_err(invalid)? else {
-            continue;
+        let text = match trust::trusted_text(ctx, &path).await {
+            Ok(Ok(text)) => text,
+            Ok(Err(state)) => {
+                let _ = ctx.write_stderr(&format!(
+                    "keel: hooks: ignoring {}: {state}; its hooks never run (review it, then \
+                     `keel trust {}` or pass --trust-project)\n",
+                    path.display(),
+                    root.display()
+                ));
+                continue;
+            }
+            Err(e) => return Err(invalid(format!("{}: {e}", path.display()))),
         };
         let name = path.display().to_string();
         let (table, skipped) = settings::parse(&name, &text).map_err(invalid)?;

@@ -9,8 +9,6 @@
 //! is Claude Code's business and is left alone; events keel does not run (Notification,
 //! SubagentStop, SessionEnd…) are skipped with a log line.
 
-use std::path::Path;
-
 use serde_json::Value;
 
 use crate::config::{Event, HookTable, MatcherGroup};
@@ -80,19 +78,6 @@ fn strip_position(message: &str) -> &str {
     message
         .rsplit_once(" at line ")
         .map_or(message, |(head, _)| head)
-}
-
-/// Reads `root/rel` when it exists (`Ok(None)` when it does not).
-///
-/// # Errors
-/// The file exists but cannot be read (named).
-pub fn read(root: &Path, rel: &str) -> Result<Option<String>, String> {
-    let path = root.join(rel);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: cannot be read: {e}", path.display())),
-    }
 }
 
 #[cfg(test)]
