@@ -29,6 +29,7 @@ mod bus_modes;
 /// Who declares an event: the kernel only `kernel/*`, owners the rest (issue 13 item 2).
 mod bus_owners;
 /// Bad input to the binary: one line, exit 2, naming the culprit.
+mod claude_files;
 mod cli_commands;
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
