@@ -16,6 +16,12 @@ mod agent_recovery;
 mod agent_run;
 /// Helpers for the agent suites.
 mod agent_support;
+/// The Anthropic adapter's faults: overloaded, 529, cut streams, missing key (issue 15 item 2).
+mod anthropic_faults;
+/// The Anthropic adapter end to end: tool use, wire shape, thinking blocks (issue 15 item 2).
+mod anthropic_run;
+/// Helpers for the Anthropic suites (issue 15 item 2).
+mod anthropic_support;
 /// Listener errors, panics, faults, deadlines and ABI misuse (EVT-01/05/10, Cordis cases 4–13).
 mod bus_faults;
 /// The five dispatch modes, through real cdylibs (EVT-01/02/05, Cordis cases A–B).
