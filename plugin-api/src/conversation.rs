@@ -1,5 +1,6 @@
 //! The conversation model every agent plugin shares: a [`Message`] with its [`Content`], the
-//! [`ToolCall`]s an assistant message carries, and token [`Usage`].
+//! [`ToolCall`]s and signed [`ReasoningBlock`]s an assistant message carries, and token
+//! [`Usage`].
 //!
 //! The session projects its log into these (SES-03); the agent loop hands them, frozen, to
 //! `keel.llm`; an adapter parses each one once, when it first meets it, and maps it to its
@@ -34,6 +35,10 @@ pub enum Message {
         /// The calls it made, in model order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// Signed reasoning blocks the provider wants back with this message, in model order
+        /// (issue 15 item 2; absent in older logs and for providers that sign nothing).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasoning_blocks: Vec<ReasoningBlock>,
     },
     /// One tool call's result.
     Tool {
@@ -70,6 +75,22 @@ impl Content {
             Content::Other(value) => value.to_string(),
         }
     }
+}
+
+/// One reasoning block as the provider signed it: Anthropic requires its thinking blocks back,
+/// signature intact, before the tool calls of the assistant turn it replays. Opaque to keel:
+/// adapters that sign nothing never produce one and ignore them in the history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningBlock {
+    /// The reasoning text (empty for a redacted block).
+    #[serde(default)]
+    pub text: String,
+    /// The provider's token, verbatim (for a redacted block: its encrypted data).
+    #[serde(default)]
+    pub signature: String,
+    /// The provider withheld the text (`redacted_thinking`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
 }
 
 /// One tool call as the model produced it.
@@ -109,6 +130,9 @@ mod tests {
             json!({"role": "assistant", "content": null, "tool_calls": [
                 {"id": "c1", "name": "shell", "arguments": "{\"command\":\"ls\"}"}]}),
             json!({"role": "assistant", "content": "done"}),
+            json!({"role": "assistant", "content": "", "reasoning_blocks": [
+                {"text": "hm", "signature": "sig"}, {"text": "", "signature": "d", "redacted": true}],
+                "tool_calls": [{"id": "c", "name": "x", "arguments": "{}"}]}),
             json!({"role": "tool", "tool_call_id": "c1", "content": "out", "is_error": true}),
             json!({"role": "user", "content": [{"type": "text", "text": "a"}]}),
         ] {

@@ -248,7 +248,7 @@ fn b6_a_failing_checkpoint_means_no_request_is_sent() {
     let path = env.path().join("config/profiles/t.toml");
     let mut text = std::fs::read_to_string(&path).unwrap();
     text.push_str(&format!(
-        "[[insert]]\nid = \"hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = {{ seam = \"session/flush\", action = \"error\", marker = \"{}\" }}\n",
+        "[[insert]]\nid = \"proof-hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = {{ seam = \"session/flush\", action = \"error\", marker = \"{}\" }}\n",
         marker.display()
     ));
     std::fs::write(&path, text).unwrap();

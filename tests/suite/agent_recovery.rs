@@ -14,7 +14,7 @@ use crate::suite::agent_support::*;
 fn hooks_row(env: &keel_tests::Env, seam: &str, action: &str) -> String {
     let marker = env.path().join("hook-fired");
     format!(
-        "[[insert]]\nid = \"hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = {{ seam = \"{seam}\", action = \"{action}\", marker = \"{}\" }}\n",
+        "[[insert]]\nid = \"proof-hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = {{ seam = \"{seam}\", action = \"{action}\", marker = \"{}\" }}\n",
         marker.display()
     )
 }

@@ -53,7 +53,7 @@ fn a_vetoed_plan_appends_nothing_and_the_turn_ends_context_overflow_before_sendi
     // The veto action never writes its marker (it vetoes every time).
     let env = profile(
         &server,
-        "[[insert]]\nid = \"hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = { seam = \"context/compact\", action = \"veto\", marker = \"/nonexistent/keel-veto-marker\" }\n",
+        "[[insert]]\nid = \"proof-hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = { seam = \"context/compact\", action = \"veto\", marker = \"/nonexistent/keel-veto-marker\" }\n",
     );
     for r in steps(&env) {
         server.push(r);

@@ -16,6 +16,12 @@ mod agent_recovery;
 mod agent_run;
 /// Helpers for the agent suites.
 mod agent_support;
+/// The Anthropic adapter's faults: overloaded, 529, cut streams, missing key (issue 15 item 2).
+mod anthropic_faults;
+/// The Anthropic adapter end to end: tool use, wire shape, thinking blocks (issue 15 item 2).
+mod anthropic_run;
+/// Helpers for the Anthropic suites (issue 15 item 2).
+mod anthropic_support;
 /// Listener errors, panics, faults, deadlines and ABI misuse (EVT-01/05/10, Cordis cases 4–13).
 mod bus_faults;
 /// The five dispatch modes, through real cdylibs (EVT-01/02/05, Cordis cases A–B).
@@ -23,6 +29,7 @@ mod bus_modes;
 /// Who declares an event: the kernel only `kernel/*`, owners the rest (issue 13 item 2).
 mod bus_owners;
 /// Bad input to the binary: one line, exit 2, naming the culprit.
+mod claude_files;
 mod cli_commands;
 mod cli_errors;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
@@ -44,6 +51,14 @@ mod context_veto;
 mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).
 mod escalation;
+/// Helpers for the hooks suites (issue 15 item 3).
+mod hooks_support;
+/// PreToolUse / PostToolUse hooks: block, rewrite, timeouts, MCP-named tools (issue 15 item 3).
+mod hooks_tools;
+/// `.claude/settings*.json` only under project trust; bad hook input is exit 2 (issue 15 item 3).
+mod hooks_trust;
+/// UserPromptSubmit, SessionStart, Stop hooks, headless, the scrubbed audit (issue 15 item 3).
+mod hooks_turns;
 /// keel's own files and process against a hostile model (issue 10 items 1-4).
 mod keel_files;
 /// The Landlock runner of the sandbox chain (SBX-04/06/07/09).

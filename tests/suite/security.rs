@@ -242,7 +242,7 @@ fn canary(backend_rows: &str) {
     let marker = std::env::temp_dir().join(format!("keel-canary-marker-{}", std::process::id()));
     // A plugin that logs the value on every tool call (SEC-03: tracing lines are redacted).
     let logger = format!(
-        "[[insert]]\nid = \"hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = {{ seam = \"tools/pre-execute\", action = \"log\", text = \"{VALUE}\", marker = \"{}\" }}\n",
+        "[[insert]]\nid = \"proof-hooks\"\nplugin = \"proof-agent-hooks\"\nconfig = {{ seam = \"tools/pre-execute\", action = \"log\", text = \"{VALUE}\", marker = \"{}\" }}\n",
         marker.display()
     );
     let env = agent_env(&server, &format!("{backend_rows}\n{logger}"));

@@ -45,7 +45,7 @@ fn kill_on_printed(kind: &str, nth: usize, gap: Gap) -> (Vec<Value>, Vec<Value>)
         )]),
         Reply::text("done"),
     ]);
-    let slow_hook = "[[insert]]\nid = \"hooks\"\nplugin = \"proof-agent-hooks\"\n\
+    let slow_hook = "[[insert]]\nid = \"proof-hooks\"\nplugin = \"proof-agent-hooks\"\n\
         config = { seam = \"tools/pre-execute\", action = \"delay\", delay_ms = 800, \
         marker = \"unused\" }\n";
     let env = agent_env(&server, if gap == Gap::Wide { slow_hook } else { "" });

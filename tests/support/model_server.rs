@@ -14,7 +14,8 @@
 //! context window ([`Window`], issue 14). Every request, whatever its path, is recorded with its
 //! headers (lowercase names), its parsed JSON body and its counted tokens, so tests assert what
 //! keel actually sent, and [`check_tool_call_contract`] checks a recorded `messages` array
-//! against TOOL-06.
+//! against TOOL-06. `POST …/v1/messages` is answered from the same script as Anthropic's
+//! Messages API streams it ([`model_anthropic`](anthropic), issue 15 item 2).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -43,6 +44,8 @@ pub struct Reply {
     /// Whether [`Reply::usage`] set `usage` (a windowed server bills the counted tokens else).
     usage_set: bool,
     headers: Vec<(String, String)>,
+    /// What only the Messages endpoint renders (thinking blocks, cached tokens).
+    anthropic: anthropic::Extras,
 }
 
 #[derive(Debug, Clone)]
@@ -62,6 +65,9 @@ enum Kind {
     Stall(Duration),
     /// `finish_reason: stop` with no content.
     Empty,
+    /// A few deltas, then the provider's error event mid-stream (Anthropic's `event: error`,
+    /// OpenAI's `data: {"error": …}`), then the socket closes.
+    StreamError { kind: String, message: String },
 }
 
 impl Reply {
@@ -72,6 +78,7 @@ impl Reply {
             usage: (DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS),
             usage_set: false,
             headers: Vec::new(),
+            anthropic: anthropic::Extras::default(),
         }
     }
 
@@ -402,15 +409,20 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
         .headers
         .get("connection")
         .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-    let completion = is_completion(&request);
+    let messages = anthropic::is_messages(&request);
+    let completion = is_completion(&request) || messages;
     let hook = state.hook.lock().ok().and_then(|h| h.clone());
     if let Some(hook) = hook.filter(|_| completion) {
         hook(&request);
     }
     // The window's and the personality's verdicts come first: a refused request consumes no
     // reply.
-    let screen = window::screen(state.window, &mut request)
-        .unwrap_or_else(|| state.personality.screen(&request.body));
+    let screen = if messages {
+        anthropic::screen()
+    } else {
+        window::screen(state.window, &mut request)
+            .unwrap_or_else(|| state.personality.screen(&request.body))
+    };
     let prompt_tokens = request.prompt_tokens;
     let reply = {
         let mut script = state.script.lock().expect("model server lock");
@@ -462,7 +474,12 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
             let Screen::Serve(shape) = screen else {
                 return None;
             };
-            if let Ok(true) = respond(&mut out, &reply, shape, client_closes) {
+            let kept = if messages {
+                anthropic::respond(&mut out, &reply, client_closes)
+            } else {
+                respond(&mut out, &reply, shape, client_closes)
+            };
+            if let Ok(true) = kept {
                 return Some(out);
             }
         }
@@ -541,6 +558,10 @@ fn read_chunked(reader: &mut impl BufRead) -> Option<Vec<u8>> {
     }
 }
 
+#[path = "model_anthropic.rs"]
+mod anthropic;
+pub use anthropic::anthropic_error_body;
+
 #[path = "model_contract.rs"]
 mod contract;
 pub use contract::check_tool_call_contract;
@@ -562,6 +583,10 @@ use wire::{respond, write_status};
 #[cfg(test)]
 #[path = "model_server_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "model_anthropic_tests.rs"]
+mod anthropic_tests;
 
 #[cfg(test)]
 #[path = "model_personality_tests.rs"]

@@ -22,6 +22,7 @@ fn reason_phrase(code: u16) -> &'static str {
         404 => "Not Found",
         408 => "Request Timeout",
         429 => "Too Many Requests",
+        529 => "Overloaded",
         500 => "Internal Server Error",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
@@ -154,6 +155,16 @@ pub(super) fn respond(
             event(out, &chunk(json!({"content": "answer"}), None))?;
             Ok(false)
         }
+        Kind::StreamError { kind, message } => {
+            write_sse_head(out, &reply.headers)?;
+            event(out, &role())?;
+            event(out, &chunk(json!({"content": "partial"}), None))?;
+            event(
+                out,
+                &json!({"error": {"message": message, "type": kind}}).to_string(),
+            )?;
+            Ok(false)
+        }
         Kind::Garbled => {
             write_sse_head(out, &reply.headers)?;
             event(out, &role())?;
@@ -268,6 +279,10 @@ fn respond_whole(
             head(out, 1000)?;
             out.write_all(br#"{"id":"chatcmpl-keel-mock","choices":[{"index":0,"message":{"#)?;
             Ok(false)
+        }
+        Kind::StreamError { kind, message } => {
+            let body = json!({"error": {"message": message, "type": kind}}).to_string();
+            write_status(out, 500, &reply.headers, &body).map(|()| false)
         }
         Kind::Garbled => {
             let body = br#"{"choices":[{"index":0,"message":{"content":"#;

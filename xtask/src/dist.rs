@@ -2,7 +2,7 @@
 //!
 //! Layout (ARCHITECTURE §4.1: the kernel looks for plugins in `lib/` beside its binary, and the
 //! lock lives next to the binary):
-//! `DIR/bin/keel`, `DIR/bin/keel.lock`, `DIR/bin/keel-landlock` (the sandbox's launcher), `DIR/lib/libkeel_plugin_*.so`, `DIR/share/profiles/*.toml` (and `prompts/`),
+//! `DIR/bin/keel`, `DIR/bin/keel.lock`, `DIR/bin/keel-landlock` (the sandbox's launcher), `DIR/lib/libkeel_plugin_*.so`, `DIR/share/profiles/*.toml` (and `prompts/`, `patches/`),
 //! `DIR/share/bundles/*.toml`.
 //! Decisions: only plugin crates (`keel-plugin-*`) under `plugins/` ship (test plugins under
 //! `tests/plugins/` never do; plain support libraries there, like `keel-session-store-kit`, are
@@ -79,12 +79,17 @@ pub fn run(args: &[String]) -> Result {
         &mut warnings,
     )?;
     let bundles = copy_tomls("bundles", &out.join("share").join("bundles"), &mut warnings)?;
-    // Files profiles name beside themselves (`${this_dir}/prompts/…`, issue 14).
-    let prompts = shell::root().join("profiles").join("prompts");
-    if prompts.is_dir() {
-        let dest = out.join("share").join("profiles").join("prompts");
+    // Files profiles name beside themselves (`${this_dir}/prompts/…`, issue 14), and patches
+    // for `keel run --patch` (`patches/anthropic.toml`, issue 15): shipped, never locked as
+    // profiles.
+    for sub in ["prompts", "patches"] {
+        let from = shell::root().join("profiles").join(sub);
+        if !from.is_dir() {
+            continue;
+        }
+        let dest = out.join("share").join("profiles").join(sub);
         fs::create_dir_all(&dest).map_err(|e| io_failure(&dest, &e))?;
-        for path in sorted_entries(&prompts)? {
+        for path in sorted_entries(&from)? {
             if let Some(name) = path.file_name().filter(|_| path.is_file()) {
                 copy(&path, &dest.join(name))?;
             }

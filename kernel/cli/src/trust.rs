@@ -1,6 +1,7 @@
 //! `keel trust [DIR] [--revoke]`: the user's word that a project layer may change
-//! security-relevant settings (ARCHITECTURE §6). It records the digest of the file as it is now
-//! and says what the layer does, so the user sees what they vouch for.
+//! security-relevant settings (ARCHITECTURE §6) and that the project's Claude Code settings may
+//! run their hooks (issue 15). It records the digest of each file as it is now and says what
+//! the layer does, so the user sees what they vouch for.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -25,14 +26,21 @@ pub(super) fn trust(paths: &Paths, dir: Option<&Path>, revoke: bool) -> Result<i
             format!("{} was not trusted\n", dir.display())
         }
     } else {
-        let (layer, digest) = trust::record(&paths.keel_home, &dir)?;
-        let mut text = format!(
-            "trusted {} (blake3 {}) as it is now; any change makes it untrusted again\n",
-            layer.display(),
-            digest.get(..16).unwrap_or(&digest)
-        );
-        for line in summary(&layer) {
-            text.push_str(&format!("  {line}\n"));
+        let mut text = String::new();
+        for (file, digest) in trust::record(&paths.keel_home, &dir)? {
+            text.push_str(&format!(
+                "trusted {} (blake3 {}) as it is now; any change makes it untrusted again\n",
+                file.display(),
+                digest.get(..16).unwrap_or(&digest)
+            ));
+            let lines = if file.extension().is_some_and(|e| e == "toml") {
+                summary(&file)
+            } else {
+                vec!["(Claude Code settings: its hooks may run as commands)".to_owned()]
+            };
+            for line in lines {
+                text.push_str(&format!("  {line}\n"));
+            }
         }
         text
     };

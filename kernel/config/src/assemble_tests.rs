@@ -206,7 +206,8 @@ fn kernel_settings_later_layer_wins_per_key() {
         KernelSettings {
             fault_threshold: 3,
             listener_deadline_ms: 60_000,
-            activation_deadline_ms: 60_000
+            activation_deadline_ms: 60_000,
+            trust_project: false,
         }
     );
     let first = LayerOps {
@@ -226,7 +227,8 @@ fn kernel_settings_later_layer_wins_per_key() {
         KernelSettings {
             fault_threshold: 7,
             listener_deadline_ms: 1_000,
-            activation_deadline_ms: 9_000
+            activation_deadline_ms: 9_000,
+            trust_project: false,
         }
     );
     assert_eq!(

@@ -165,6 +165,9 @@ pub struct KernelSettings {
     pub listener_deadline_ms: u64,
     /// Deadline of one activation and of one effect disposer (0 = none).
     pub activation_deadline_ms: u64,
+    /// `--trust-project` for this invocation (never a config key): what the kernel answers a
+    /// plugin asking whether a project trust file may be used.
+    pub trust_project: bool,
 }
 
 impl Default for KernelSettings {
@@ -173,6 +176,7 @@ impl Default for KernelSettings {
             fault_threshold: DEFAULT_FAULT_THRESHOLD,
             listener_deadline_ms: DEFAULT_LISTENER_DEADLINE_MS,
             activation_deadline_ms: DEFAULT_ACTIVATION_DEADLINE_MS,
+            trust_project: false,
         }
     }
 }

@@ -31,6 +31,7 @@ pub fn resolve_profile(
     let (name, path) = locate_profile(profile, &sources.roots)?;
     let parsed = parse_layer(&read(&path)?, &path, None)?;
     let mut resolved = ResolvedProfile::empty(name.clone(), path.clone());
+    resolved.kernel.trust_project = sources.trust_project;
     resolved.description = parsed.description.clone();
 
     // 1. Bundles, in the order the profile lists them.

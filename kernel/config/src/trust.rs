@@ -16,6 +16,7 @@ use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use keel_plugin_api::sdk::Guarded;
+pub use keel_plugin_api::services::protected::PROJECT_TRUST_FILES;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -65,11 +66,18 @@ struct TrustFile {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Record {
-    /// blake3 (hex) of `.keel/config.toml` when trusted.
+    /// blake3 (hex) of `.keel/config.toml` when trusted (empty: there was none).
+    #[serde(default)]
     digest: String,
+    /// blake3 (hex) of each other project trust file present when trusted, by its path
+    /// relative to the project (`.claude/settings.json`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    files: BTreeMap<String, String>,
     /// When, in ms since the epoch.
     trusted_at_ms: u64,
 }
+
+const LAYER_FILE: &str = ".keel/config.toml";
 
 fn trust_path(keel_home: &Path) -> PathBuf {
     keel_home.join(TRUST_FILE)
@@ -110,39 +118,107 @@ fn key(dir: &Path) -> String {
 /// # Errors
 /// An unreadable or malformed trust file, naming it.
 pub fn state(keel_home: &Path, dir: &Path, digest: &str) -> Result<TrustState, ConfigError> {
-    Ok(match load(keel_home)?.projects.get(&key(dir)) {
-        Some(r) if r.digest == digest => TrustState::Trusted,
-        Some(_) => TrustState::Changed,
-        None => TrustState::Untrusted,
-    })
+    Ok(recorded(&load(keel_home)?, dir, LAYER_FILE, digest))
 }
 
-/// `keel trust DIR`: records the digest of `DIR/.keel/config.toml` as it is now. Returns the
-/// layer file and its digest.
+fn recorded(file: &TrustFile, dir: &Path, rel: &str, digest: &str) -> TrustState {
+    let Some(r) = file.projects.get(&key(dir)) else {
+        return TrustState::Untrusted;
+    };
+    let kept = if rel == LAYER_FILE {
+        Some(&r.digest)
+    } else {
+        r.files.get(rel)
+    };
+    if kept.is_some_and(|d| d == digest) {
+        TrustState::Trusted
+    } else {
+        TrustState::Changed
+    }
+}
+
+/// The trust state of one project trust file (absolute; one of [`PROJECT_TRUST_FILES`] under
+/// its project directory) as its bytes are now; `vouched` is `--trust-project`.
 ///
 /// # Errors
-/// No layer file in `dir`, an unreadable trust file, or a failed write.
-pub fn record(keel_home: &Path, dir: &Path) -> Result<(PathBuf, String), ConfigError> {
+/// A path that is not a project trust file, an unreadable file, or an unreadable trust file.
+pub fn file_state(keel_home: &Path, path: &Path, vouched: bool) -> Result<TrustState, ConfigError> {
+    let not_one = || ConfigError::Io {
+        path: path.to_path_buf(),
+        message: format!(
+            "not a project trust file (those are {} under a project)",
+            PROJECT_TRUST_FILES.join(", ")
+        ),
+    };
+    let rel = PROJECT_TRUST_FILES
+        .iter()
+        .find(|rel| path.ends_with(rel))
+        .ok_or_else(not_one)?;
+    let dir = path
+        .ancestors()
+        .nth(Path::new(rel).components().count())
+        .ok_or_else(not_one)?;
     let dir = dir.canonicalize().map_err(|e| bad_dir(dir, &e))?;
-    let layer = dir.join(".keel").join("config.toml");
-    let bytes = std::fs::read(&layer).map_err(|e| ConfigError::Io {
-        path: layer.clone(),
-        message: format!("nothing to trust: {e}"),
+    let bytes = std::fs::read(path).map_err(|e| ConfigError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
     })?;
+    if vouched {
+        return Ok(TrustState::Vouched);
+    }
     let digest = blake3::hash(&bytes).to_hex().to_string();
+    Ok(recorded(&load(keel_home)?, &dir, rel, &digest))
+}
+
+/// `keel trust DIR`: records the digest of each project trust file in `DIR` as it is now
+/// (`.keel/config.toml`, `.claude/settings.json`, `.claude/settings.local.json`). Returns the
+/// files recorded and their digests.
+///
+/// # Errors
+/// None of those files in `dir`, an unreadable trust file, or a failed write.
+pub fn record(keel_home: &Path, dir: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
+    let dir = dir.canonicalize().map_err(|e| bad_dir(dir, &e))?;
+    let mut record = Record {
+        digest: String::new(),
+        files: BTreeMap::new(),
+        trusted_at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    };
+    let mut trusted = Vec::new();
+    for rel in PROJECT_TRUST_FILES {
+        let path = dir.join(rel);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(ConfigError::Io {
+                    path,
+                    message: e.to_string(),
+                });
+            }
+        };
+        let digest = blake3::hash(&bytes).to_hex().to_string();
+        if rel == LAYER_FILE {
+            record.digest = digest.clone();
+        } else {
+            record.files.insert(rel.to_owned(), digest.clone());
+        }
+        trusted.push((path, digest));
+    }
+    if trusted.is_empty() {
+        return Err(ConfigError::Io {
+            path: dir.join(LAYER_FILE),
+            message: format!(
+                "nothing to trust: none of {} exists",
+                PROJECT_TRUST_FILES.join(", ")
+            ),
+        });
+    }
     let mut file = load(keel_home)?;
-    let trusted_at_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    file.projects.insert(
-        key(&dir),
-        Record {
-            digest: digest.clone(),
-            trusted_at_ms,
-        },
-    );
+    file.projects.insert(key(&dir), record);
     save(keel_home, &file)?;
-    Ok((layer, digest))
+    Ok(trusted)
 }
 
 /// `keel trust --revoke DIR`: forgets the record; `true` when there was one.

@@ -119,9 +119,8 @@ fn trust_records_follow_the_file_content() {
         state(home.path(), &dir, &v1).unwrap(),
         TrustState::Untrusted
     );
-    let (layer, digest) = record(home.path(), work.path()).unwrap();
-    assert_eq!(layer, dir.join(".keel/config.toml"));
-    assert_eq!(digest, v1);
+    let recorded = record(home.path(), work.path()).unwrap();
+    assert_eq!(recorded, vec![(dir.join(".keel/config.toml"), v1.clone())]);
     assert_eq!(state(home.path(), &dir, &v1).unwrap(), TrustState::Trusted);
     let mode = std::fs::metadata(home.path().join(TRUST_FILE))
         .unwrap()
@@ -160,4 +159,67 @@ fn bad_trust_input_names_the_file() {
     .unwrap();
     let e = state(home.path(), dir, "d").unwrap_err();
     assert!(e.to_string().contains("format version 9"), "{e}");
+}
+
+// Issue 15: Claude Code's settings are trusted file by file, by their bytes, like the layer;
+// `--trust-project` vouches for every one; only the project trust files can be asked about.
+#[test]
+fn claude_settings_are_trusted_by_their_own_digest() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join(".claude")).unwrap();
+    let settings = work.path().join(".claude/settings.json");
+    let local = work.path().join(".claude/settings.local.json");
+    std::fs::write(&settings, "{}").unwrap();
+    let ask = |p: &std::path::Path, vouched| file_state(home.path(), p, vouched).unwrap();
+
+    assert_eq!(ask(&settings, false), TrustState::Untrusted);
+    assert_eq!(ask(&settings, true), TrustState::Vouched);
+    let recorded = record(home.path(), work.path()).unwrap();
+    let dir = work.path().canonicalize().unwrap();
+    assert_eq!(recorded.len(), 1, "only the file present: {recorded:?}");
+    assert_eq!(recorded[0].0, dir.join(".claude/settings.json"));
+    assert_eq!(ask(&settings, false), TrustState::Trusted);
+
+    // A file that appeared after the record is not trusted by it; a changed one no longer is.
+    std::fs::write(&local, "{\"hooks\":{}}").unwrap();
+    assert_eq!(ask(&local, false), TrustState::Changed);
+    std::fs::write(&settings, "{\"hooks\":{}}").unwrap();
+    assert_eq!(ask(&settings, false), TrustState::Changed);
+    record(home.path(), work.path()).unwrap();
+    assert_eq!(ask(&settings, false), TrustState::Trusted);
+    assert_eq!(ask(&local, false), TrustState::Trusted);
+
+    let other = work.path().join("hooks.json");
+    std::fs::write(&other, "{}").unwrap();
+    let e = file_state(home.path(), &other, true).unwrap_err();
+    assert!(e.to_string().contains("not a project trust file"), "{e}");
+    let e = file_state(
+        home.path(),
+        &work.path().join(".claude/x/settings.json"),
+        false,
+    );
+    assert!(e.is_err(), "a nested path is not the project's settings");
+    let gone = file_state(
+        home.path(),
+        &work.path().join("none/.claude/settings.json"),
+        true,
+    );
+    assert!(gone.is_err(), "a missing file is an error, never trusted");
+}
+
+// A record written before issue 15 (no `files`) still reads and still trusts its layer.
+#[test]
+fn an_older_record_without_files_still_reads() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().canonicalize().unwrap();
+    let old = serde_json::json!({"version": 1, "projects": {
+        dir.to_string_lossy(): {"digest": "abc", "trusted_at_ms": 1}
+    }});
+    std::fs::write(home.path().join(TRUST_FILE), old.to_string()).unwrap();
+    assert_eq!(
+        state(home.path(), &dir, "abc").unwrap(),
+        TrustState::Trusted
+    );
 }

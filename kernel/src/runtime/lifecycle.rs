@@ -366,6 +366,17 @@ pub(super) async fn control(
         return serde_json::to_value(status(inner))
             .map_err(|e| ("INVALID_JSON".to_owned(), e.to_string()));
     }
+    if op == "project-file-trust" {
+        // Issue 15: may a project file that carries commands (.claude/settings.json) be used?
+        let path = request
+            .get("path")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default();
+        let vouched = inner.settings.trust_project;
+        return keel_config::trust::file_state(&inner.keel_home, path.as_ref(), vouched)
+            .map(|s| serde_json::json!({"trusted": s.allows(), "state": s.describe()}))
+            .map_err(|e| (e.code().to_owned(), e.to_string()));
+    }
     let row = request
         .get("row")
         .and_then(|v| v.as_str())

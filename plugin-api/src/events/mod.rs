@@ -71,6 +71,7 @@ pub const CATALOG: &[EventInfo] = &[
     agent::InboxDiscarded::INFO,
     llm::Stream::INFO,
     prompt::Assemble::INFO,
+    tools::Rewrite::INFO,
     tools::PreExecute::INFO,
     tools::Guard::INFO,
     tools::Execute::INFO,

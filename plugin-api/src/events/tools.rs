@@ -22,8 +22,9 @@ pub struct ToolExecution {
     pub name: RString,
     /// The raw argument text, exactly as logged in `tool/call`.
     pub arguments: RString,
-    /// The parsed arguments (JSON object). `tools/execute` listeners may replace them on the
-    /// way to the body (secret fill); earlier stages cannot (TOOL-01).
+    /// The parsed arguments (JSON object). Only two stages change them: `tools/rewrite`
+    /// (logged as `tool/rewrite`, before any policy) and `tools/execute` listeners on the way
+    /// to the body (secret fill); pre-execute and the guards cannot (TOOL-01).
     pub args: Json,
     /// The session's working root.
     pub cwd: RString,
@@ -43,6 +44,16 @@ pub struct ToolOutcome {
     pub result: Json,
 }
 
+declare_event! {
+    /// Argument rewriting, after `tool/call` is logged and the arguments parse, before
+    /// `tools/pre-execute`. Output: `{}` (unchanged) or `{"args":{…},"by":"<who>"}`
+    /// (`services::tools::RewriteDecision`); `args` must be a JSON object. The pipeline logs a
+    /// rewrite as `tool/rewrite {turn, step, call_id, args, by}` and every later stage (policy,
+    /// approval, guards, execute, the body) sees the new arguments; `tool/call` keeps the
+    /// model's text. A listener that rewrites passes the new arguments down the chain. The
+    /// terminal answers `{}`.
+    pub struct Rewrite: async_waterfall("tools/rewrite") -> ToolExecution => Json;
+}
 declare_event! {
     /// Policy before anything runs. Output: a
     /// `services::tools::PreDecision`: `{"kind":"allow"}`,

@@ -136,6 +136,26 @@ impl Context {
         Ok(serde_json::from_str(raw.as_str())?)
     }
 
+    /// Whether a project file that can make keel run commands (`.claude/settings.json`,
+    /// `.claude/settings.local.json`: [`PROJECT_TRUST_FILES`]) may be used as its bytes are now:
+    /// `keel trust DIR` recorded them, or `--trust-project` vouches for this run. A workspace
+    /// is the model's to write, so a plugin asks before it runs anything such a file names.
+    ///
+    /// [`PROJECT_TRUST_FILES`]: crate::services::protected::PROJECT_TRUST_FILES
+    ///
+    /// # Errors
+    /// A path that is not a project trust file or an unreadable file (`CONFIG_IO`), an
+    /// unreadable trust record (`TRUST_FILE`), a gone fiber.
+    pub async fn project_file_trust(&self, path: &std::path::Path) -> Result<FileTrust> {
+        let answer = self
+            .control(serde_json::json!({
+                "op": "project-file-trust",
+                "path": path.to_string_lossy(),
+            }))
+            .await?;
+        Ok(serde_json::from_value(answer)?)
+    }
+
     // ---- registration --------------------------------------------------------------------
 
     fn register<E: Event>(
@@ -580,4 +600,13 @@ pub(crate) fn test_disposer(f: impl FnOnce() + Send + 'static) -> DisposerFfi {
         f();
         Ok(())
     })
+}
+
+/// [`Context::project_file_trust`]'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct FileTrust {
+    /// The file may be used.
+    pub trusted: bool,
+    /// One phrase for messages (`untrusted (never recorded by \`keel trust\`)`).
+    pub state: String,
 }

@@ -29,7 +29,7 @@ mod tracing_forward;
 
 #[cfg(test)]
 pub(crate) use context::test_disposer;
-pub use context::{Context, Registration, sleep};
+pub use context::{Context, FileTrust, Registration, sleep};
 #[doc(hidden)]
 pub use contract::__boxed;
 pub use contract::{BoxedAnswer, Contract, ContractClient, ContractHandle, MethodSpec, Serves};

@@ -402,6 +402,20 @@ pub enum StreamChunk {
         /// The text.
         text: String,
     },
+    /// The provider's opaque token for reasoning block `index`, sent back verbatim with the
+    /// block when the history is replayed (Anthropic's thinking `signature`; with `redacted`,
+    /// the `data` of a `redacted_thinking` block, whose text the provider withholds). Issue 15
+    /// item 2: the agent loop keeps signed blocks in the assistant message
+    /// ([`ReasoningBlock`](crate::conversation::ReasoningBlock)).
+    ReasoningSignature {
+        /// Block index.
+        index: u32,
+        /// The token, verbatim.
+        signature: String,
+        /// The block is a redacted one: `signature` is all of it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        redacted: bool,
+    },
     /// A piece of a tool call, assembled per index.
     ToolCallDelta {
         /// Call index.

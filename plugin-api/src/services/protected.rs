@@ -1,9 +1,10 @@
 //! keel's own paths, which no tool reaches (ARCHITECTURE §6 and §9): `$KEEL_HOME` (credentials,
 //! the secrets store and its master key, sessions, trust records, the user layer) is neither
-//! read nor written; the project's `.keel/` (its config layer) is read but never written.
+//! read nor written; the project's `.keel/` (its config layer) and `.claude/` (Claude Code
+//! settings, whose hooks keel runs as commands: issue 15) are read but never written.
 //!
-//! A model that could write these would choose the next run's sandbox, endpoint or trust; one
-//! that could read them would hold the user's keys. So the ONE derivation here is shared by
+//! A model that could write these would choose the next run's sandbox, endpoint, trust or the
+//! commands keel runs on its own; one that could read them would hold the user's keys. So the ONE derivation here is shared by
 //! every enforcer: the sandbox's runners (bubblewrap masks and read-only binds, Landlock leaves
 //! them out of its grants) and the file tools (refused targets, pruned walks), the same way
 //! [`super::sandbox::writable_roots`] is shared for writes (SBX-05).
@@ -14,6 +15,19 @@ use serde::{Deserialize, Serialize};
 
 /// The project layer's directory name under a workspace root.
 pub const PROJECT_DIR: &str = ".keel";
+
+/// Claude Code's settings directory under a workspace root: its `settings.json` and
+/// `settings.local.json` carry hooks (commands) the `hooks` row may run.
+pub const CLAUDE_DIR: &str = ".claude";
+
+/// The project files that can make keel run commands or change security, relative to the
+/// workspace root: what `keel trust` records and what a plugin asks
+/// [`Context::project_file_trust`](crate::sdk::Context::project_file_trust) about.
+pub const PROJECT_TRUST_FILES: [&str; 3] = [
+    ".keel/config.toml",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+];
 
 /// How a protected path is kept from the tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -40,6 +54,9 @@ impl Protected {
     pub fn refusal(&self, target: &Path, writing: bool) -> String {
         let what = match self.shield {
             Shield::Hidden => "keel's home ($KEEL_HOME: credentials, secrets, sessions)",
+            Shield::ReadOnly if self.path.ends_with(CLAUDE_DIR) => {
+                "the project's Claude Code settings (.claude/: hooks keel runs)"
+            }
             Shield::ReadOnly => "the project's keel config (.keel/)",
         };
         let verb = if writing { "writing" } else { "reading" };
@@ -57,9 +74,9 @@ fn canonical(path: &Path) -> PathBuf {
 }
 
 /// The protected paths of a session whose workspace root is `workspace_root`: `keel_home`
-/// hidden, `<workspace_root>/.keel` read-only. Both are canonicalised when they exist (a
-/// symlinked `.keel` protects its target); a project dir inside `$KEEL_HOME` is covered by the
-/// stronger shield already.
+/// hidden, `<workspace_root>/.keel` and `<workspace_root>/.claude` read-only. All are
+/// canonicalised when they exist (a symlinked `.keel` protects its target); a project dir
+/// inside `$KEEL_HOME` is covered by the stronger shield already.
 pub fn protected_paths(keel_home: Option<&Path>, workspace_root: &Path) -> Vec<Protected> {
     let mut out = Vec::new();
     if let Some(home) = keel_home {
@@ -68,12 +85,15 @@ pub fn protected_paths(keel_home: Option<&Path>, workspace_root: &Path) -> Vec<P
             shield: Shield::Hidden,
         });
     }
-    let project = canonical(&canonical(workspace_root).join(PROJECT_DIR));
-    if !out.iter().any(|p| project.starts_with(&p.path)) {
-        out.push(Protected {
-            path: project,
-            shield: Shield::ReadOnly,
-        });
+    let root = canonical(workspace_root);
+    for dir in [PROJECT_DIR, CLAUDE_DIR] {
+        let project = canonical(&root.join(dir));
+        if !out.iter().any(|p| project.starts_with(&p.path)) {
+            out.push(Protected {
+                path: project,
+                shield: Shield::ReadOnly,
+            });
+        }
     }
     out
 }
@@ -122,7 +142,20 @@ mod tests {
                     path: ws.join(".keel"),
                     shield: Shield::ReadOnly
                 },
+                Protected {
+                    path: ws.join(".claude"),
+                    shield: Shield::ReadOnly
+                },
             ]
+        );
+        // Issue 15: Claude Code's settings carry hooks keel runs; a tool may read, never write.
+        let settings = ws.join(".claude/settings.json");
+        assert!(refuse_read(&p, &settings).is_none());
+        let refused = refuse_write(&p, &settings).unwrap();
+        assert!(
+            refused
+                .refusal(&settings, true)
+                .contains("Claude Code settings")
         );
         let creds = home.join("credentials.toml");
         assert!(refuse_read(&p, &creds).is_some());

@@ -433,6 +433,19 @@ pub enum PreDecision {
     },
 }
 
+/// A rewrite decision: the output of `tools/rewrite` (`{}` = unchanged, or
+/// `{"args":{…},"by":"<who>"}`). `args` is checked to be a JSON object by the pipeline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RewriteDecision {
+    /// The new arguments (a JSON object), absent when unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Value>,
+    /// Who rewrote them (a row or a hook), for the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
 /// A post-execute decision: the output of `tools/post-execute` (`{"kind":"accept",
 /// "content"?}` or `{"kind":"block","feedback"}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,11 +1,13 @@
 //! Folds a model's chunk stream into one assistant reply: text and reasoning concatenated,
-//! tool calls assembled per index (id and name from the first delta, argument text appended
+//! signed reasoning blocks kept per index with their provider token (issue 15 item 2: the
+//! provider wants them back verbatim), tool calls assembled per index (id and name from the first delta, argument text appended
 //! raw, B14), usage, and the finish reason. A stream that breaks the chunk protocol (no
 //! `finish`, chunks after it, a call without id or name) is itself a failure, so the loop never
 //! logs a half-understood reply.
 
 use std::collections::BTreeMap;
 
+use keel_plugin_api::conversation::ReasoningBlock;
 use keel_plugin_api::services::llm::{FinishReason, LlmCode, LlmFailure, StreamChunk, Usage};
 use keel_plugin_api::services::tools::ModelCall;
 
@@ -16,6 +18,8 @@ pub struct Reply {
     pub text: String,
     /// Reasoning text (kept in the log, not sent back).
     pub reasoning: String,
+    /// The reasoning blocks the provider signed, in index order (sent back with the message).
+    pub reasoning_blocks: Vec<ReasoningBlock>,
     /// Tool calls in index order.
     pub calls: Vec<ModelCall>,
     /// Usage, when the provider reported it.
@@ -35,6 +39,7 @@ struct PartialCall {
 pub fn assemble(chunks: &[StreamChunk]) -> Reply {
     let mut text = String::new();
     let mut reasoning = String::new();
+    let mut blocks: BTreeMap<u32, ReasoningBlock> = BTreeMap::new();
     let mut calls: BTreeMap<u32, PartialCall> = BTreeMap::new();
     let mut usage = None;
     let mut finish = None;
@@ -46,7 +51,19 @@ pub fn assemble(chunks: &[StreamChunk]) -> Reply {
         }
         match chunk {
             StreamChunk::TextDelta { text: t, .. } => text.push_str(t),
-            StreamChunk::ReasoningDelta { text: t, .. } => reasoning.push_str(t),
+            StreamChunk::ReasoningDelta { index, text: t } => {
+                reasoning.push_str(t);
+                block(&mut blocks, *index).text.push_str(t);
+            }
+            StreamChunk::ReasoningSignature {
+                index,
+                signature,
+                redacted,
+            } => {
+                let b = block(&mut blocks, *index);
+                b.signature.push_str(signature);
+                b.redacted |= *redacted;
+            }
             StreamChunk::ToolCallDelta {
                 index,
                 id,
@@ -85,13 +102,27 @@ pub fn assemble(chunks: &[StreamChunk]) -> Reply {
         (None, None) => protocol_failure("the stream ended without a finish chunk"),
         (None, Some(f)) => f,
     };
+    // Only signed blocks go back to the provider; unsigned reasoning stays log-only text.
+    let reasoning_blocks = blocks
+        .into_values()
+        .filter(|b| !b.signature.is_empty())
+        .collect();
     Reply {
         text,
         reasoning,
+        reasoning_blocks,
         calls,
         usage,
         finish,
     }
+}
+
+fn block(blocks: &mut BTreeMap<u32, ReasoningBlock>, index: u32) -> &mut ReasoningBlock {
+    blocks.entry(index).or_insert_with(|| ReasoningBlock {
+        text: String::new(),
+        signature: String::new(),
+        redacted: false,
+    })
 }
 
 fn protocol_failure(why: &str) -> FinishReason {
@@ -150,6 +181,56 @@ mod tests {
         assert_eq!(r.calls[1].arguments, "{\"pattern\":\"*\"}");
         assert_eq!(r.finish, FinishReason::ToolCalls);
         assert_eq!(r.usage.map(|u| u.output_tokens), Some(4));
+    }
+
+    // Issue 15 item 2: signed reasoning blocks are kept per index with their token; unsigned
+    // reasoning (an OpenAI-compatible server's) is text only.
+    #[test]
+    fn signed_reasoning_blocks_are_kept_in_order_with_their_signature() {
+        let r = assemble(&[
+            StreamChunk::ReasoningDelta {
+                index: 0,
+                text: "let me ".into(),
+            },
+            StreamChunk::ReasoningDelta {
+                index: 0,
+                text: "think".into(),
+            },
+            StreamChunk::ReasoningSignature {
+                index: 0,
+                signature: "sig-0".into(),
+                redacted: false,
+            },
+            StreamChunk::ReasoningSignature {
+                index: 1,
+                signature: "opaque".into(),
+                redacted: true,
+            },
+            StreamChunk::ReasoningDelta {
+                index: 2,
+                text: "unsigned".into(),
+            },
+            delta(3, "c", Some("glob"), "{}"),
+            StreamChunk::Finish {
+                reason: FinishReason::ToolCalls,
+            },
+        ]);
+        assert_eq!(r.reasoning, "let me thinkunsigned");
+        assert_eq!(
+            r.reasoning_blocks,
+            vec![
+                ReasoningBlock {
+                    text: "let me think".into(),
+                    signature: "sig-0".into(),
+                    redacted: false
+                },
+                ReasoningBlock {
+                    text: String::new(),
+                    signature: "opaque".into(),
+                    redacted: true
+                },
+            ]
+        );
     }
 
     #[test]

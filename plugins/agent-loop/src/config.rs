@@ -8,10 +8,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoopConfig {
-    /// Provider the default call config names (an adapter must be registered for it).
-    #[serde(default = "default_provider")]
+    /// Provider the default call config names (an adapter must be registered for it). Unset:
+    /// the only registered provider, else `openai` (issue 15 item 2: a profile that swaps its
+    /// one adapter, `llm-anthropic` for `llm-openai`, needs no second edit).
+    #[serde(default)]
     #[schemars(length(min = 1))]
-    pub provider: String,
+    pub provider: Option<String>,
     /// Model; defaults to the adapter row's `model`.
     #[serde(default)]
     #[schemars(length(min = 1))]
@@ -79,9 +81,9 @@ impl Default for RetryPolicy {
     }
 }
 
-fn default_provider() -> String {
-    "openai".to_owned()
-}
+/// The provider when the row names none and several (or no) adapters are registered.
+pub const DEFAULT_PROVIDER: &str = "openai";
+
 fn default_max_steps() -> u64 {
     200
 }

@@ -35,15 +35,28 @@ use agent::{Agent, LogState};
 use config::LoopConfig;
 use seams::Seams;
 
-/// The default call config: the row's provider and model (or the adapter's default model).
+/// The default call config: the row's provider (or the only registered one) and model (or the
+/// adapter's default model).
 pub(crate) async fn default_config(seams: &Seams) -> Result<LlmCallConfig> {
     let c = &seams.config;
+    let routes = seams.routes().await?;
+    let provider = c
+        .provider
+        .clone()
+        .unwrap_or_else(|| match routes.as_slice() {
+            [only] => only.provider.clone(),
+            _ => config::DEFAULT_PROVIDER.to_owned(),
+        });
     let model = match &c.model {
         Some(m) => m.clone(),
-        None => seams.default_model(&c.provider).await?.unwrap_or_default(),
+        None => routes
+            .into_iter()
+            .find(|p| p.provider == provider)
+            .and_then(|p| p.default_model)
+            .unwrap_or_default(),
     };
     Ok(LlmCallConfig {
-        provider: c.provider.clone(),
+        provider,
         model,
         max_tokens: c.max_tokens,
         temperature: c.temperature,

@@ -9,7 +9,7 @@ use keel_plugin_api::services::context::{
     Calibration, ContextManager, FitRequest, FitTrigger, Fitted,
 };
 use keel_plugin_api::services::llm::{
-    CheckRequest, Llm, LlmCallConfig, LlmClient, LlmRequest, LlmResponse, ModelTool,
+    CheckRequest, Llm, LlmCallConfig, LlmClient, LlmRequest, LlmResponse, ModelTool, ProviderRoute,
 };
 use keel_plugin_api::services::prompt::{AssembleRequest, SystemPrompt};
 use keel_plugin_api::services::session::{
@@ -159,14 +159,9 @@ impl Seams {
 
     // ---- llm -------------------------------------------------------------------------------
 
-    /// The default model of `provider`'s adapter.
-    pub async fn default_model(&self, provider: &str) -> Result<Option<String>> {
-        let list = self.llm.providers(()).await?;
-        Ok(list
-            .providers
-            .into_iter()
-            .find(|p| p.provider == provider)
-            .and_then(|p| p.default_model))
+    /// The registered providers, with their adapters' default models.
+    pub async fn routes(&self) -> Result<Vec<ProviderRoute>> {
+        Ok(self.llm.providers(()).await?.providers)
     }
 
     /// Asks the adapter whether it could dispatch `config` (credential present, …).

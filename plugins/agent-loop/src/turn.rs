@@ -449,6 +449,10 @@ impl Turn<'_> {
         if !reply.reasoning.is_empty() {
             message["reasoning"] = Value::String(reply.reasoning.clone());
         }
+        // Issue 15 item 2: signed blocks travel back to the provider with this message.
+        if !reply.reasoning_blocks.is_empty() {
+            message["reasoning_blocks"] = serde_json::to_value(&reply.reasoning_blocks)?;
+        }
         let mut data = json!({ "turn": self.turn, "step": self.step, "message": message });
         if let Some(estimate) = self.estimate.take() {
             data["context"] = json!({

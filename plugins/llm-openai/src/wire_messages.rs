@@ -170,9 +170,11 @@ pub fn openai(m: &Message) -> Value {
     match m {
         // With tool calls and no text the content is "", never null: OpenAI takes either,
         // llama-cpp-python refuses null (HTTP 500), every server takes "" (issue 11 item 3).
+        // Signed reasoning blocks (`reasoning_blocks`) are another provider's; not sent here.
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } if !tool_calls.is_empty() => json!({
             "role": "assistant",
             "content": text(content.as_ref()),

@@ -1,8 +1,9 @@
 //! The surface projection (SES-03, SES-12): model history derived from the log, incrementally.
 //!
 //! `user/message` → `{"role":"user","content"}`; `assistant/message` →
-//! `{"role":"assistant","content","tool_calls"?:[{id,name,arguments}]}` (an empty one — no
-//! content and no calls — projects to nothing); `tool/result` →
+//! `{"role":"assistant","content","reasoning_blocks"?,"tool_calls"?:[{id,name,arguments}]}`
+//! (`reasoning_blocks`: the signed blocks a provider wants back verbatim, issue 15 item 2; an
+//! empty message — no content and no calls — projects to nothing); `tool/result` →
 //! `{"role":"tool","tool_call_id","content","is_error"?}`. Every other type is not surface and
 //! never projected (`assistant/chunk` included).
 //!
@@ -164,6 +165,8 @@ enum Message<'a> {
     },
     Assistant {
         content: &'a Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_blocks: Option<&'a Value>,
         #[serde(skip_serializing_if = "<[_]>::is_empty")]
         tool_calls: Vec<Call<'a>>,
     },
@@ -201,6 +204,9 @@ fn render(ev: &EventRecord) -> Message<'_> {
                 .map_or(&[], Vec::as_slice);
             Message::Assistant {
                 content: field(message, "content"),
+                reasoning_blocks: message
+                    .and_then(|m| m.get("reasoning_blocks"))
+                    .filter(|b| b.as_array().is_some_and(|a| !a.is_empty())),
                 tool_calls: calls
                     .iter()
                     .map(|c| Call {

@@ -232,3 +232,19 @@ fn surface_names_seqs_roles_and_replacements() {
     );
     assert!(nodes[2].message.same(&p.shared().unwrap()[2]));
 }
+
+// Issue 15 item 2: signed reasoning blocks are part of the projected assistant message (so a
+// resumed session sends them back); an empty list, like an older log's absent key, adds nothing.
+#[test]
+fn signed_reasoning_blocks_are_projected_and_an_empty_list_is_not() {
+    let blocks = json!([{"text": "plan", "signature": "sig-1"}]);
+    let mut ev = assistant(0, 0, 0, &["a"]);
+    ev.data["message"]["reasoning_blocks"] = blocks.clone();
+    let msgs = derive_messages(&[ev]).unwrap();
+    assert_eq!(msgs[0]["reasoning_blocks"], blocks);
+    assert_eq!(msgs[0]["tool_calls"][0]["id"], "a");
+    let mut old = assistant(0, 0, 0, &["a"]);
+    old.data["message"]["reasoning_blocks"] = json!([]);
+    let msgs = derive_messages(&[old]).unwrap();
+    assert!(msgs[0].get("reasoning_blocks").is_none(), "{}", msgs[0]);
+}

@@ -1,4 +1,4 @@
-//! The [`Host`] over the kernel: the session's `append`, the four `tools/*` dispatches with
+//! The [`Host`] over the kernel: the session's `append`, the five `tools/*` dispatches with
 //! their terminals, `keel.approval`, and the body (the `tools/execute` terminal) that calls the
 //! provider's `execute` under the call's deadline on the host timer and under the batch's
 //! cancellation. The body's result is frozen once, here; the pipeline keeps the snapshot as long
@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::tools::{
-    Execute, Guard, PostExecute, PreExecute, ToolExecution, ToolOutcome, ToolsResult,
+    Execute, Guard, PostExecute, PreExecute, Rewrite, ToolExecution, ToolOutcome, ToolsResult,
 };
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::approval::{ApprovalClient, ApprovalRequest};
 use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionsClient};
 use keel_plugin_api::services::tools::{
-    PostDecision, PreDecision, ToolCode, ToolInvocation, ToolProvider, ToolResult,
+    PostDecision, PreDecision, RewriteDecision, ToolCode, ToolInvocation, ToolProvider, ToolResult,
 };
 use serde_json::Value;
 
@@ -48,6 +48,14 @@ impl Host for KernelHost {
             events: vec![EventInput::from_json(event)?],
         };
         self.sessions.append(request).await.map(drop)
+    }
+
+    async fn rewrite(&self, exec: ToolExecution) -> Result<Json> {
+        self.ctx
+            .run_async_waterfall::<Rewrite, _, _>(exec, |_| async {
+                Json::of(&RewriteDecision::default())
+            })
+            .await
     }
 
     async fn pre_execute(&self, exec: ToolExecution) -> Result<Json> {

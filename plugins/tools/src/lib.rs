@@ -152,6 +152,7 @@ impl Plugin for ToolsPlugin {
             .provides::<Tools>()
             .requires::<Sessions>()
             .optional::<Approval>()
+            .declares::<ev::Rewrite>()
             .declares::<ev::PreExecute>()
             .declares::<ev::Guard>()
             .declares::<ev::Execute>()

@@ -1,4 +1,5 @@
-//! The B9 stages of one call (TOOL-01…04, TOOL-08): `tool/call`, argument parsing, policy
+//! The B9 stages of one call (TOOL-01…04, TOOL-08): `tool/call`, argument parsing, the
+//! argument rewrite (`tools/rewrite`, logged as `tool/rewrite`: issue 15 item 3), policy
 //! (pre-execute, one-shot approval, monotonic guards), the execute stage, post-execute, the
 //! frozen result and the durable `tool/result`. Everything the kernel does is behind [`Host`],
 //! so the decisions are unit-tested with a scripted host; [`CallPipeline`] plugs these stages
@@ -17,8 +18,8 @@ use keel_plugin_api::events::tools::{ToolExecution, ToolOutcome};
 use keel_plugin_api::sdk::{Error, Result};
 use keel_plugin_api::services::approval::{ApprovalOutcome, ApprovalRequest};
 use keel_plugin_api::services::tools::{
-    BatchFailure, BatchRequest, FrozenResult, ModelCall, PostDecision, PreDecision, ToolCode,
-    ToolResult,
+    BatchFailure, BatchRequest, FrozenResult, ModelCall, PostDecision, PreDecision,
+    RewriteDecision, ToolCode, ToolResult,
 };
 use serde_json::{Value, json};
 
@@ -97,6 +98,8 @@ pub enum AskAnswer {
 pub trait Host: Sync {
     /// Appends one event (`{type, data, ignorable?, surface_op?}`) to the batch's session.
     fn append(&self, event: Value) -> impl Future<Output = Result<()>> + Send;
+    /// Runs `tools/rewrite` (terminal: `{}`, unchanged).
+    fn rewrite(&self, exec: ToolExecution) -> impl Future<Output = Result<Json>> + Send;
     /// Runs `tools/pre-execute` (terminal: allow).
     fn pre_execute(&self, exec: ToolExecution) -> impl Future<Output = Result<Json>> + Send;
     /// Asks `keel.approval`.
@@ -246,6 +249,43 @@ pub fn tool_result_event(request: &BatchRequest, call_id: &str, result: &ToolRes
     json!({"type": "tool/result", "data": data, "surface_op": "append"})
 }
 
+/// The `tool/rewrite` event: the arguments every later stage sees, beside the model's raw
+/// text in `tool/call` (issue 15 item 3).
+pub fn tool_rewrite_event(exec: &ToolExecution, args: &Value, by: &str) -> Value {
+    json!({
+        "type": "tool/rewrite",
+        "ignorable": true,
+        "data": {
+            "turn": exec.turn,
+            "step": exec.step,
+            "call_id": exec.call_id.as_str(),
+            "args": args,
+            "by": by,
+        },
+    })
+}
+
+/// Reads a `tools/rewrite` answer: `Ok(None)` unchanged, `Ok(Some((args, by)))` a rewrite to
+/// an object, `Err` an answer outside the vocabulary (`INVALID_DECISION`).
+pub fn read_rewrite(json: &Json) -> Result<Option<(Value, String)>> {
+    let invalid = |why: String| Error::coded(ToolCode::InvalidDecision, why);
+    let decision = serde_json::from_str::<RewriteDecision>(json.text.as_str())
+        .map_err(|e| invalid(format!("{e}: {}", json.text)))?;
+    match decision.args {
+        None => Ok(None),
+        Some(args @ Value::Object(_)) => {
+            let by = decision
+                .by
+                .unwrap_or_else(|| "a tools/rewrite listener".into());
+            Ok(Some((args, by)))
+        }
+        Some(other) => Err(invalid(format!(
+            "a rewrite must give the arguments as a JSON object, got {}",
+            kind_of(&other)
+        ))),
+    }
+}
+
 /// What admission hands to the later stages.
 #[derive(Debug)]
 pub struct Ticket {
@@ -332,6 +372,28 @@ impl<H: Host> CallPipeline<'_, H> {
         Ok((Ticket::new(exec), entry, parsed))
     }
 
+    /// `tools/rewrite`: a rewrite is logged (`tool/rewrite`) and replaces the arguments every
+    /// later stage sees; `Ok(Some)` ends the call (a failed or invalid stage).
+    async fn rewrite(&self, exec: &mut ToolExecution) -> Result<Option<Settled>> {
+        let answer = match self.host.rewrite(exec.clone()).await {
+            Ok(a) => a,
+            Err(e) => return Ok(Some(stage_failed("tools/rewrite", exec, &e))),
+        };
+        match read_rewrite(&answer) {
+            Err(e) => Ok(Some(stage_failed("tools/rewrite", exec, &e))),
+            Ok(None) => Ok(None),
+            Ok(Some((args, by))) => {
+                self.host
+                    .append(tool_rewrite_event(exec, &args, &by))
+                    .await?;
+                exec.args = Json {
+                    text: args.to_string().into(),
+                };
+                Ok(None)
+            }
+        }
+    }
+
     /// Pre-execute, approval and guards; `Some` ends the call.
     async fn policy(&self, exec: &ToolExecution) -> Option<Settled> {
         let name = exec.name.as_str();
@@ -394,7 +456,7 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
     }
 
     async fn admit(&self, index: usize) -> Result<Admission<Ticket>> {
-        let (ticket, entry, parsed) = self.open(index).await?;
+        let (mut ticket, entry, parsed) = self.open(index).await?;
         let name = ticket.exec.name.as_str();
         if entry.is_none() {
             let known = self.registry.names().join(", ");
@@ -407,6 +469,9 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
         if let Err(msg) = parsed {
             let result = ToolResult::error(ContractCode::InvalidArguments, msg);
             return Ok(Admission::Settled(ticket, Settled::ok(result)));
+        }
+        if let Some(settled) = self.rewrite(&mut ticket.exec).await? {
+            return Ok(Admission::Settled(ticket, settled));
         }
         match self.policy(&ticket.exec).await {
             Some(settled) => Ok(Admission::Settled(ticket, settled)),

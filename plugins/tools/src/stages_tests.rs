@@ -16,6 +16,7 @@ struct FakeHost {
     events: Mutex<Vec<Value>>,
     stages: Mutex<Vec<String>>,
     notified: Mutex<Vec<ToolOutcome>>,
+    rewrite: Script<Json>,
     pre: Script<Json>,
     ask: AskAnswer,
     asked: Mutex<Vec<ApprovalRequest>>,
@@ -39,6 +40,7 @@ impl FakeHost {
             events: Mutex::new(Vec::new()),
             stages: Mutex::new(Vec::new()),
             notified: Mutex::new(Vec::new()),
+            rewrite: Box::new(|_| Ok(j(json!({})))),
             pre: Box::new(|_| Ok(j(json!({"kind": "allow"})))),
             ask: AskAnswer::NoService,
             asked: Mutex::new(Vec::new()),
@@ -77,6 +79,9 @@ impl Host for FakeHost {
         }
         self.events.lock().unwrap().push(event);
         Ok(())
+    }
+    async fn rewrite(&self, exec: ToolExecution) -> Result<Json> {
+        (self.rewrite)(&exec)
     }
     async fn pre_execute(&self, exec: ToolExecution) -> Result<Json> {
         self.stage("pre", &exec);
@@ -533,4 +538,105 @@ fn tool04_a_changed_result_is_frozen_again() {
     let results = run_frozen(&host);
     assert!(!results[0].frozen().same(body.frozen.frozen()));
     assert_eq!(results[0].parse().unwrap().content, "scrubbed");
+}
+
+// Issue 15 item 3: a `tools/rewrite` answer replaces the arguments every later stage sees —
+// pre-execute, approval, guards and the body — and is logged as `tool/rewrite` between the
+// model's raw `tool/call` and the `tool/result`.
+#[test]
+fn a_rewrite_is_logged_and_every_later_stage_sees_the_new_arguments() {
+    let mut host = ask_host(AskAnswer::Outcome(ApprovalOutcome::AllowedOnce));
+    host.rewrite = Box::new(|e| {
+        assert_eq!(
+            e.args.text.as_str(),
+            r#"{"path":"a"}"#,
+            "the model's args go in"
+        );
+        Ok(j(json!({"args": {"path": "b"}, "by": "hook:fix.sh"})))
+    });
+    let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let (pre_seen, guard_seen) = (seen.clone(), seen.clone());
+    host.pre = Box::new(move |e| {
+        pre_seen
+            .lock()
+            .unwrap()
+            .push(format!("pre {}", e.args.text));
+        Ok(j(json!({"kind": "ask"})))
+    });
+    host.guard = Box::new(move |e| {
+        guard_seen
+            .lock()
+            .unwrap()
+            .push(format!("guard {}", e.args.text));
+        Ok(None)
+    });
+    let out = run(&host, &[("write_file", r#"{"path":"a"}"#)]).unwrap();
+    assert_eq!(
+        out.results,
+        [ToolResult::ok(r#"ran write_file with {"path":"b"}"#)]
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [r#"pre {"path":"b"}"#, r#"guard {"path":"b"}"#]
+    );
+    assert_eq!(host.asked.lock().unwrap()[0].args, json!({"path": "b"}));
+    let events = host.events();
+    assert_eq!(events[0]["data"]["arguments"], r#"{"path":"a"}"#);
+    assert_eq!(
+        events[1],
+        json!({"type": "tool/rewrite", "ignorable": true, "data": {"turn": 2, "step": 1,
+            "call_id": "c0", "args": {"path": "b"}, "by": "hook:fix.sh"}})
+    );
+    assert_eq!(events[2]["type"], "tool/result");
+    // The observers see the call that ran.
+    let notified = host.notified.lock().unwrap();
+    assert_eq!(notified[0].exec.args.text.as_str(), r#"{"path":"b"}"#);
+}
+
+// Issue 15 item 3: `{}` leaves the call alone and logs nothing extra.
+#[test]
+fn an_empty_rewrite_changes_nothing() {
+    let host = FakeHost::new();
+    run(&host, &[("read_file", r#"{"path":"a"}"#)]).unwrap();
+    assert_eq!(types_of(&host), ["tool/call", "tool/result"]);
+}
+
+fn types_of(host: &FakeHost) -> Vec<String> {
+    host.events()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+// Issue 15 item 3: a rewrite to anything but an object, or an answer outside the vocabulary,
+// is an invalid decision: the call fails as a stage failure, nothing runs, nothing is logged
+// as a rewrite.
+#[test]
+fn a_rewrite_that_is_not_an_object_is_an_invalid_decision() {
+    for bad in [
+        json!({"args": "rm -rf /"}),
+        json!({"args": [1]}),
+        json!({"kind": "allow"}),
+    ] {
+        let mut host = FakeHost::new();
+        host.rewrite = Box::new(move |_| Ok(j(bad.clone())));
+        let out = run(&host, &[("read_file", "{}")]).unwrap();
+        assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
+        assert!(out.results[0].content.contains("tools/rewrite"));
+        let failure = out.failure.unwrap();
+        assert!(failure.message.contains("INVALID_DECISION"), "{failure:?}");
+        assert!(host.stages().is_empty(), "no policy, no body");
+        assert_eq!(types_of(&host), ["tool/call", "tool/result"]);
+    }
+}
+
+// A failing rewrite listener is a stage failure like any other.
+#[test]
+fn a_failing_rewrite_listener_is_a_stage_failure() {
+    let mut host = FakeHost::new();
+    host.rewrite = Box::new(|_| Err(Error::new("PANIC", "plugin panicked")));
+    let out = run(&host, &[("write_file", "{}")]).unwrap();
+    assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
+    assert!(out.failure.unwrap().message.contains("tools/rewrite"));
+    assert!(host.stages().is_empty());
 }

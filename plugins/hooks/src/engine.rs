@@ -1,0 +1,252 @@
+//! Firing an event's hooks: the matching commands run in parallel, each confined by
+//! `keel.sandbox` when one is loaded (like the `shell` tool), in the session's working
+//! directory, with a scrubbed environment plus `CLAUDE_PROJECT_DIR` / `KEEL_PROJECT_DIR`, and
+//! each invocation is audited in the session: `hook/invoked` before it runs and `hook/result`
+//! after (both `ignorable`; they go through `session/persist`, so the firewall scrubs a secret
+//! a hook printed). A non-blocking error also gets one `keel: hooks: …` line on stderr.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::future::join_all;
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::sdk::line::one_line;
+use keel_plugin_api::services::credentials::is_credential_like;
+use keel_plugin_api::services::sandbox::{ConfineRequest, Sandbox};
+use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionsClient};
+use serde_json::{Map, Value, json};
+
+use crate::config::{Event, Hook, HookSet, HooksConfig, OnTimeout};
+use crate::protocol::{self, Answer};
+use crate::runner::{self, Outcome, Spec};
+
+/// Characters of a hook's stderr kept in `hook/result`.
+const STDERR_EXCERPT: usize = 2_000;
+
+/// The row's hooks and what firing them needs.
+pub struct Engine {
+    /// The row's context.
+    pub ctx: Context,
+    /// `keel.session`, for the audit events.
+    pub sessions: SessionsClient,
+    /// Every hook.
+    pub set: HookSet,
+    /// The workspace root (`CLAUDE_PROJECT_DIR`).
+    pub root: PathBuf,
+    /// The row's knobs.
+    pub config: HooksConfig,
+    /// Each live session's working directory (from its header).
+    cwds: Mutex<HashMap<String, String>>,
+}
+
+impl Engine {
+    /// An engine over `set`.
+    pub fn new(
+        ctx: Context,
+        sessions: SessionsClient,
+        set: HookSet,
+        root: PathBuf,
+        config: HooksConfig,
+    ) -> Self {
+        Engine {
+            ctx,
+            sessions,
+            set,
+            root,
+            config,
+            cwds: Mutex::default(),
+        }
+    }
+
+    /// Remembers (or, with `None`, forgets) a session's working directory.
+    pub fn session_cwd(&self, session_id: &str, cwd: Option<String>) {
+        let mut cwds = self.cwds.lock().unwrap_or_else(PoisonError::into_inner);
+        match cwd {
+            Some(c) => cwds.insert(session_id.to_owned(), c),
+            None => cwds.remove(session_id),
+        };
+    }
+
+    /// The session's working directory (the workspace root when unknown).
+    pub fn cwd_of(&self, session_id: &str) -> String {
+        self.cwds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(session_id)
+            .cloned()
+            .unwrap_or_else(|| self.root.display().to_string())
+    }
+
+    /// One `keel: hooks: …` line on stderr (through the kernel's redactions).
+    pub fn line(&self, text: &str) {
+        let _ = self
+            .ctx
+            .write_stderr(&format!("keel: hooks: {}\n", one_line(text)));
+    }
+
+    /// Runs `event`'s hooks that match `subject` with Claude Code's stdin document (`fields`
+    /// added to the common ones) and merges their answers; nothing configured → the empty
+    /// answer, at no cost.
+    pub async fn fire(
+        &self,
+        event: Event,
+        subject: Option<&str>,
+        session_id: &str,
+        cwd: &str,
+        fields: Map<String, Value>,
+        call_id: Option<&str>,
+    ) -> Answer {
+        let hooks = self.set.matching(event, subject);
+        if hooks.is_empty() {
+            return Answer::default();
+        }
+        let input = protocol::input(event, session_id, cwd, fields);
+        let stdin = input.to_string().into_bytes();
+        let runs = hooks
+            .iter()
+            .map(|h| self.run_one(h, session_id, cwd, &stdin, call_id));
+        Answer::merge(join_all(runs).await)
+    }
+
+    async fn run_one(
+        &self,
+        hook: &Hook,
+        session_id: &str,
+        cwd: &str,
+        stdin: &[u8],
+        call_id: Option<&str>,
+    ) -> Answer {
+        let mut invoked = json!({
+            "event": hook.event.name(),
+            "matcher": hook.matcher,
+            "command": hook.command,
+        });
+        if let Some(id) = call_id {
+            invoked["call_id"] = id.into();
+        }
+        self.audit(session_id, "hook/invoked", invoked).await;
+        let outcome = match self.argv(hook, cwd).await {
+            Ok(argv) => {
+                runner::run_async(Spec {
+                    argv,
+                    cwd: PathBuf::from(cwd),
+                    env: self.env(),
+                    stdin: stdin.to_vec(),
+                    timeout: hook.timeout,
+                    grace: Duration::from_millis(self.config.grace_ms),
+                })
+                .await
+            }
+            Err(e) => Outcome {
+                spawn_error: Some(e),
+                ..Outcome::default()
+            },
+        };
+        let deny = self.config.on_timeout == OnTimeout::Deny;
+        let answer = protocol::interpret(hook, &outcome, deny);
+        let mut result = json!({
+            "event": hook.event.name(),
+            "command": hook.command,
+            "exit_code": outcome.exit_code,
+            "decision": answer.decision(),
+            "duration_ms": u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            "timed_out": outcome.timed_out,
+            "stderr": excerpt(&outcome.stderr),
+        });
+        if let Some(id) = call_id {
+            result["call_id"] = id.into();
+        }
+        if let Some(e) = &answer.error {
+            result["error"] = e.as_str().into();
+            self.line(e);
+        }
+        self.audit(session_id, "hook/result", result).await;
+        answer
+    }
+
+    /// `[shell, -c, command]`, confined by `keel.sandbox` when one is loaded.
+    async fn argv(&self, hook: &Hook, cwd: &str) -> Result<Vec<String>, String> {
+        let argv = vec![shell().to_owned(), "-c".to_owned(), hook.command.clone()];
+        let sandbox = self
+            .ctx
+            .get_client::<Sandbox>()
+            .map_err(|e| format!("the sandbox cannot be reached: {e}"))?;
+        let Some(sandbox) = sandbox else {
+            return Ok(argv);
+        };
+        let request = ConfineRequest {
+            argv,
+            cwd: PathBuf::from(cwd),
+            mode: None,
+            call: None,
+        };
+        sandbox
+            .confine(request)
+            .await
+            .map(|c| c.argv)
+            .map_err(|e| format!("the sandbox refused to run it ({e})"))
+    }
+
+    /// keel's environment without `KEEL_*` and credential-like names (as for `shell`), plus
+    /// the project directory under Claude Code's name and keel's.
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        let mut env: BTreeMap<OsString, OsString> = std::env::vars_os()
+            .filter(|(k, _)| {
+                let name = k.to_string_lossy();
+                !name.to_ascii_uppercase().starts_with("KEEL_") && !is_credential_like(&name)
+            })
+            .collect();
+        for key in ["CLAUDE_PROJECT_DIR", "KEEL_PROJECT_DIR"] {
+            env.insert(key.into(), self.root.clone().into_os_string());
+        }
+        env.into_iter().collect()
+    }
+
+    /// Appends one audit event; a failure is logged (the hook's answer still counts).
+    async fn audit(&self, session_id: &str, kind: &str, data: Value) {
+        let event = json!({"type": kind, "data": data, "ignorable": true});
+        let appended = match EventInput::from_json(event) {
+            Ok(e) => {
+                self.sessions
+                    .append(AppendEvents {
+                        session_id: session_id.to_owned(),
+                        events: vec![e],
+                    })
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = appended {
+            tracing::warn!(session = %session_id, "{kind} could not be logged: {e}");
+        }
+    }
+}
+
+/// `bash` when it is on `PATH`, else `/bin/sh`.
+fn shell() -> &'static str {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|d| d.join("bash").is_file()) {
+        "bash"
+    } else {
+        "/bin/sh"
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(STDERR_EXCERPT) {
+        Some((cut, _)) => format!("{}… ({} more bytes)", &text[..cut], text.len() - cut),
+        None => text.to_owned(),
+    }
+}
+
+/// The working directory a session header names.
+pub fn header_cwd(header: &str) -> Option<String> {
+    serde_json::from_str::<Value>(header)
+        .ok()?
+        .get("cwd")?
+        .as_str()
+        .map(str::to_owned)
+}

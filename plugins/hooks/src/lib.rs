@@ -1,0 +1,108 @@
+//! `hooks`: command hooks compatible with Claude Code's settings (issue 15 item 3).
+//!
+//! Hooks come from this row's `hooks` table (Claude Code's `hooks` object, in TOML) and, with
+//! `claude_settings = true`, from the workspace's `.claude/settings.json` and
+//! `.claude/settings.local.json` as they are — each file only when the project trust covers it
+//! (an untrusted one is named on stderr and ignored, never run). The whole row is guarded: an
+//! untrusted project layer cannot add a hook. Everything is checked at activation, so a bad
+//! hook refuses the run before any model request.
+//!
+//! Modules: [`config`] (the row and the hook table), [`settings`] (Claude Code's files),
+//! [`trust`], [`protocol`] (stdin, exit codes, JSON output), [`runner`] (one confined process
+//! under its timeout), [`engine`] (firing an event's hooks, the audit events) and [`listen`]
+//! (which keel event each hook event rides on). The kernel knows nothing of hooks; the one
+//! seam they needed that keel lacked, argument rewriting, is the tools pipeline's
+//! `tools/rewrite` stage.
+
+pub mod config;
+pub mod engine;
+pub mod listen;
+pub mod protocol;
+pub mod runner;
+pub mod settings;
+pub mod trust;
+
+use keel_plugin_api::codes::ContractCode;
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::sandbox::Sandbox;
+use keel_plugin_api::services::session::Sessions;
+
+use crate::config::{HookSet, HooksConfig};
+use crate::engine::Engine;
+
+/// The plugin id.
+pub const PLUGIN_ID: &str = "hooks";
+
+fn invalid(message: String) -> Error {
+    Error::coded(ContractCode::InvalidArguments, format!("hooks: {message}"))
+}
+
+/// The hooks of the row and of the trusted settings files.
+async fn load(ctx: &Context, config: &HooksConfig, root: &std::path::Path) -> Result<HookSet> {
+    let mut set = HookSet::default();
+    let row = ctx.row()?;
+    set.add(
+        &config.hooks,
+        &format!("row '{row}'"),
+        config.default_timeout,
+    )
+    .map_err(invalid)?;
+    if !config.claude_settings {
+        return Ok(set);
+    }
+    for rel in settings::FILES {
+        let path = root.join(rel);
+        if !path.exists() {
+            continue;
+        }
+        let text = match trust::trusted_text(ctx, &path).await {
+            Ok(Ok(text)) => text,
+            Ok(Err(state)) => {
+                let _ = ctx.write_stderr(&format!(
+                    "keel: hooks: ignoring {}: {state}; its hooks never run (review it, then \
+                     `keel trust {}` or pass --trust-project)\n",
+                    path.display(),
+                    root.display()
+                ));
+                continue;
+            }
+            Err(e) => return Err(invalid(format!("{}: {e}", path.display()))),
+        };
+        let name = path.display().to_string();
+        let (table, skipped) = settings::parse(&name, &text).map_err(invalid)?;
+        for event in skipped {
+            tracing::info!("{name}: keel runs no {event} hooks; skipped");
+        }
+        set.add(&table, &name, config.default_timeout)
+            .map_err(invalid)?;
+    }
+    Ok(set)
+}
+
+/// The plugin value.
+#[derive(Default)]
+struct HooksPlugin;
+
+impl Plugin for HooksPlugin {
+    fn manifest(&self) -> Manifest {
+        Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
+            .description("Claude Code compatible command hooks: confined, timed, audited")
+            .requires::<Sessions>()
+            .optional::<Sandbox>()
+            // A hook is a command keel runs on its own: no untrusted layer may add one.
+            .guard_row()
+            .config_type::<HooksConfig>()
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: HooksConfig = ctx.config()?;
+        let cwd = std::env::current_dir()
+            .map_err(|e| invalid(format!("the working directory cannot be read: {e}")))?;
+        let root = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+        let set = load(&ctx, &config, &root).await?;
+        let engine = Engine::new(ctx, ctx.client::<Sessions>()?, set, root, config);
+        listen::register(&ctx, engine)
+    }
+}
+
+keel_plugin_api::export_plugin!(HooksPlugin);

@@ -1,0 +1,274 @@
+//! One Messages API attempt over HTTP: `POST {base_url}/v1/messages` with `stream: true` under
+//! the first-byte deadline, then the SSE stream under the idle watchdog, every failure a
+//! terminal chunk (B14: one attempt, no library retries — the agent loop's policy retries).
+//! Three deadlines, as `llm-openai`'s: `connect_timeout_ms`, `first_byte_timeout_ms` (request
+//! sent → response head) and `timeout_ms` (silence between events once the head arrived).
+//!
+//! [`Adapter::generate`] needs a tokio reactor (reqwest): the plugin runs it on its own
+//! runtime; tests run it on `#[tokio::test]`.
+
+use std::time::{Duration, SystemTime};
+
+use eventsource_stream::Eventsource as _;
+use futures::StreamExt as _;
+use keel_plugin_api::codes::ContractCode;
+use keel_plugin_api::sdk::Error;
+use keel_plugin_api::services::llm::{
+    LlmCallConfig, LlmCode, LlmFailure, LlmRequest, LlmResponse, StreamChunk,
+};
+use reqwest::header::{self, HeaderMap, HeaderValue};
+
+use crate::config::{self, Config};
+use crate::credential::{self, Resolver};
+use crate::decode::Decoder;
+use crate::failure::{self, ResponseInfo};
+use crate::request;
+
+/// The most of an error body that is read.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// One adapter row: its config, its HTTP client and where its key comes from.
+#[derive(Debug)]
+pub struct Adapter {
+    config: Config,
+    http: reqwest::Client,
+    url: String,
+    credentials: Resolver,
+}
+
+impl Adapter {
+    /// Builds the client. No request is made.
+    ///
+    /// # Errors
+    /// `CONFIG` for keys that do not fit together; `HTTP_CLIENT` when the TLS stack cannot be
+    /// set up.
+    pub fn new(config: Config, credentials: Resolver) -> Result<Self, Error> {
+        config::check(&config).map_err(|m| Error::coded(ContractCode::Config, m))?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .retry(reqwest::retry::never())
+            .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                Error::coded(
+                    LlmCode::HttpClient,
+                    format!("cannot build the HTTP client: {e}"),
+                )
+            })?;
+        // `base_url` is the API root without `/v1`, as Anthropic's SDKs take it.
+        let url = format!("{}/v1/messages", config.base_url.trim_end_matches('/'));
+        Ok(Adapter {
+            config,
+            http,
+            url,
+            credentials,
+        })
+    }
+
+    /// The row config.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The endpoint requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Could a call with `config` be dispatched? Capabilities, then the key resolved in every
+    /// layer (`cwd` choosing the working-directory `.env`). No network I/O; never a value.
+    ///
+    /// # Errors
+    /// `UNSUPPORTED_REASONING_EFFORT`; `CREDENTIAL_MISSING` naming the row and the reference;
+    /// the credentials service's own error.
+    pub async fn check(&self, config: &LlmCallConfig, cwd: Option<&str>) -> Result<(), Error> {
+        request::check_capabilities(config).map_err(|f| Error::coded(f.code, f.message))?;
+        let reference = &self.config.api_key_ref;
+        if self.credentials.resolve(reference, cwd).await?.is_none() {
+            return Err(Error::coded(
+                LlmCode::CredentialMissing,
+                self.credentials.missing_message(reference),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One attempt. Never fails: every problem is the terminal chunk.
+    pub async fn generate(&self, request: LlmRequest) -> LlmResponse {
+        let chunks = match self.attempt(&request).await {
+            Ok(chunks) => chunks,
+            Err(failure) => vec![StreamChunk::error(failure)],
+        };
+        LlmResponse { chunks }
+    }
+
+    async fn key(&self) -> Result<String, LlmFailure> {
+        let reference = &self.config.api_key_ref;
+        match self.credentials.resolve(reference, None).await {
+            Ok(Some(key)) => Ok(key),
+            Ok(None) => Err(LlmFailure::new(
+                LlmCode::CredentialMissing,
+                self.credentials.missing_message(reference),
+            )),
+            Err(e) => Err(LlmFailure::new(
+                LlmCode::CredentialMissing,
+                format!(
+                    "credential {reference} could not be resolved: {}: {}",
+                    e.code, e.message
+                ),
+            )),
+        }
+    }
+
+    async fn attempt(&self, request: &LlmRequest) -> Result<Vec<StreamChunk>, LlmFailure> {
+        request::check_capabilities(&request.config)?;
+        // Resolved now, for this request only (LLM-05).
+        let key = self.key().await?;
+        let mut key_header = HeaderValue::from_str(&key).map_err(|_| {
+            LlmFailure::new(
+                LlmCode::Auth,
+                format!(
+                    "credential {} holds characters an HTTP header cannot carry",
+                    self.config.api_key_ref
+                ),
+            )
+        })?;
+        key_header.set_sensitive(true);
+        let body = request::body(request, &self.config).to_string();
+        tracing::debug!(provider = %self.config.provider, url = %self.url, "messages request");
+        let send = self
+            .http
+            .post(&self.url)
+            .header("x-api-key", key_header)
+            .header("anthropic-version", config::API_VERSION)
+            .header(header::ACCEPT, "text/event-stream")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send();
+        let first_byte = Duration::from_millis(self.config.first_byte_timeout_ms);
+        let response = match tokio::time::timeout(first_byte, send).await {
+            Err(_) => {
+                return Err(failure::failure(
+                    LlmCode::Timeout,
+                    format!(
+                        "anthropic did not answer {} within {} ms (first_byte_timeout_ms)",
+                        self.url, self.config.first_byte_timeout_ms
+                    ),
+                    None,
+                ));
+            }
+            Ok(Err(e)) => return Err(self.transport(&e, &key)),
+            Ok(Ok(r)) => r,
+        };
+        let request_id = header_text(response.headers(), "request-id");
+        let status = response.status();
+        if !status.is_success() {
+            let info = ResponseInfo {
+                status: status.as_u16(),
+                retry_after: header_text(response.headers(), "retry-after"),
+                request_id,
+            };
+            let body = read_error_body(response, self.idle()).await;
+            return Err(failure::from_status(&info, &body, &key, SystemTime::now()));
+        }
+        Ok(self.stream(response, request_id, &key).await)
+    }
+
+    fn idle(&self) -> Duration {
+        Duration::from_millis(self.config.timeout_ms)
+    }
+
+    /// Reads the SSE stream into chunks, until `message_stop`, an `error` event, a break, the
+    /// end of the body or the idle watchdog.
+    async fn stream(
+        &self,
+        response: reqwest::Response,
+        request_id: Option<String>,
+        key: &str,
+    ) -> Vec<StreamChunk> {
+        let mut decoder = Decoder::new(request_id.clone());
+        let mut events = response.bytes_stream().eventsource();
+        loop {
+            match tokio::time::timeout(self.idle(), events.next()).await {
+                Err(_) => {
+                    let f = failure::failure(
+                        LlmCode::Timeout,
+                        format!(
+                            "anthropic sent nothing for {} ms mid-stream (timeout_ms)",
+                            self.config.timeout_ms
+                        ),
+                        request_id,
+                    );
+                    return decoder.fail(f);
+                }
+                // The body ended: complete() tells a finished answer from a cut one.
+                Ok(None) => break,
+                Ok(Some(Err(e))) if decoder.is_done() => {
+                    tracing::debug!(error = %e, "stream ended untidily after message_stop");
+                    break;
+                }
+                Ok(Some(Err(e))) => {
+                    let f = failure::failure(
+                        LlmCode::Transport,
+                        credential::redact(
+                            &format!("the response stream from {} broke: {e}", self.url),
+                            key,
+                        ),
+                        request_id,
+                    );
+                    return decoder.fail(f);
+                }
+                Ok(Some(Ok(event))) => {
+                    if let Err(f) = decoder.feed(&event.data) {
+                        return decoder.fail(f);
+                    }
+                    if decoder.is_done() {
+                        break;
+                    }
+                }
+            }
+        }
+        decoder.complete()
+    }
+
+    fn transport(&self, e: &reqwest::Error, key: &str) -> LlmFailure {
+        let what = if e.is_connect() {
+            "cannot connect to"
+        } else {
+            "request failed for"
+        };
+        let mut detail = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            detail.push_str(": ");
+            detail.push_str(&s.to_string());
+            source = s.source();
+        }
+        failure::failure(
+            LlmCode::Transport,
+            credential::redact(&format!("{what} {}: {detail}", self.url), key),
+            None,
+        )
+    }
+}
+
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Up to [`MAX_ERROR_BODY`] bytes of an error response, lossily decoded; empty on trouble.
+async fn read_error_body(response: reqwest::Response, idle: Duration) -> String {
+    let mut bytes = Vec::new();
+    let mut stream = response.bytes_stream();
+    while bytes.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout(idle, stream.next()).await {
+            Ok(Some(Ok(chunk))) => bytes.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    bytes.truncate(MAX_ERROR_BODY);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
