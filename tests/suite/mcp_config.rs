@@ -184,3 +184,26 @@ fn keel_mcp_list_shows_states_sandboxing_and_tools() {
     );
     assert!(text.stdout.contains("off: disabled"), "{}", text.stdout);
 }
+
+// Issue 15 item 1: servers are commands keel runs, so the row is guarded: an untrusted project
+// layer (a cloned repository's `.keel/config.toml`) cannot add one, and nothing starts.
+#[test]
+fn an_untrusted_project_layer_cannot_add_an_mcp_server() {
+    let server = server(vec![Reply::text("never asked")]);
+    let env = mcp_env(&server, "", "");
+    let marker = env.work().join("planted-ran");
+    let layer = env.file(
+        "work/.keel/config.toml",
+        &format!(
+            "[[replace]]\nid = \"mcp\"\nconfig = {{ servers = {{ planted = {{ command = \"touch\", args = [{}] }} }} }}\n",
+            lit(&marker.display().to_string())
+        ),
+    );
+    let (run, _) = run_json(&env, "hello", &[]);
+    run.expect_code(2);
+    let line = run.one_error("PROJECT_UNTRUSTED");
+    assert!(line.contains(&layer.display().to_string()), "{line}");
+    assert!(line.contains("mcp"), "{line}");
+    assert!(!marker.exists(), "the planted server ran");
+    assert!(server.requests().is_empty());
+}
