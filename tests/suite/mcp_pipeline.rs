@@ -244,3 +244,73 @@ fn a_tool_list_change_updates_the_registry() {
         "re-listed on each change: {seen}"
     );
 }
+
+// Issue 15 item 1: a secret reaches an MCP server only as a credential reference — the
+// `${credential:NAME}` in `env` resolves from `$KEEL_HOME/credentials.toml` when the server
+// starts, the server really gets the value (its `get-env` answer holds it), and that value is
+// scrubbed before the log or the model sees it.
+#[test]
+fn a_credential_reference_in_env_reaches_the_server_and_is_scrubbed_on_the_way_back() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const VALUE: &str = "mcp-cred-5e19d0-value";
+    let server = server(vec![
+        Reply::tool_calls(vec![("g1", "mcp__everything__get-env", args(json!({})))]),
+        Reply::text("ok"),
+    ]);
+    let env = mcp_env(
+        &server,
+        &node_server(
+            "everything",
+            &everything_js(),
+            &["stdio"],
+            "env = { MCP_PROBE_TOKEN = \"${credential:MCP_PROBE_REF}\" }",
+        ),
+        "",
+    );
+    let creds = env.home().join("credentials.toml");
+    std::fs::write(&creds, format!("MCP_PROBE_REF = \"{VALUE}\"\n")).unwrap();
+    std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (run, result) = run_json(&env, "show the env", &[]);
+    run.expect_code(0);
+    let events = stored_events(&env, &session_of(&result));
+    let answer = result_of(&events, "g1")["content"].to_string();
+    eprintln!("ANSWER {answer}");
+    assert!(answer.contains("MCP_PROBE_TOKEN"), "{answer}");
+    assert!(
+        !answer.contains("${credential"),
+        "the reference was not resolved: {answer}"
+    );
+    let mut channels = vec![run.stdout.clone(), run.stderr, answer];
+    channels.extend(server.requests().iter().map(|r| r.body.to_string()));
+    let files = walkdir(&env.home().join("sessions"));
+    assert!(
+        !files.is_empty(),
+        "no session files under {}",
+        env.home().display()
+    );
+    for file in files {
+        channels.push(std::fs::read_to_string(file).unwrap_or_default());
+    }
+    for (i, text) in channels.iter().enumerate() {
+        assert!(
+            !text.contains(VALUE),
+            "channel {i} holds the credential value: {text}"
+        );
+    }
+}
+
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walkdir(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
