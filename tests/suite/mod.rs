@@ -52,6 +52,7 @@ mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).
 mod escalation;
 /// Helpers for the hooks suites (issue 15 item 3).
+mod hooks_compact;
 mod hooks_mcp;
 mod hooks_support;
 /// PreToolUse / PostToolUse hooks: block, rewrite, timeouts, MCP-named tools (issue 15 item 3).
