@@ -223,3 +223,39 @@ fn an_older_record_without_files_still_reads() {
         TrustState::Trusted
     );
 }
+
+// Only a record or the flag lets security change; each state says which it is.
+#[test]
+fn only_trusted_and_vouched_allow_and_each_state_names_itself() {
+    let all = [
+        TrustState::Trusted,
+        TrustState::Vouched,
+        TrustState::Untrusted,
+        TrustState::Changed,
+    ];
+    let allows: Vec<bool> = all.iter().map(TrustState::allows).collect();
+    assert_eq!(allows, [true, true, false, false]);
+    assert!(all[0].describe().contains("keel trust"));
+    assert!(all[1].describe().contains("--trust-project"));
+    assert!(all[2].describe().starts_with("untrusted (never"));
+    assert!(all[3].describe().contains("changed since"));
+}
+
+// An unreadable trust file or project file is an error naming it, never "no record" or
+// "nothing there" (issue 15: a read error must not quietly change what is trusted).
+#[test]
+fn unreadable_trust_and_project_files_are_errors() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(TRUST_FILE)).unwrap();
+    let e = state(home.path(), work.path(), "d").unwrap_err();
+    assert_eq!(e.code(), "TRUST_FILE");
+
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join(".claude/settings.json")).unwrap();
+    std::fs::create_dir_all(work.path().join(".keel")).unwrap();
+    std::fs::write(work.path().join(".keel/config.toml"), "# layer\n").unwrap();
+    let e = record(home.path(), work.path()).unwrap_err();
+    assert!(e.to_string().contains("settings.json"), "{e}");
+    assert!(!home.path().join(TRUST_FILE).exists(), "nothing recorded");
+}
