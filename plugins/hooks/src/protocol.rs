@@ -369,4 +369,61 @@ mod tests {
         assert_eq!(a.ask, Some(Some("why".into())));
         assert_eq!(a.rewrite.unwrap().1, "y");
     }
+
+    // cargo mutants on this file: each case below was a surviving mutant.
+    #[test]
+    fn stdin_carries_the_common_fields_and_the_events_own() {
+        let mut fields = Map::new();
+        fields.insert("tool_name".into(), "shell".into());
+        let doc = input(Event::PreToolUse, "s1", "/w", fields);
+        assert_eq!(
+            doc,
+            json!({"session_id": "s1", "cwd": "/w", "hook_event_name": "PreToolUse",
+                "tool_name": "shell"})
+        );
+    }
+
+    #[test]
+    fn an_allow_survives_a_later_silent_hook_and_a_timeout_deny_is_also_an_error() {
+        let a = Answer::merge([
+            Answer {
+                allow: true,
+                ..Answer::default()
+            },
+            Answer::default(),
+        ]);
+        assert!(a.allow);
+        let o = Outcome {
+            timed_out: true,
+            ..Outcome::default()
+        };
+        let denied = interpret(&hook("PreToolUse"), &o, true);
+        assert!(denied.error.unwrap().contains("timed out"));
+    }
+
+    #[test]
+    fn only_prompt_and_start_hooks_take_plain_or_broken_stdout_as_context() {
+        let post = hook("PostToolUse");
+        let a = interpret(&post, &exited(0, "plain words\n", ""), false);
+        assert_eq!(a, Answer::default(), "plain stdout is ignored after a tool");
+        let a = interpret(&post, &exited(0, "{not json", ""), false);
+        assert!(a.error.unwrap().contains("JSON keel cannot read"));
+        let prompt = hook("UserPromptSubmit");
+        let a = interpret(&prompt, &exited(0, "{not json", ""), false);
+        assert_eq!(a.context, ["{not json"]);
+        assert_eq!(a.error, None);
+        let a = interpret(&prompt, &exited(0, "  \n", ""), false);
+        assert!(a.context.is_empty(), "empty stdout adds no context");
+    }
+
+    #[test]
+    fn permission_words_count_only_for_pre_tool_use() {
+        let approve = r#"{"decision":"approve"}"#;
+        assert!(interpret(&hook("PreToolUse"), &exited(0, approve, ""), false).allow);
+        let post = hook("PostToolUse");
+        assert!(!interpret(&post, &exited(0, approve, ""), false).allow);
+        let deny = r#"{"hookSpecificOutput":{"permissionDecision":"deny","updatedInput":{"a":1}}}"#;
+        let a = interpret(&post, &exited(0, deny, ""), false);
+        assert_eq!((a.block, a.rewrite), (None, None), "{deny}");
+    }
 }
