@@ -42,7 +42,6 @@ pub struct Decoder {
     prompt_tokens: Option<u64>,
     output_tokens: Option<u64>,
     stop_reason: Option<String>,
-    started: bool,
     done: bool,
     saw_content: bool,
     saw_tool_use: bool,
@@ -66,11 +65,6 @@ impl Decoder {
         }
     }
 
-    /// Whether any event arrived.
-    pub fn is_empty(&self) -> bool {
-        !self.started
-    }
-
     /// Whether `message_stop` arrived.
     pub fn is_done(&self) -> bool {
         self.done
@@ -88,7 +82,6 @@ impl Decoder {
                 self.request_id.clone(),
             )
         })?;
-        self.started = true;
         let index = event
             .get("index")
             .and_then(Value::as_u64)

@@ -182,6 +182,78 @@ fn thinking_and_its_signature_and_redacted_thinking_become_reasoning_chunks() {
     // A tool without input streams none: its arguments are `{}`.
     assert_eq!(args(&chunks, 2), "{}");
     assert_eq!(finish(&chunks), &FinishReason::ToolCalls);
+    // The empty `thinking` and `signature` of the block start add no chunks.
+    assert!(chunks.contains(&StreamChunk::BlockStart {
+        index: 0,
+        block_type: "reasoning".into()
+    }));
+    let at_zero = |c: &&StreamChunk| {
+        matches!(
+            c,
+            StreamChunk::ReasoningDelta { index: 0, .. }
+                | StreamChunk::ReasoningSignature { index: 0, .. }
+        )
+    };
+    assert_eq!(chunks.iter().filter(at_zero).count(), 3, "{chunks:?}");
+}
+
+// cargo mutants: thinking given whole in its block start (no deltas) is kept, with its
+// signature, as the block's own chunks.
+#[test]
+fn thinking_given_in_the_block_start_is_kept() {
+    let [md, ms] = stop("end_turn", 2);
+    let chunks = run(&[
+        start(),
+        block_start(
+            0,
+            json!({"type": "thinking", "thinking": "whole", "signature": "sig0"}),
+        ),
+        block_stop(0),
+        block_start(1, json!({"type": "text", "text": ""})),
+        delta(1, json!({"type": "text_delta", "text": "ok"})),
+        // An empty delta after real text does not make the answer empty.
+        delta(1, json!({"type": "text_delta", "text": ""})),
+        block_stop(1),
+        md,
+        ms,
+    ]);
+    assert_eq!(finish(&chunks), &FinishReason::Stop);
+    assert!(chunks.contains(&StreamChunk::ReasoningDelta {
+        index: 0,
+        text: "whole".into()
+    }));
+    assert!(chunks.contains(&StreamChunk::ReasoningSignature {
+        index: 0,
+        signature: "sig0".into(),
+        redacted: false
+    }));
+    assert!(chunks.contains(&StreamChunk::BlockEnd { index: 0 }));
+}
+
+// cargo mutants: usage is reported when only the prompt was counted, and `is_done` is what
+// the client uses to tell a finished stream from a cut one.
+#[test]
+fn usage_with_only_input_counts_and_done_only_after_message_stop() {
+    let mut d = Decoder::new(None);
+    let start = json!({"type": "message_start", "message": {"usage": {"input_tokens": 5}}});
+    d.feed(&start.to_string()).unwrap();
+    d.feed(&block_start(0, json!({"type": "text", "text": "x"})).to_string())
+        .unwrap();
+    d.feed(&delta(0, json!({"type": "text_delta", "text": "x"})).to_string())
+        .unwrap();
+    d.feed(&json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}}).to_string())
+        .unwrap();
+    assert!(!d.is_done());
+    d.feed(&json!({"type": "message_stop"}).to_string())
+        .unwrap();
+    assert!(d.is_done());
+    let chunks = d.complete();
+    assert!(chunks.contains(&StreamChunk::Usage {
+        usage: Usage {
+            input_tokens: 5,
+            output_tokens: 0
+        }
+    }));
 }
 
 #[test]
@@ -217,6 +289,11 @@ fn unknown_events_blocks_and_deltas_are_ignored() {
         index: 1,
         text: "hi".into()
     }));
+    // An unknown block opens nothing, so it closes nothing.
+    assert!(
+        !chunks.contains(&StreamChunk::BlockEnd { index: 0 }),
+        "{chunks:?}"
+    );
 }
 
 #[test]
@@ -279,4 +356,15 @@ fn garbage_data_max_tokens_and_empty_answers() {
     assert_eq!(finish(&chunks), &FinishReason::MaxTokens);
     let [md, ms] = stop("end_turn", 0);
     assert_eq!(error_code(&run(&[start(), md, ms])), LlmCode::EmptyResponse);
+    // A text block whose only delta is empty is still an empty answer.
+    let [md, ms] = stop("end_turn", 0);
+    let chunks = run(&[
+        start(),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": ""})),
+        block_stop(0),
+        md,
+        ms,
+    ]);
+    assert_eq!(error_code(&chunks), LlmCode::EmptyResponse);
 }

@@ -246,5 +246,25 @@ mod tests {
         let date = httpdate::fmt_http_date(now + Duration::from_secs(20));
         assert_eq!(retry_after_ms(Some(&date), now), Some(20_000));
         assert_eq!(retry_after_ms(Some("soon"), now), None);
+        // A negative or non-finite number is no delay at all, never a huge or a wrapped one.
+        assert_eq!(retry_after_ms(Some("-1"), now), None);
+        assert_eq!(retry_after_ms(Some("inf"), now), None);
+        assert_eq!(retry_after_ms(Some("NaN"), now), None);
+    }
+
+    // cargo mutants: the error type alone decides, and quotes are cut only when too long.
+    #[test]
+    fn error_types_map_without_a_message_and_quotes_end_in_an_ellipsis_only_when_cut() {
+        assert_eq!(
+            code_of("request_too_large", "Request exceeds the maximum size"),
+            LlmCode::ContextWindowExceeded
+        );
+        assert_eq!(code_of("permission_error", ""), LlmCode::Auth);
+        let exact = "x".repeat(MAX_QUOTE);
+        assert_eq!(quote(&exact), exact);
+        let long = "y".repeat(MAX_QUOTE + 1);
+        let cut = quote(&long);
+        assert_eq!(cut.chars().count(), MAX_QUOTE + 1);
+        assert!(cut.ends_with('…'), "{cut}");
     }
 }
