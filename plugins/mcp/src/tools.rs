@@ -161,6 +161,13 @@ mod tests {
         assert!(other.len() <= MAX_NAME);
         assert_eq!(server_of("mcp__everything__get-sum"), Some("everything"));
         assert_eq!(server_of("read_file"), None);
+        // A call under the public name reaches the server under its own name.
+        let listed = vec![json!({"name": "a.b c", "inputSchema": {"type": "object"}})];
+        let tools = map_tools("e", &listed).unwrap();
+        assert_eq!(
+            routes(&tools),
+            BTreeMap::from([("mcp__e__a_b_c".to_owned(), "a.b c".to_owned())])
+        );
     }
 
     // Issue 15 item 2: flags from annotations; a bad schema names the tool.
