@@ -318,6 +318,42 @@ mod tests {
         );
     }
 
+    // cargo mutants: the defaults a bare server gets, every stdio key refused beside `url`,
+    // names with `_`, and references at the edges of a value.
+    #[test]
+    fn defaults_http_only_keys_and_reference_edges() {
+        let bare = parse("[servers.a_b]\ncommand='x'\n");
+        bare.check().unwrap();
+        let a = &bare.servers["a_b"];
+        assert!(a.enabled && a.required);
+        assert_eq!(
+            (
+                a.startup_timeout_ms,
+                a.restart_backoff_ms,
+                a.max_restart_backoff_ms
+            ),
+            (30_000, 500, 30_000)
+        );
+        for extra in ["env={A='b'}", "cwd='/tmp'", "sandbox='none'"] {
+            let text = format!("[servers.a]\nurl='http://h'\n{extra}\n");
+            let e = parse(&text).check().unwrap_err();
+            assert!(e.contains("stdio"), "{text}: {e}");
+        }
+        parse("[servers.a]\nurl='https://h'\nheaders={A='${credential:_T1}'}\n")
+            .check()
+            .unwrap();
+        assert_eq!(
+            placeholders("${credential:A}-${credential:B_2}x").unwrap(),
+            vec![
+                Piece::Credential("A".into()),
+                Piece::Text("-".into()),
+                Piece::Credential("B_2".into()),
+                Piece::Text("x".into()),
+            ]
+        );
+        assert!(placeholders("${credential:}").is_err(), "an empty name");
+    }
+
     #[test]
     fn backoff_doubles_up_to_the_cap() {
         let s =
