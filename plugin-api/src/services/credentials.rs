@@ -185,6 +185,41 @@ pub enum Source {
     DotenvHome,
 }
 
+/// The value of `reference` for one operation (LLM-05: never cached, so a rotated value
+/// applies next time): through `keel.credentials` when a credentials row is loaded (`service`,
+/// fetched by the caller for this very operation), else the process environment. `None` when
+/// unset or empty everywhere. The one lookup every holder of references shares (the model
+/// adapters' `api_key_ref`, `mcp`'s `${credential:NAME}`).
+///
+/// # Errors
+/// The credentials service's own error (its messages name files and lines, never values).
+pub async fn resolve_value(
+    service: Option<CredentialsClient>,
+    reference: &str,
+    cwd: Option<&std::path::Path>,
+) -> crate::sdk::Result<Option<String>> {
+    let Some(service) = service else {
+        return Ok(std::env::var(reference).ok().filter(|v| !v.is_empty()));
+    };
+    let answer = service
+        .resolve(CredentialRef {
+            reference: reference.to_owned(),
+            cwd: cwd.map(std::path::Path::to_path_buf),
+        })
+        .await?;
+    Ok(answer.value.filter(|v| !v.is_empty()))
+}
+
+/// `text` with every occurrence of a credential's `value` replaced by `[redacted]` (providers
+/// echo what they received in error bodies). Values under 4 bytes are left alone: replacing
+/// them would mangle ordinary text and hide nothing.
+pub fn redact(text: &str, value: &str) -> String {
+    if value.len() < 4 {
+        return text.to_owned();
+    }
+    text.replace(value, "[redacted]")
+}
+
 /// Whether `name` is a valid reference: `[A-Z_][A-Z0-9_]*`.
 pub fn is_valid_reference(name: &str) -> bool {
     let mut bytes = name.bytes();

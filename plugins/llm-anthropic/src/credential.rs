@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use keel_plugin_api::sdk::Error;
-use keel_plugin_api::services::credentials::{CredentialRef, CredentialsClient};
+pub use keel_plugin_api::services::credentials::redact;
+use keel_plugin_api::services::credentials::{CredentialsClient, resolve_value};
 
 /// Fetches the current `keel.credentials` client, or `None` when no such row is loaded.
 pub type ServiceLookup = Arc<dyn Fn() -> Option<CredentialsClient> + Send + Sync>;
@@ -56,16 +57,8 @@ impl Resolver {
         reference: &str,
         cwd: Option<&str>,
     ) -> Result<Option<String>, Error> {
-        let Some(service) = self.lookup.as_ref().and_then(|l| l()) else {
-            return Ok(std::env::var(reference).ok().filter(|v| !v.is_empty()));
-        };
-        let answer = service
-            .resolve(CredentialRef {
-                reference: reference.to_owned(),
-                cwd: cwd.map(std::path::PathBuf::from),
-            })
-            .await?;
-        Ok(answer.value.filter(|v| !v.is_empty()))
+        let service = self.lookup.as_ref().and_then(|l| l());
+        resolve_value(service, reference, cwd.map(std::path::Path::new)).await
     }
 
     /// The `CREDENTIAL_MISSING` message: the row, the reference, where it may be set.
@@ -81,14 +74,6 @@ impl Resolver {
             row = self.row
         )
     }
-}
-
-/// Replaces every occurrence of the key in `text` (providers sometimes echo what they got).
-pub fn redact(text: &str, key: &str) -> String {
-    if key.len() < 4 {
-        return text.to_owned();
-    }
-    text.replace(key, "[redacted]")
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_plugin_api::sdk::Error;
-use keel_plugin_api::services::credentials::{CredentialRef, CredentialsClient};
+pub use keel_plugin_api::services::credentials::redact;
+use keel_plugin_api::services::credentials::{CredentialsClient, resolve_value};
 
 /// Fetches the current `keel.credentials` client, or `None` when no such row is loaded.
 pub type ServiceLookup = Arc<dyn Fn() -> Option<CredentialsClient> + Send + Sync>;
@@ -62,16 +63,8 @@ impl Resolver {
         reference: &str,
         cwd: Option<&str>,
     ) -> Result<Option<String>, Error> {
-        let Some(service) = self.lookup.as_ref().and_then(|l| l()) else {
-            return Ok(resolve(reference));
-        };
-        let answer = service
-            .resolve(CredentialRef {
-                reference: reference.to_owned(),
-                cwd: cwd.map(PathBuf::from),
-            })
-            .await?;
-        Ok(answer.value.filter(|v| !v.is_empty()))
+        let service = self.lookup.as_ref().and_then(|l| l());
+        resolve_value(service, reference, cwd.map(std::path::Path::new)).await
     }
 
     /// The `CREDENTIAL_MISSING` message for `reference`: every place it may be set, never a
@@ -107,14 +100,6 @@ pub fn missing_message(reference: &str) -> String {
     )
 }
 
-/// Replaces every occurrence of the key in `text` (providers sometimes echo what they received).
-pub fn redact(text: &str, key: &str) -> String {
-    if key.len() < 4 {
-        return text.to_owned();
-    }
-    text.replace(key, "[redacted]")
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -122,8 +107,8 @@ mod tests {
     use futures::executor::block_on;
     use keel_plugin_api::sdk::{ContractClient, ContractHandle};
     use keel_plugin_api::services::credentials::{
-        Credentials, CredentialsProvider, Description, ListCredentials, Listed, RemoveCredential,
-        Resolved, SetCredential, Source,
+        CredentialRef, Credentials, CredentialsProvider, Description, ListCredentials, Listed,
+        RemoveCredential, Resolved, SetCredential, Source,
     };
     use serde_json::{Value, json};
 

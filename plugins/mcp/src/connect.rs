@@ -21,7 +21,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::credentials::{CredentialRef, Credentials, is_credential_like};
+use keel_plugin_api::services::credentials::{self, Credentials, is_credential_like};
 use keel_plugin_api::services::sandbox::{ConfineRequest, Sandbox};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RunningService};
@@ -117,18 +117,10 @@ async fn resolve_value(ctx: &Context, value: &str) -> Result<String, String> {
         match piece {
             Piece::Text(t) => out.push_str(&t),
             Piece::Credential(name) => {
-                let found = match ctx.get_client::<Credentials>().ok().flatten() {
-                    Some(c) => {
-                        c.resolve(CredentialRef {
-                            reference: name.clone(),
-                            cwd: None,
-                        })
-                        .await
-                        .map_err(|e| format!("credential {name}: {e}"))?
-                        .value
-                    }
-                    None => std::env::var(&name).ok().filter(|v| !v.is_empty()),
-                };
+                let service = ctx.get_client::<Credentials>().ok().flatten();
+                let found = credentials::resolve_value(service, &name, None)
+                    .await
+                    .map_err(|e| format!("credential {name}: {e}"))?;
                 let v = found.ok_or_else(|| {
                     format!("credential {name} is not set (`keel secrets`/credentials.toml/env)")
                 })?;
