@@ -26,19 +26,7 @@ use serde_json::{Value, json};
 const STEPS: usize = 50;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if !args.iter().any(|a| a == "--bench") {
-        println!("agent benchmarks: nothing to do outside `cargo bench`; run `cargo xtask bench`");
-        return ExitCode::SUCCESS;
-    }
-    let quick = args.iter().any(|a| a == "--quick");
-    match run(quick) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("agent bench failed: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    keel_tests::bench::harness_main("agent benchmarks", run)
 }
 
 struct Sandbox {

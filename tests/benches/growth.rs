@@ -48,19 +48,7 @@ const MARKS: [usize; 3] = [10, 100, 200];
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if !args.iter().any(|a| a == "--bench") {
-        println!("growth benchmark: nothing to do outside `cargo bench`; run `cargo xtask bench`");
-        return ExitCode::SUCCESS;
-    }
-    let quick = args.iter().any(|a| a == "--quick");
-    match run(quick) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("growth bench failed: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    keel_tests::bench::harness_main("growth benchmark", run)
 }
 
 /// What the hook saw when one chat-completions request arrived.

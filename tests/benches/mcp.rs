@@ -27,19 +27,7 @@ use serde_json::{Value, json};
 const STEPS: usize = 30;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if !args.iter().any(|a| a == "--bench") {
-        println!("mcp benchmarks: nothing to do outside `cargo bench`; run `cargo xtask bench`");
-        return ExitCode::SUCCESS;
-    }
-    let quick = args.iter().any(|a| a == "--quick");
-    match run(quick) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mcp bench failed: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    keel_tests::bench::harness_main("mcp benchmarks", run)
 }
 
 fn everything_js() -> Result<PathBuf, String> {

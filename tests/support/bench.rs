@@ -2,8 +2,27 @@
 //! machine description every report records. Benchmarks report numbers; nothing here asserts.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use serde_json::{Value, json};
+
+/// The `main` of a harness that takes only `--quick`: outside `cargo bench` (no `--bench`) it
+/// says so and succeeds; otherwise it runs `run(quick)` and turns an error into one stderr line
+/// and a failing exit.
+pub fn harness_main(what: &str, run: impl FnOnce(bool) -> Result<(), String>) -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.iter().any(|a| a == "--bench") {
+        println!("{what}: nothing to do outside `cargo bench`; run `cargo xtask bench`");
+        return ExitCode::SUCCESS;
+    }
+    match run(args.iter().any(|a| a == "--quick")) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{what} failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// Order statistics of a set of samples (0 for an empty set).
 #[derive(Debug, Clone, Copy)]
