@@ -140,6 +140,7 @@ fn header(id: &str) -> SessionHeader {
         cwd: "/bench".to_owned(),
         parent_session: None,
         seed_length: None,
+        parent_call_id: None,
         origin: None,
         delegation_depth: 0,
     }

@@ -67,3 +67,9 @@ declare_event! {
     /// Claimed messages were dropped (a rejected step). `data`: `{"messages":[…]}`.
     pub struct InboxDiscarded: emit("agent/inbox/discarded") -> AgentPoint;
 }
+declare_event! {
+    /// A stored session was resumed (`keel.agent` `resume`), after its recovery closers were
+    /// committed and before its loop starts; every listener is awaited. `data`:
+    /// `{"recovered":n}`. The subagent row recovers the children the log names here.
+    pub struct Resumed: parallel("agent/resumed") -> AgentPoint;
+}

@@ -20,6 +20,7 @@ pub mod kernel;
 pub mod llm;
 pub mod prompt;
 pub mod session;
+pub mod subagent;
 pub mod tools;
 
 pub use json::Json;
@@ -39,6 +40,7 @@ pub const OWNERS: &[(&str, &str)] = &[
     ("approval/", "approval"),
     ("fs/", "tool-fs"),
     ("context/", "context"),
+    ("subagent/", "subagent"),
 ];
 
 /// The owner of `event` per [`OWNERS`], by its domain prefix.
@@ -69,6 +71,7 @@ pub const CATALOG: &[EventInfo] = &[
     agent::InboxInserted::INFO,
     agent::InboxClaimed::INFO,
     agent::InboxDiscarded::INFO,
+    agent::Resumed::INFO,
     llm::Stream::INFO,
     prompt::Assemble::INFO,
     tools::Rewrite::INFO,
@@ -84,6 +87,8 @@ pub const CATALOG: &[EventInfo] = &[
     fs::Observed::INFO,
     context::Compact::INFO,
     context::Compacted::INFO,
+    subagent::ChildStarted::INFO,
+    subagent::ChildEnded::INFO,
 ];
 
 #[cfg(test)]

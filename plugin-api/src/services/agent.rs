@@ -7,7 +7,7 @@ use crate::services::driver::ProfileIdentity;
 
 crate::contract! {
     /// The agent service (`agent-loop` plugin).
-    pub contract AgentService = "keel.agent", version 1;
+    pub contract AgentService = "keel.agent", version 2;
     provider AgentProvider;
     client AgentClient;
     /// Creates a session and starts its loop. Checks the model route first (`keel.llm`
@@ -27,6 +27,147 @@ crate::contract! {
     fn abort(AgentSession) -> ();
     /// Stops the loop, awaits its exit, flushes and closes the session (LOOP-07).
     fn close(AgentSession) -> ();
+    /// Takes every input still queued for the agent (followups, interrupts not yet run and
+    /// suspended tasks), in the order they would have run; the agent keeps running what it
+    /// has in hand. A resident child's teardown decides where they go (SUB-02).
+    fn take_pending(AgentSession) -> PendingInputs, since 2;
+    /// The agent's state without waiting: running or idle, queued work, the scheduler's
+    /// counts (SCH-06) and the last result.
+    fn status(AgentSession) -> AgentStatus, since 2;
+}
+
+/// A child agent's place in the delegation tree (issue 16, SES-13/SUB-05).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lineage {
+    /// The delegating session.
+    pub parent_session: String,
+    /// The parent's tool call that started the child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_call_id: Option<String>,
+    /// The child's depth (the root is 0).
+    pub depth: u32,
+    /// How the child's session starts.
+    pub mode: ChildMode,
+    /// Recorded as the session's `origin` (`"subagent"`, `"resident"`).
+    pub origin: String,
+}
+
+/// How a child's session starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChildMode {
+    /// A fresh session; nothing of the parent is copied.
+    Spawn,
+    /// Seeded with the parent's events up to its last `turn/end` (SES-13).
+    Fork,
+}
+
+/// What a child agent changes of the loop row's settings (its named profile, issue 16).
+/// Absent fields keep the row's value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentOverrides {
+    /// Provider of the call config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Model of the call config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Output token cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Model requests one turn may make.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u64>,
+    /// The tools this agent is offered and may call (by public name); absent: every tool
+    /// but the child-only ones for a root agent, every tool for a child. A call to another
+    /// tool is refused by the pipeline (`UNKNOWN_TOOL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+}
+
+/// `take_pending`'s answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingInputs {
+    /// The inputs, in the order they would have run.
+    pub inputs: Vec<PendingInput>,
+}
+
+/// One input that had not run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingInput {
+    /// The message id it was queued under.
+    pub id: String,
+    /// Its text.
+    pub content: String,
+    /// Its level (`None`: queued work, not an interrupt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<InterruptLevel>,
+    /// It was running and had been suspended by a higher interrupt.
+    #[serde(default)]
+    pub suspended: bool,
+}
+
+/// `status`'s answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    /// The session.
+    pub session_id: String,
+    /// A turn runs.
+    pub running: bool,
+    /// Inputs waiting (queued, interrupts, suspended).
+    pub pending: u64,
+    /// Tasks suspended so far (SCH-06).
+    pub suspended: u64,
+    /// Tasks resumed so far; equals `suspended` once drained.
+    pub resumed: u64,
+    /// The last assistant text.
+    pub last_result: String,
+}
+
+/// An interrupt level (SCH-01, B16). Only strictly higher preempts; L4 is the kernel's
+/// (SCH-10): `send` clamps an L4 to L3.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(try_from = "u8", into = "u8")]
+pub enum InterruptLevel {
+    /// Background.
+    L1 = 1,
+    /// A message.
+    L2 = 2,
+    /// Interactive: needs timely handling.
+    L3 = 3,
+    /// Critical: raised only by the loop itself (context overflow, a failed task).
+    L4 = 4,
+}
+
+impl TryFrom<u8> for InterruptLevel {
+    type Error = String;
+    fn try_from(v: u8) -> std::result::Result<Self, String> {
+        Ok(match v {
+            1 => InterruptLevel::L1,
+            2 => InterruptLevel::L2,
+            3 => InterruptLevel::L3,
+            4 => InterruptLevel::L4,
+            other => return Err(format!("interrupt level {other} is not 1..=4")),
+        })
+    }
+}
+
+impl From<InterruptLevel> for u8 {
+    fn from(l: InterruptLevel) -> u8 {
+        l as u8
+    }
 }
 
 /// `create`'s request.
@@ -46,6 +187,12 @@ pub struct CreateAgent {
     /// The driver's profile, recorded with the session (issue 11 item 7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<ProfileIdentity>,
+    /// A child agent's lineage: recorded in its header, and with `fork` its seed (issue 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<Lineage>,
+    /// A child agent's own settings (model row, tool set, step budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<AgentOverrides>,
 }
 
 /// `create`'s answer.
@@ -85,6 +232,9 @@ pub struct SendMessage {
     /// Where it goes (default `followup`).
     #[serde(default = "InboxTarget::followup")]
     pub target: InboxTarget,
+    /// The level of an `interrupt` (default L1); ignored for the other targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<InterruptLevel>,
 }
 
 /// `send`'s answer.
@@ -92,6 +242,9 @@ pub struct SendMessage {
 pub struct MessageSent {
     /// The message id (`msg_<session>_<n>`).
     pub id: String,
+    /// The level an interrupt was queued at (an L4 asked by a plugin is clamped to L3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<InterruptLevel>,
 }
 
 /// The request of the methods that only name a live session.
@@ -130,6 +283,9 @@ pub enum InboxTarget {
     Steer,
     /// The next step, without waking an idle loop.
     Inject,
+    /// A task of its own at [`SendMessage::level`] (SCH-01): it preempts a running task of a
+    /// strictly lower level at the next step boundary, never inside a tool batch (SCH-07).
+    Interrupt,
 }
 
 impl InboxTarget {

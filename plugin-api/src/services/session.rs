@@ -121,6 +121,13 @@ pub struct CreateSession {
     /// 0 at top level.
     #[serde(default)]
     pub delegation_depth: u32,
+    /// The session that delegated to this one (a spawned subagent, issue 16), recorded in the
+    /// header; a spawn copies nothing from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+    /// The parent's tool call that started this session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_call_id: Option<String>,
     /// Kept in memory only (`keel run --ephemeral`): the id is not claimed, no file is
     /// written, and the events vanish when the session closes. Checkpoints still succeed.
     #[serde(default)]
@@ -323,6 +330,15 @@ pub struct ForkSession {
     /// The child's id; generated when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child_id: Option<String>,
+    /// Recorded in the child's header: `"subagent"` for an in-process fork (issue 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// The child's delegation depth (default: the parent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation_depth: Option<u32>,
+    /// The parent's tool call that started the child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_call_id: Option<String>,
 }
 
 /// `fork`'s answer.

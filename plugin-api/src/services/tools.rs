@@ -219,6 +219,10 @@ pub struct ToolDefinition {
     /// Changes the world (files, processes): approval mode `ask` asks before it runs.
     #[serde(default)]
     pub mutating: bool,
+    /// Offered only to child agents (a resident child's memory tools, issue 16); a root
+    /// agent's list leaves it out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub child_only: bool,
 }
 
 /// One call as the model produced it.
@@ -245,6 +249,10 @@ pub struct BatchRequest {
     pub cwd: String,
     /// The assistant message's calls, in model order.
     pub calls: Vec<ModelCall>,
+    /// The tools this agent may call (a child's tool set, issue 16); a call to another is
+    /// answered `UNKNOWN_TOOL` without running. Absent: every registered tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
 }
 
 /// What a provider's `execute` receives.

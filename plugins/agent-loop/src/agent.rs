@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
 use keel_plugin_api::events::agent::Status;
-use keel_plugin_api::services::agent::{InboxTarget, RunReport};
+use keel_plugin_api::services::agent::{
+    AgentOverrides, AgentStatus, InboxTarget, PendingInput, PendingInputs, RunReport,
+};
 use keel_plugin_api::services::session::EventRecord;
 use serde_json::{Value, json};
 
@@ -93,6 +95,10 @@ pub struct Agent {
     pub cwd: String,
     /// Cap on model requests per interval (`--max-turns`).
     pub max_turns: Option<u64>,
+    /// A child's own settings (its named profile, issue 16); empty for a root agent.
+    pub overrides: AgentOverrides,
+    /// The agent is a child (child-only tools are offered to it).
+    pub child: bool,
     state: Mutex<State>,
     wake: mpsc::UnboundedSender<()>,
     wake_rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
@@ -109,6 +115,8 @@ impl Agent {
             session_id,
             cwd,
             max_turns,
+            overrides: AgentOverrides::default(),
+            child: false,
             state: Mutex::new(State {
                 log,
                 ..State::default()
@@ -118,6 +126,14 @@ impl Agent {
             aborted: AtomicBool::new(false),
             exited: Mutex::new(None),
         }
+    }
+
+    /// The agent as a child with its own settings (issue 16).
+    #[must_use]
+    pub fn with_overrides(mut self, overrides: AgentOverrides, child: bool) -> Self {
+        self.overrides = overrides;
+        self.child = child;
+        self
     }
 
     /// Locks the state (a poisoned lock is recovered: the state stays consistent per field).
@@ -137,7 +153,7 @@ impl Agent {
             content,
         };
         match target {
-            InboxTarget::Followup => st.next_turn_inbox.push_back(msg),
+            InboxTarget::Followup | InboxTarget::Interrupt => st.next_turn_inbox.push_back(msg),
             InboxTarget::Steer => {
                 st.next_step_inbox.push_back(msg);
                 st.steer_pending = true;
@@ -147,6 +163,36 @@ impl Agent {
         drop(st);
         let _ = self.wake.unbounded_send(());
         id
+    }
+
+    /// Takes every queued input that has not started (SUB-02: the caller decides where it
+    /// goes). The scheduler of issue 16 item 3 replaces this with its own containers.
+    pub fn take_pending(&self) -> PendingInputs {
+        let mut st = self.state();
+        let inputs = st
+            .next_turn_inbox
+            .drain(..)
+            .map(|m| PendingInput {
+                id: m.id,
+                content: m.content,
+                level: None,
+                suspended: false,
+            })
+            .collect();
+        PendingInputs { inputs }
+    }
+
+    /// The agent's state, without waiting.
+    pub fn status(&self) -> AgentStatus {
+        let st = self.state();
+        AgentStatus {
+            session_id: self.session_id.clone(),
+            running: st.running,
+            pending: st.next_turn_inbox.len() as u64,
+            suspended: 0,
+            resumed: 0,
+            last_result: st.report.result.clone(),
+        }
     }
 
     /// Takes everything queued for the next step.

@@ -10,6 +10,7 @@
 
 mod agent;
 mod assemble;
+mod child;
 mod config;
 mod retry;
 mod seams;
@@ -22,12 +23,12 @@ use std::sync::{Arc, Mutex};
 use keel_plugin_api::events::agent as ev;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{
-    AgentCode, AgentCreated, AgentProvider, AgentResumed, AgentService, AgentSession, CreateAgent,
-    MessageSent, ResumeAgent, RunReport, SendMessage,
+    AgentCode, AgentCreated, AgentProvider, AgentResumed, AgentService, AgentSession, AgentStatus,
+    CreateAgent, MessageSent, PendingInputs, ResumeAgent, RunReport, SendMessage,
 };
 use keel_plugin_api::services::llm::{Llm, LlmCallConfig};
 use keel_plugin_api::services::prompt::SystemPrompt;
-use keel_plugin_api::services::session::{CreateSession, SessionRef, Sessions};
+use keel_plugin_api::services::session::{SessionRef, Sessions};
 use keel_plugin_api::services::tools::Tools;
 use serde_json::json;
 
@@ -35,19 +36,23 @@ use agent::{Agent, LogState};
 use config::LoopConfig;
 use seams::Seams;
 
-/// The default call config: the row's provider (or the only registered one) and model (or the
-/// adapter's default model).
-pub(crate) async fn default_config(seams: &Seams) -> Result<LlmCallConfig> {
+/// The default call config: the agent's provider (or the row's, or the only registered one)
+/// and model (or the row's, or the adapter's default model).
+pub(crate) async fn default_config(
+    seams: &Seams,
+    overrides: &keel_plugin_api::services::agent::AgentOverrides,
+) -> Result<LlmCallConfig> {
     let c = &seams.config;
     let routes = seams.routes().await?;
-    let provider = c
+    let provider = overrides
         .provider
         .clone()
+        .or_else(|| c.provider.clone())
         .unwrap_or_else(|| match routes.as_slice() {
             [only] => only.provider.clone(),
             _ => config::DEFAULT_PROVIDER.to_owned(),
         });
-    let model = match &c.model {
+    let model = match overrides.model.as_ref().or(c.model.as_ref()) {
         Some(m) => m.clone(),
         None => routes
             .into_iter()
@@ -58,7 +63,7 @@ pub(crate) async fn default_config(seams: &Seams) -> Result<LlmCallConfig> {
     Ok(LlmCallConfig {
         provider,
         model,
-        max_tokens: c.max_tokens,
+        max_tokens: overrides.max_tokens.or(c.max_tokens),
         temperature: c.temperature,
         ..LlmCallConfig::default()
     })
@@ -88,26 +93,18 @@ impl Hub {
     async fn create(&self, a: CreateAgent) -> Result<AgentCreated> {
         // The route is checked before anything exists: a missing credential fails here, before
         // any request and before a session is created.
-        let config = default_config(&self.seams).await?;
+        let overrides = a.overrides.clone().unwrap_or_default();
+        let config = default_config(&self.seams, &overrides).await?;
         self.seams.check(&config).await?;
-        let create = CreateSession {
-            cwd: a.cwd.clone(),
-            id: a.session_id.clone(),
-            ephemeral: a.ephemeral,
-            profile: a.profile.clone(),
-            ..CreateSession::default()
-        };
-        let sid = self.seams.sessions().create(create).await?.session_id;
-        let log = LogState {
-            header_reason: "initial",
-            ..LogState::default()
-        };
-        self.start(Agent::new(sid.clone(), a.cwd, a.max_turns, log))?;
+        let (sid, log) = child::create_session(&self.seams, &a).await?;
+        let agent = Agent::new(sid.clone(), a.cwd, a.max_turns, log)
+            .with_overrides(overrides, a.lineage.is_some());
+        self.start(agent)?;
         Ok(AgentCreated { session_id: sid })
     }
 
     async fn resume(&self, a: ResumeAgent) -> Result<AgentResumed> {
-        let config = default_config(&self.seams).await?;
+        let config = default_config(&self.seams, &Default::default()).await?;
         self.seams.check(&config).await?;
         let sessions = self.seams.sessions();
         let loaded = sessions.load(SessionRef::new(&a.session_id)).await?;
@@ -116,6 +113,15 @@ impl Hub {
         let next_turn = events.iter().filter(|e| e.kind == "turn/start").count() as u64;
         let recovered = loaded.recovered.len() as u64;
         sessions.open(SessionRef::new(&a.session_id)).await?;
+        // Listeners (the subagent row recovering the children this log names) finish before
+        // the loop starts.
+        let p = Seams::point(
+            &a.session_id,
+            next_turn,
+            0,
+            &json!({ "recovered": recovered }),
+        )?;
+        self.seams.ctx.parallel::<ev::Resumed>(p).await?;
         // The first request after a resume logs a full header with reason `resume` (LOOP-05).
         let log = LogState {
             next_turn,
@@ -158,6 +164,7 @@ impl AgentProvider for Served {
             session_id,
             content,
             target,
+            ..
         } = request;
         let hub = &self.0;
         let id = hub.agent(&session_id)?.send(content.clone(), target);
@@ -168,7 +175,7 @@ impl AgentProvider for Served {
                 .ctx
                 .emit::<keel_plugin_api::events::agent::InboxInserted>(&p);
         }
-        Ok(MessageSent { id })
+        Ok(MessageSent { id, level: None })
     }
 
     async fn wait_idle(&self, request: AgentSession) -> Result<RunReport> {
@@ -185,6 +192,14 @@ impl AgentProvider for Served {
         let agent = self.0.agent(&request.session_id)?;
         agent.aborted.store(true, Ordering::Release);
         self.0.seams.cancel_tools(&request.session_id).await
+    }
+
+    async fn take_pending(&self, request: AgentSession) -> Result<PendingInputs> {
+        Ok(self.0.agent(&request.session_id)?.take_pending())
+    }
+
+    async fn status(&self, request: AgentSession) -> Result<AgentStatus> {
+        Ok(self.0.agent(&request.session_id)?.status())
     }
 
     async fn close(&self, request: AgentSession) -> Result<()> {
@@ -230,6 +245,7 @@ impl Plugin for AgentLoop {
             .declares::<ev::InboxInserted>()
             .declares::<ev::InboxClaimed>()
             .declares::<ev::InboxDiscarded>()
+            .declares::<ev::Resumed>()
             .config_type::<config::LoopConfig>()
     }
 

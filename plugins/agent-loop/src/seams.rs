@@ -181,17 +181,13 @@ impl Seams {
     // ---- tools -----------------------------------------------------------------------------
 
     /// The registered tools.
-    pub async fn tool_list(&self) -> Result<Vec<ModelTool>> {
+    pub async fn tool_list(
+        &self,
+        overrides: &keel_plugin_api::services::agent::AgentOverrides,
+        child: bool,
+    ) -> Result<(Vec<ModelTool>, Option<Vec<String>>)> {
         let list = self.tools.list(ListRequest {}).await?;
-        Ok(list
-            .tools
-            .into_iter()
-            .map(|d| ModelTool {
-                name: d.name,
-                description: d.description,
-                parameters: d.parameters,
-            })
-            .collect())
+        Ok(crate::child::offered(list.tools, overrides, child))
     }
 
     /// Runs one assistant message's calls (the B9 pipeline; it logs calls and results).

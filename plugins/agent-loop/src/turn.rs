@@ -129,6 +129,8 @@ struct TurnContext {
     checked: Option<LlmCallConfig>,
     base: LlmCallConfig,
     tools: Vec<keel_plugin_api::services::llm::ModelTool>,
+    /// The tools the batches are held to when not every registered one (issue 16).
+    allowed_tools: Option<Vec<String>>,
     system: Option<String>,
     /// The bytes system prompt and tools add to every request (for the context row).
     fixed_bytes: u64,
@@ -210,7 +212,10 @@ impl Turn<'_> {
     }
 
     fn max_steps(&self) -> u64 {
-        self.seams.config.max_steps
+        self.agent
+            .overrides
+            .max_steps
+            .unwrap_or(self.seams.config.max_steps)
     }
 
     /// `agent/pre-step` (LOOP-10, B6 checkpoint): `None` when the step is rejected.
@@ -275,8 +280,11 @@ impl Turn<'_> {
     /// One model request and what follows it.
     async fn one_step(&mut self) -> Result<StepEnd> {
         if self.context.is_none() {
-            let base = crate::default_config(self.seams).await?;
-            let tools = self.seams.tool_list().await?;
+            let base = crate::default_config(self.seams, &self.agent.overrides).await?;
+            let (tools, allowed_tools) = self
+                .seams
+                .tool_list(&self.agent.overrides, self.agent.child)
+                .await?;
             let system = self
                 .seams
                 .system_prompt(&self.sid, &self.agent.cwd, &tools)
@@ -289,6 +297,7 @@ impl Turn<'_> {
                 ),
                 base,
                 tools,
+                allowed_tools,
                 system,
             });
         }
@@ -504,6 +513,7 @@ impl Turn<'_> {
             step: self.step,
             cwd: self.agent.cwd.clone(),
             calls: reply.calls,
+            allowed_tools: self.context.as_ref().and_then(|c| c.allowed_tools.clone()),
         };
         let outcome = self.batch_or_cancel(&batch).await?;
         self.close_step().await?;

@@ -48,6 +48,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
             }),
             parallel_safe: true,
             mutating: false,
+            child_only: false,
         },
         ToolDefinition {
             name: "coldcontext_read".into(),
@@ -68,6 +69,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
             }),
             parallel_safe: true,
             mutating: false,
+            child_only: false,
         },
     ]
 }

@@ -373,6 +373,8 @@ impl Run<'_> {
                 max_turns,
                 // Recorded with the session, so `keel resume` runs it under the same profile.
                 profile: self.inv.profile_identity.clone(),
+                lineage: None,
+                overrides: None,
             })
             .await?;
         if created.session_id.is_empty() {
@@ -427,6 +429,7 @@ impl Run<'_> {
             session_id: id.to_owned(),
             content: prompt,
             target: InboxTarget::Followup,
+            level: None,
         };
         if let Err(e) = agent.send(send).await {
             self.feed.err(format::error_line(&e.code, &e.message));

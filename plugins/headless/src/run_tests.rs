@@ -139,6 +139,18 @@ impl AgentProvider for FakeAgent {
     async fn close(&self, r: AgentSession) -> Result<()> {
         self.ask::<Value>("close", r).await.map(drop)
     }
+    async fn take_pending(
+        &self,
+        r: AgentSession,
+    ) -> Result<keel_plugin_api::services::agent::PendingInputs> {
+        self.ask("take_pending", r).await
+    }
+    async fn status(
+        &self,
+        r: AgentSession,
+    ) -> Result<keel_plugin_api::services::agent::AgentStatus> {
+        self.ask("status", r).await
+    }
 }
 
 /// An agent client whose provider is `answer`.

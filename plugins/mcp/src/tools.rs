@@ -105,6 +105,7 @@ pub fn map_tools(server: &str, listed: &[Value]) -> Result<Vec<McpTool>, String>
                 parameters: schema,
                 parallel_safe: read_only,
                 mutating: !read_only,
+                child_only: false,
             },
             public,
             original: original.to_owned(),

@@ -85,8 +85,8 @@ pub fn insert_header(
         .map(|s| to_i64("seed_length", s))
         .transpose()?;
     conn.execute(
-        "INSERT INTO sessions (id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO sessions (id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, updated_at, parent_call_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             h.id,
             i64::from(h.version),
@@ -96,7 +96,8 @@ pub fn insert_header(
             seed,
             h.origin,
             i64::from(h.delegation_depth),
-            now
+            now,
+            h.parent_call_id
         ],
     )
     .map_err(io(path, "write"))?;
@@ -104,7 +105,8 @@ pub fn insert_header(
 }
 
 /// Reads a header row (`version` already checked by the caller) from the columns
-/// `id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth`.
+/// `id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth,
+/// parent_call_id`.
 pub fn header_from(row: &Row<'_>) -> rusqlite::Result<SessionHeader> {
     let version: i64 = row.get(1)?;
     let created_at: i64 = row.get(2)?;
@@ -120,6 +122,7 @@ pub fn header_from(row: &Row<'_>) -> rusqlite::Result<SessionHeader> {
         seed_length: seed.map(|s| u64::try_from(s).unwrap_or(0)),
         origin: row.get(6)?,
         delegation_depth: u32::try_from(depth).unwrap_or(0),
+        parent_call_id: row.get(8)?,
     })
 }
 
@@ -130,7 +133,7 @@ pub fn header(
     id: &str,
 ) -> Result<Option<SessionHeader>, SqliteError> {
     conn.query_row(
-        "SELECT id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth
+        "SELECT id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, parent_call_id
          FROM sessions WHERE id = ?1",
         [id],
         header_from,

@@ -17,8 +17,10 @@ use crate::error::SqliteError;
 /// `PRAGMA application_id`: "KEEL".
 pub const APPLICATION_ID: i32 = 0x4B45_454C;
 
-/// `PRAGMA user_version`: this backend's schema version. Any other is refused.
-pub const SCHEMA_VERSION: i32 = 1;
+/// `PRAGMA user_version`: this backend's schema version. Any other is refused. Version 2
+/// (issue 16) added `sessions.parent_call_id`, a subagent's lineage; a version-1 database is
+/// refused, never altered.
+pub const SCHEMA_VERSION: i32 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE sessions (
@@ -28,6 +30,7 @@ CREATE TABLE sessions (
     cwd              TEXT NOT NULL,
     parent_session   TEXT,
     seed_length      INTEGER,
+    parent_call_id   TEXT,
     origin           TEXT,
     delegation_depth INTEGER NOT NULL,
     updated_at       INTEGER NOT NULL

@@ -290,7 +290,7 @@ impl SqliteStore {
             let mut stmt = conn
                 .prepare(
                     "SELECT id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth,
-                            updated_at, (SELECT count(*) FROM events e WHERE e.session_id = s.id)
+                            parent_call_id, updated_at, (SELECT count(*) FROM events e WHERE e.session_id = s.id)
                      FROM sessions s ORDER BY id",
                 )
                 .map_err(|e| SqliteError::io("read", path, e))?;
@@ -299,7 +299,7 @@ impl SqliteStore {
             let mut unreadable = Vec::new();
             while let Some(row) = rows.next().map_err(|e| SqliteError::io("read", path, e))? {
                 let read = |row: &rusqlite::Row<'_>| -> rusqlite::Result<(SessionHeader, i64, i64)> {
-                    Ok((rows::header_from(row)?, row.get(8)?, row.get(9)?))
+                    Ok((rows::header_from(row)?, row.get(9)?, row.get(10)?))
                 };
                 let (header, updated_at, count) = read(row).map_err(|e| SqliteError::io("read", path, e))?;
                 if header.version != FORMAT_VERSION {

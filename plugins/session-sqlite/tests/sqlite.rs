@@ -109,9 +109,14 @@ fn ses10_another_schema_version_is_refused_not_migrated() {
         append(&s, "s1", true, &turn(0), 0).unwrap();
     }
     let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
-    conn.execute_batch("PRAGMA user_version = 2;").unwrap();
+    // Version 1 (before issue 16's `parent_call_id` column) and a future version 3.
+    conn.execute_batch("PRAGMA user_version = 1;").unwrap();
     drop(conn);
-    assert_refused(dir.path(), &["user_version 2", "user_version 1"]);
+    assert_refused(dir.path(), &["user_version 1", "user_version 2"]);
+    let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
+    conn.execute_batch("PRAGMA user_version = 3;").unwrap();
+    drop(conn);
+    assert_refused(dir.path(), &["user_version 3", "user_version 2"]);
 }
 
 #[test]

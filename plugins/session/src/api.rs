@@ -197,7 +197,16 @@ impl<H: Hooks + ?Sized> Api<H> {
     async fn fork(&self, f: ForkSession) -> Result<ForkedSession> {
         let child = self
             .mgr
-            .fork(&f.session_id, fork_boundary(f.at), f.child_id)
+            .fork(
+                &f.session_id,
+                fork_boundary(f.at),
+                f.child_id,
+                crate::fork::ChildLineage {
+                    origin: f.origin,
+                    delegation_depth: f.delegation_depth,
+                    parent_call_id: f.parent_call_id,
+                },
+            )
             .await?;
         Ok(ForkedSession {
             session_id: child.id,

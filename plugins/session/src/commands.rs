@@ -301,7 +301,14 @@ async fn show(
 /// `keel fork ID [--at SEQ]`: prints the child id.
 pub async fn fork(mgr: &SessionManager, args: &ForkArgs, io: &mut Io<'_>) -> i32 {
     let at = args.at.map_or(Boundary::Last, Boundary::At);
-    let r = mgr.fork(&args.session_id, at, None).await;
+    let r = mgr
+        .fork(
+            &args.session_id,
+            at,
+            None,
+            crate::fork::ChildLineage::default(),
+        )
+        .await;
     match r {
         Ok(child) => {
             let _ = writeln!(io.out, "{}", child.id);

@@ -26,6 +26,33 @@ pub enum Boundary {
     LastTurnEnd,
 }
 
+/// What an in-process fork records beyond the parent link (issue 16): the subagent's origin,
+/// depth and the parent's call that started it. The default changes nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChildLineage {
+    /// `"subagent"` for a delegated fork.
+    pub origin: Option<String>,
+    /// The child's depth (default: the parent's).
+    pub delegation_depth: Option<u32>,
+    /// The parent's tool call.
+    pub parent_call_id: Option<String>,
+}
+
+impl ChildLineage {
+    /// Writes the lineage into a planned child's header.
+    pub fn apply(self, header: &mut SessionHeader) {
+        if self.origin.is_some() {
+            header.origin = self.origin;
+        }
+        if let Some(depth) = self.delegation_depth {
+            header.delegation_depth = depth;
+        }
+        if self.parent_call_id.is_some() {
+            header.parent_call_id = self.parent_call_id;
+        }
+    }
+}
+
 /// A planned child session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ForkPlan {
@@ -104,6 +131,7 @@ pub fn plan_fork(
             cwd: source.cwd.clone(),
             parent_session: Some(source.id.clone()),
             seed_length: Some(seed_len as u64),
+            parent_call_id: None,
             origin: None,
             delegation_depth: source.delegation_depth,
         },
@@ -128,6 +156,7 @@ mod tests {
             cwd: "/proj".into(),
             parent_session: None,
             seed_length: None,
+            parent_call_id: None,
             origin: None,
             delegation_depth: 0,
         }

@@ -254,6 +254,7 @@ pub(crate) mod tests {
             cwd: "/work".into(),
             parent_session: None,
             seed_length: None,
+            parent_call_id: None,
             origin: None,
             delegation_depth: 0,
         }

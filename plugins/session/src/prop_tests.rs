@@ -28,6 +28,7 @@ fn header() -> SessionHeader {
         cwd: "/".into(),
         parent_session: None,
         seed_length: None,
+        parent_call_id: None,
         origin: None,
         delegation_depth: 0,
     }

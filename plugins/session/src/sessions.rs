@@ -19,7 +19,7 @@ use keel_plugin_api::services::session::{
 };
 
 use crate::error::{Result, SessionError};
-use crate::fork::{Boundary, plan_fork};
+use crate::fork::{Boundary, ChildLineage, plan_fork};
 use crate::log::{SessionLog, now_ms};
 use crate::recovery::closers;
 use crate::store::{Loaded, Store, StoreAppend, Timer};
@@ -246,8 +246,9 @@ impl SessionManager {
             id: id.clone(),
             created_at: now_ms(),
             cwd: args.cwd,
-            parent_session: None,
+            parent_session: args.parent_session,
             seed_length: None,
+            parent_call_id: args.parent_call_id,
             origin: args.origin,
             delegation_depth: args.delegation_depth,
         };
@@ -450,6 +451,7 @@ impl SessionManager {
         id: &str,
         boundary: Boundary,
         child_id: Option<String>,
+        lineage: ChildLineage,
     ) -> Result<SessionHeader> {
         check_id(id)?;
         let child = child_id.unwrap_or_else(|| self.new_id());
@@ -470,7 +472,8 @@ impl SessionManager {
                 (s.header, s.events)
             }
         };
-        let plan = plan_fork(&header, &events, boundary, &child, child_exists, now_ms())?;
+        let mut plan = plan_fork(&header, &events, boundary, &child, child_exists, now_ms())?;
+        lineage.apply(&mut plan.header);
         // The child must be a valid session of its own before it is stored.
         SessionLog::replay(plan.header.clone(), plan.events.clone(), self.types.clone())?;
         self.store

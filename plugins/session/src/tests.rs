@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::api::{self, Hooks};
 use crate::commands::{self, Io};
 use crate::core_events as ce;
-use crate::fork::Boundary;
+use crate::fork::{Boundary, ChildLineage};
 use crate::sessions::{Config, CreateArgs, SessionManager};
 use crate::store::{BoxFut, MemStore, Store, Timer};
 use crate::test_support::{self as ts, tc};
@@ -107,6 +107,7 @@ fn ts_header() -> SessionHeader {
         cwd: "/work".into(),
         parent_session: None,
         seed_length: None,
+        parent_call_id: None,
         origin: None,
         delegation_depth: 0,
     }
@@ -396,13 +397,23 @@ async fn ses07_fork_live_and_stored_sessions() {
     assert_eq!(child.events[8].kind, "session/end-seed");
     // Duplicate child id refused before the boundary is looked at.
     let e = mgr
-        .fork("p", Boundary::At(999), Some("k".into()))
+        .fork(
+            "p",
+            Boundary::At(999),
+            Some("k".into()),
+            ChildLineage::default(),
+        )
         .await
         .unwrap_err();
     assert!(e.is(StoreError::Exists), "{e}");
     // A stored child can be forked again (non-live source).
     let g = mgr
-        .fork("k", Boundary::Last, Some("g".into()))
+        .fork(
+            "k",
+            Boundary::Last,
+            Some("g".into()),
+            ChildLineage::default(),
+        )
         .await
         .unwrap();
     assert_eq!(g.seed_length, Some(9));

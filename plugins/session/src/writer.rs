@@ -290,6 +290,7 @@ mod tests {
             cwd: "/".into(),
             parent_session: None,
             seed_length: None,
+            parent_call_id: None,
             origin: None,
             delegation_depth: 0,
         }

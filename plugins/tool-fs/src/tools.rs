@@ -152,6 +152,7 @@ fn tool(name: &str, description: &str, parameters: serde_json::Value) -> ToolDef
         parameters,
         parallel_safe: false,
         mutating: false,
+        child_only: false,
     }
 }
 
@@ -198,6 +199,7 @@ fn base_definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             mutating: true,
+            child_only: false,
             ..tool(
                 "write_file",
                 "Write a whole file, creating it and its parent directories if needed. To \
@@ -218,6 +220,7 @@ fn base_definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             mutating: true,
+            child_only: false,
             ..tool(
                 "edit_file",
                 "Replace an exact literal string in a text file (no regex, whitespace \

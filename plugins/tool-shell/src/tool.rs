@@ -384,5 +384,6 @@ pub fn definition(config: &ShellConfig) -> ToolDefinition {
         parameters,
         parallel_safe: false,
         mutating: true,
+        child_only: false,
     }
 }

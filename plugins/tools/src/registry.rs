@@ -173,6 +173,7 @@ mod tests {
             parameters: json!({"type": "object"}),
             parallel_safe: false,
             mutating: false,
+            child_only: false,
         }
     }
 

@@ -458,6 +458,21 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
     async fn admit(&self, index: usize) -> Result<Admission<Ticket>> {
         let (mut ticket, entry, parsed) = self.open(index).await?;
         let name = ticket.exec.name.as_str();
+        // A child agent's tool set (issue 16): a tool outside it is as unknown as an
+        // unregistered one, and the model is told what it may call.
+        let allowed = self.request.allowed_tools.as_ref();
+        if let Some(allowed) = allowed
+            && !allowed.iter().any(|t| t == name)
+        {
+            let result = ToolResult::error(
+                ToolCode::UnknownTool,
+                format!(
+                    "this agent's tool set has no tool named '{name}' (available: {})",
+                    allowed.join(", ")
+                ),
+            );
+            return Ok(Admission::Settled(ticket, Settled::ok(result)));
+        }
         if entry.is_none() {
             let known = self.registry.names().join(", ");
             let result = ToolResult::error(

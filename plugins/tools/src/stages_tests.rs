@@ -122,6 +122,7 @@ fn def(name: &str, parallel_safe: bool, mutating: bool) -> ToolDefinition {
         parameters: json!({"type": "object"}),
         parallel_safe,
         mutating,
+        child_only: false,
     }
 }
 
@@ -153,13 +154,23 @@ fn request(calls: &[(&str, &str)]) -> BatchRequest {
                 arguments: (*args).into(),
             })
             .collect(),
+        allowed_tools: None,
     }
 }
 
 /// Runs the batch; the frozen results are parsed back (each is the one snapshot of its call).
 fn run(host: &FakeHost, calls: &[(&str, &str)]) -> Result<BatchOutcome<ToolResult>> {
+    run_allowed(host, calls, None)
+}
+
+fn run_allowed(
+    host: &FakeHost,
+    calls: &[(&str, &str)],
+    allowed: Option<&[&str]>,
+) -> Result<BatchOutcome<ToolResult>> {
     let registry = registry();
-    let request = request(calls);
+    let mut request = request(calls);
+    request.allowed_tools = allowed.map(|a| a.iter().map(|t| (*t).to_owned()).collect());
     let pipeline = CallPipeline {
         host,
         registry: &registry,
@@ -238,6 +249,27 @@ fn concludes_turn_only_survives_on_success() {
     });
     let out = run(&host, &[("read_file", "{}")]).unwrap();
     assert!(!out.results[0].concludes_turn);
+}
+
+// Issue 16: a child's tool set refuses a registered tool outside it, before any policy, and
+// names what the child may call; the calls inside it run as usual.
+#[test]
+fn a_tool_outside_the_agents_tool_set_is_unknown_to_it() {
+    let host = FakeHost::new();
+    let calls = [("write_file", "{}"), ("read_file", "{}")];
+    let out = run_allowed(&host, &calls, Some(&["read_file"])).unwrap();
+    assert_eq!(code(&out.results[0]), Some(ToolCode::UnknownTool.code()));
+    assert!(
+        out.results[0].content.contains("(available: read_file)"),
+        "{}",
+        out.results[0].content
+    );
+    assert_ne!(code(&out.results[1]), Some(ToolCode::UnknownTool.code()));
+    let everything = run_allowed(&FakeHost::new(), &calls, None).unwrap();
+    assert_ne!(
+        code(&everything.results[0]),
+        Some(ToolCode::UnknownTool.code())
+    );
 }
 
 #[test]

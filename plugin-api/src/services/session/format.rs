@@ -29,6 +29,9 @@ pub struct SessionHeader {
     /// Number of events copied from the parent (the seed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_length: Option<u64>,
+    /// The parent's tool call that started this session (a subagent's lineage, issue 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_call_id: Option<String>,
     /// `"subagent"` for delegated sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,

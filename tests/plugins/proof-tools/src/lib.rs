@@ -50,6 +50,7 @@ impl Plugin for ProofTools {
                 parameters: json!({"type": "object"}),
                 parallel_safe: false,
                 mutating: false,
+                child_only: false,
             })
             .collect();
         register_until_unload(&ctx, &service, tools, "unregister the proof tools").await?;

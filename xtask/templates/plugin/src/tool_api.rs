@@ -31,6 +31,7 @@ pub fn definition() -> ToolDefinition {
         parameters: keel_plugin_api::schemars::schema_for!(GreetArgs).to_value(),
         parallel_safe: true,
         mutating: false,
+        child_only: false,
     }
 }
 

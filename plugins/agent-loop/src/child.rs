@@ -1,0 +1,158 @@
+//! A child agent's start (issue 16, SES-13/SUB-05): the session it runs in and the settings of
+//! its named profile. A spawn is a fresh session whose header records the lineage; a fork is
+//! seeded with the parent's events through its last `turn/end`, so the child sees every
+//! completed turn and never the parent's open one (the call that started it).
+//!
+//! Kept apart from `lib.rs` because it is the only place the loop knows it can have a parent;
+//! the turn itself only reads the agent's [`AgentOverrides`].
+
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::agent::{AgentOverrides, ChildMode, CreateAgent};
+use keel_plugin_api::services::llm::ModelTool;
+use keel_plugin_api::services::session::{
+    CreateSession, ForkAt, ForkMark, ForkSession, SessionRef,
+};
+use keel_plugin_api::services::tools::ToolDefinition;
+
+use crate::agent::{LogState, last_message_number};
+use crate::seams::Seams;
+
+/// Creates the session of a new agent (root or child) and says where its log stands.
+///
+/// # Errors
+/// The session row's refusals (`SESSION_EXISTS`, a fork boundary inside an open turn, …).
+pub async fn create_session(seams: &Seams, a: &CreateAgent) -> Result<(String, LogState)> {
+    let sessions = seams.sessions();
+    let fresh = LogState {
+        header_reason: "initial",
+        ..LogState::default()
+    };
+    let Some(lineage) = &a.lineage else {
+        let create = CreateSession {
+            cwd: a.cwd.clone(),
+            id: a.session_id.clone(),
+            ephemeral: a.ephemeral,
+            profile: a.profile.clone(),
+            ..CreateSession::default()
+        };
+        return Ok((sessions.create(create).await?.session_id, fresh));
+    };
+    match lineage.mode {
+        ChildMode::Spawn => {
+            let create = CreateSession {
+                cwd: a.cwd.clone(),
+                id: a.session_id.clone(),
+                ephemeral: a.ephemeral,
+                profile: a.profile.clone(),
+                origin: Some(lineage.origin.clone()),
+                delegation_depth: lineage.depth,
+                parent_session: Some(lineage.parent_session.clone()),
+                parent_call_id: lineage.parent_call_id.clone(),
+            };
+            Ok((sessions.create(create).await?.session_id, fresh))
+        }
+        ChildMode::Fork => {
+            let forked = sessions
+                .fork(ForkSession {
+                    session_id: lineage.parent_session.clone(),
+                    at: Some(ForkAt::Mark(ForkMark::LastTurnEnd)),
+                    child_id: a.session_id.clone(),
+                    origin: Some(lineage.origin.clone()),
+                    delegation_depth: Some(lineage.depth),
+                    parent_call_id: lineage.parent_call_id.clone(),
+                })
+                .await?;
+            let id = forked.session_id;
+            let seed = sessions.load(SessionRef::new(&id)).await?.events;
+            sessions.open(SessionRef::new(&id)).await?;
+            let log = LogState {
+                next_turn: seed.iter().filter(|e| e.kind == "turn/start").count() as u64,
+                last_message: last_message_number(&id, &seed),
+                ..fresh
+            };
+            Ok((id, log))
+        }
+    }
+}
+
+/// The tools an agent is offered, and the set its batches are held to when that is not
+/// every registered tool: a child's named tool set, or — for a root agent — everything but
+/// the child-only tools.
+pub fn offered(
+    tools: Vec<ToolDefinition>,
+    overrides: &AgentOverrides,
+    child: bool,
+) -> (Vec<ModelTool>, Option<Vec<String>>) {
+    let total = tools.len();
+    let kept: Vec<ToolDefinition> = tools
+        .into_iter()
+        .filter(|t| match &overrides.tools {
+            Some(names) => names.contains(&t.name),
+            None => child || !t.child_only,
+        })
+        .collect();
+    let allowed = (overrides.tools.is_some() || kept.len() != total)
+        .then(|| kept.iter().map(|t| t.name.clone()).collect());
+    let model = kept
+        .into_iter()
+        .map(|d| ModelTool {
+            name: d.name,
+            description: d.description,
+            parameters: d.parameters,
+        })
+        .collect();
+    (model, allowed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(name: &str, child_only: bool) -> ToolDefinition {
+        ToolDefinition {
+            name: name.into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+            parallel_safe: false,
+            mutating: false,
+            child_only,
+        }
+    }
+
+    fn names(tools: &[ModelTool]) -> Vec<&str> {
+        tools.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_root_agent_is_not_offered_child_only_tools_and_may_not_call_them() {
+        let tools = vec![def("read_file", false), def("memory_write", true)];
+        let (model, allowed) = offered(tools.clone(), &AgentOverrides::default(), false);
+        assert_eq!(names(&model), ["read_file"]);
+        assert_eq!(allowed, Some(vec!["read_file".to_owned()]));
+        let (model, allowed) = offered(tools, &AgentOverrides::default(), true);
+        assert_eq!(names(&model), ["read_file", "memory_write"]);
+        assert_eq!(
+            allowed, None,
+            "a child without a tool set may call everything"
+        );
+    }
+
+    #[test]
+    fn a_named_tool_set_is_what_the_child_sees_and_may_call() {
+        let tools = vec![
+            def("read_file", false),
+            def("shell", false),
+            def("grep", false),
+        ];
+        let overrides = AgentOverrides {
+            tools: Some(vec!["grep".into(), "read_file".into(), "missing".into()]),
+            ..AgentOverrides::default()
+        };
+        let (model, allowed) = offered(tools, &overrides, true);
+        assert_eq!(names(&model), ["read_file", "grep"]);
+        assert_eq!(
+            allowed,
+            Some(vec!["read_file".to_owned(), "grep".to_owned()])
+        );
+    }
+}

@@ -1,0 +1,54 @@
+//! `subagent`: child agents (issue 16; SES-13, SUB-01…07, MEM-07).
+//!
+//! Two jobs on one registry of children, each in its own module: [`delegate`] offers the
+//! `agent` tool — a one-shot child (spawned fresh or forked from the parent's closed prefix)
+//! whose final answer is the tool's result, run in parallel under a concurrency and a depth
+//! cap — and [`resident`] keeps long-lived named children with their own input queue and
+//! two-level memory. Children are ordinary `keel.agent` sessions: the same loop, pipeline,
+//! approval, firewall, sandbox and hooks run inside them; this row only decides what a child
+//! is given and when it ends. The kernel knows nothing of children.
+
+pub mod config;
+pub mod delegate;
+pub mod resident;
+
+use keel_plugin_api::events::subagent::{ChildEnded, ChildStarted};
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::agent::AgentService;
+use keel_plugin_api::services::approval::Approval;
+use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::tools::Tools;
+
+use crate::config::SubagentConfig;
+
+/// The plugin id.
+pub const PLUGIN_ID: &str = "subagent";
+
+/// The plugin value.
+#[derive(Default)]
+struct SubagentPlugin;
+
+impl Plugin for SubagentPlugin {
+    fn manifest(&self) -> Manifest {
+        Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
+            .description(
+                "child agents: the `agent` tool (spawn/fork, parallel) and resident children",
+            )
+            .requires::<AgentService>()
+            .requires::<Sessions>()
+            .requires::<Tools>()
+            .optional::<Approval>()
+            .declares::<ChildStarted>()
+            .declares::<ChildEnded>()
+            .config_type::<SubagentConfig>()
+    }
+
+    async fn activate(&self, ctx: Context) -> Result<()> {
+        let config: SubagentConfig = ctx.config()?;
+        delegate::activate(&ctx, &config)?;
+        resident::activate(&ctx, &config)?;
+        Ok(())
+    }
+}
+
+keel_plugin_api::export_plugin!(SubagentPlugin);
