@@ -1,9 +1,14 @@
 //! One agent: a session, its inbox, and the task that drives turns (LOOP-01/02/07/25).
 //!
-//! The inbox has two targets: `next-turn` (followups: each becomes the only ordinary message of
-//! its own turn) and `next-step` (steer and inject: consumed at the next step boundary; a steer
-//! wakes an idle agent, an inject waits for something else to wake it). The driver task runs
-//! turns while there is work and answers `wait_idle` callers when there is none.
+//! Inputs that are tasks of their own go through the agent's [`Scheduler`] (SCH-01): followups
+//! are queued work, `interrupt`s wait at their level (a plugin's L4 clamped to L3, SCH-10) and
+//! may preempt the running turn at a step boundary. Steer and inject stay `next-step` inputs of
+//! whichever turn runs: consumed at the next step boundary; a steer wakes an idle agent, an
+//! inject waits for something else to wake it. The driver task runs the scheduler's next task
+//! while there is one and answers `wait_idle` callers when nothing runs or waits.
+//!
+//! Lock order: the state lock, then the scheduler's own; the scheduler's notify hook only
+//! wakes the driver (it takes neither lock, SCH-08).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,14 +16,37 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
-use keel_plugin_api::events::agent::Status;
+use keel_plugin_api::events::agent::{InboxDiscarded, Status};
 use keel_plugin_api::services::agent::{
-    AgentOverrides, AgentStatus, InboxTarget, PendingInput, PendingInputs, RunReport,
+    AgentOverrides, AgentStatus, InboxTarget, InterruptLevel, PendingInputs, RunReport,
 };
 use keel_plugin_api::services::session::EventRecord;
 use serde_json::{Value, json};
 
+use crate::scheduler::{Next, Op, Scheduler, Source, Task, TaskFrame};
 use crate::seams::Seams;
+
+/// What `send` did with a message.
+#[derive(Debug)]
+pub struct Sent {
+    /// Its id.
+    pub id: String,
+    /// The level an interrupt waits at (after the clamp).
+    pub level: Option<InterruptLevel>,
+    /// An interrupt the full queues dropped for it (it needs its terminal answer).
+    pub dropped: Option<Task>,
+}
+
+/// What one turn runs.
+#[derive(Debug)]
+pub enum Job {
+    /// A task that has not started: its message opens the turn.
+    Task(Task),
+    /// Steering woke an idle agent: a turn of queued level with no opening message.
+    Steer,
+    /// A suspended task goes on from its frame.
+    Resume(TaskFrame),
+}
 
 /// A message waiting in the inbox.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,7 +101,6 @@ pub fn last_message_number(session_id: &str, events: &[EventRecord]) -> u64 {
 /// Mutable agent state.
 #[derive(Default)]
 pub struct State {
-    next_turn_inbox: VecDeque<InboxMessage>,
     next_step_inbox: VecDeque<InboxMessage>,
     steer_pending: bool,
     running: bool,
@@ -100,6 +127,8 @@ pub struct Agent {
     /// The agent is a child (child-only tools are offered to it).
     pub child: bool,
     state: Mutex<State>,
+    /// The input scheduler (issue 16 item 3).
+    sched: Scheduler,
     wake: mpsc::UnboundedSender<()>,
     wake_rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
     /// Set by `abort`; the turn ends `aborted{user}` at its next boundary.
@@ -111,6 +140,14 @@ impl Agent {
     /// A new, idle agent.
     pub fn new(session_id: String, cwd: String, max_turns: Option<u64>, log: LogState) -> Self {
         let (wake, wake_rx) = mpsc::unbounded();
+        // SCH-08: runs under the scheduler's lock, so it only wakes the driver.
+        let waker = wake.clone();
+        let sched = Scheduler::default().with_hook(Box::new(move |n| {
+            tracing::debug!(op = ?n.op, task = n.task, level = ?n.level, depth = n.depth, "scheduler");
+            if matches!(n.op, Op::Queue | Op::Interrupt) {
+                let _ = waker.unbounded_send(());
+            }
+        }));
         Agent {
             session_id,
             cwd,
@@ -121,6 +158,7 @@ impl Agent {
                 log,
                 ..State::default()
             }),
+            sched,
             wake,
             wake_rx: Mutex::new(Some(wake_rx)),
             aborted: AtomicBool::new(false),
@@ -143,56 +181,75 @@ impl Agent {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Queues a message (LOOP-02); returns its id.
-    pub fn send(&self, content: String, target: InboxTarget) -> String {
+    /// Queues a message (LOOP-02): a followup as queued work, an interrupt at `level` (default
+    /// L1) as `source` may raise it, steer and inject for the next step.
+    pub fn send(
+        &self,
+        content: String,
+        target: InboxTarget,
+        level: Option<InterruptLevel>,
+        source: Source,
+    ) -> Sent {
         let mut st = self.state();
         st.log.last_message += 1;
         let id = format!("msg_{}_{}", self.session_id, st.log.last_message);
-        let msg = InboxMessage {
+        let mut sent = Sent {
             id: id.clone(),
-            content,
+            level: None,
+            dropped: None,
         };
         match target {
-            InboxTarget::Followup | InboxTarget::Interrupt => st.next_turn_inbox.push_back(msg),
-            InboxTarget::Steer => {
-                st.next_step_inbox.push_back(msg);
-                st.steer_pending = true;
+            InboxTarget::Followup => self.sched.queue(id, content),
+            InboxTarget::Interrupt => {
+                let level = level.unwrap_or(InterruptLevel::L1);
+                let (level, dropped) = self.sched.interrupt(id, content, level, source);
+                sent.level = Some(level);
+                sent.dropped = dropped;
             }
-            InboxTarget::Inject => st.next_step_inbox.push_back(msg),
+            InboxTarget::Steer => {
+                st.next_step_inbox.push_back(InboxMessage { id, content });
+                st.steer_pending = true;
+                drop(st);
+                let _ = self.wake.unbounded_send(());
+            }
+            InboxTarget::Inject => st.next_step_inbox.push_back(InboxMessage { id, content }),
         }
-        drop(st);
-        let _ = self.wake.unbounded_send(());
-        id
+        sent
     }
 
-    /// Takes every queued input that has not started (SUB-02: the caller decides where it
-    /// goes). The scheduler of issue 16 item 3 replaces this with its own containers.
+    /// Takes every input the scheduler holds, in run order, suspended tasks marked (SUB-02:
+    /// the caller decides where they go). The running turn goes on.
     pub fn take_pending(&self) -> PendingInputs {
-        let mut st = self.state();
-        let inputs = st
-            .next_turn_inbox
-            .drain(..)
-            .map(|m| PendingInput {
-                id: m.id,
-                content: m.content,
-                level: None,
-                suspended: false,
-            })
-            .collect();
-        PendingInputs { inputs }
+        let _st = self.state();
+        PendingInputs {
+            inputs: self.sched.take_all(),
+        }
     }
 
     /// The agent's state, without waiting.
     pub fn status(&self) -> AgentStatus {
         let st = self.state();
+        let counts = self.sched.counts();
         AgentStatus {
             session_id: self.session_id.clone(),
             running: st.running,
-            pending: st.next_turn_inbox.len() as u64,
-            suspended: 0,
-            resumed: 0,
+            pending: self.sched.len() as u64,
+            suspended: counts.suspended,
+            resumed: counts.resumed,
             last_result: st.report.result.clone(),
         }
+    }
+
+    /// At a step boundary of the running task (SCH-07: never inside a tool batch): when a
+    /// waiting interrupt preempts it, its frame goes on the stack and the preemptor's id comes
+    /// back; else the frame does.
+    pub fn preempt(&self, frame: TaskFrame) -> Result<String, TaskFrame> {
+        if !self.sched.should_preempt(frame.level) {
+            return Err(frame);
+        }
+        let by = self.sched.preempt(frame)?;
+        tracing::info!(session = %self.session_id, by = %by, scheduler = ?self.sched.dump(), "task suspended");
+        Ok(by)
     }
 
     /// Takes everything queued for the next step.
@@ -219,7 +276,7 @@ impl Agent {
     pub fn wait_idle(&self) -> oneshot::Receiver<RunReport> {
         let (tx, rx) = oneshot::channel();
         let mut st = self.state();
-        let busy = st.running || !st.next_turn_inbox.is_empty() || st.steer_pending;
+        let busy = st.running || !self.sched.is_empty() || st.steer_pending;
         if busy {
             st.idle_waiters.push(tx);
         } else {
@@ -273,14 +330,13 @@ impl Agent {
                 if st.closing {
                     break;
                 }
-                let job = if let Some(m) = st.next_turn_inbox.pop_front() {
-                    Some(vec![m])
-                } else if st.steer_pending {
-                    Some(Vec::new())
-                } else {
-                    None
+                let job = match self.sched.next() {
+                    Some(Next::Start(task)) => Some(Job::Task(task)),
+                    Some(Next::Resume(frame)) => Some(Job::Resume(frame)),
+                    None if st.steer_pending => Some(Job::Steer),
+                    None => None,
                 };
-                // Busy from the moment the message leaves the inbox, under the same lock, so a
+                // Busy from the moment the task leaves the scheduler, under the same lock, so a
                 // `wait_idle` in between never sees an idle agent with work in hand.
                 if job.is_some() && !st.running {
                     st.running = true;
@@ -304,13 +360,19 @@ impl Agent {
                     "kind": "error",
                     "error": { "code": e.code.to_string(), "message": e.message.to_string() }
                 });
-                st.next_turn_inbox.clear();
                 st.next_step_inbox.clear();
                 st.steer_pending = false;
+                let dropped = self.sched.take_all();
+                drop(st);
+                let messages: Vec<Value> = dropped
+                    .iter()
+                    .map(|p| json!({ "id": p.id, "content": p.content, "level": p.level, "suspended": p.suspended }))
+                    .collect();
+                discarded(seams, &self.session_id, messages, "stopped");
             }
             let idle = {
                 let st = self.state();
-                st.next_turn_inbox.is_empty() && !st.steer_pending
+                self.sched.is_empty() && !st.steer_pending
             };
             if idle {
                 self.set_running(seams, false);
@@ -359,6 +421,18 @@ fn idle_answers(st: &mut State) -> Vec<(oneshot::Sender<RunReport>, RunReport)> 
         .collect()
 }
 
+/// `agent/inbox/discarded {messages, reason}`: the terminal answer of inputs that will never
+/// run (`overflow`: dropped by full interrupt queues; `stopped`: the session refused writes).
+pub fn discarded(seams: &Seams, session_id: &str, messages: Vec<Value>, reason: &str) {
+    if messages.is_empty() {
+        return;
+    }
+    let data = json!({ "messages": messages, "reason": reason });
+    if let Ok(p) = Seams::point(session_id, 0, 0, &data) {
+        let _ = seams.ctx.emit::<InboxDiscarded>(&p);
+    }
+}
+
 fn emit_status(seams: &Seams, session_id: &str, status: &str) {
     if let Ok(p) = Seams::point(session_id, 0, 0, &json!({ "status": status })) {
         let _ = seams.ctx.emit::<Status>(&p);
@@ -373,6 +447,11 @@ mod tests {
         Agent::new("s".into(), "/w".into(), None, LogState::default())
     }
 
+    /// `send` as a plugin would, answering the id.
+    fn send(a: &Agent, content: &str, target: InboxTarget) -> String {
+        a.send(content.into(), target, None, Source::Plugin).id
+    }
+
     fn texts(messages: &[InboxMessage]) -> Vec<&str> {
         messages.iter().map(|m| m.content.as_str()).collect()
     }
@@ -381,19 +460,42 @@ mod tests {
     fn loop02_followups_queue_one_turn_each_in_order() {
         let a = agent();
         let ids: Vec<String> = (0..5)
-            .map(|i| a.send(format!("f{i}"), InboxTarget::Followup))
+            .map(|i| send(&a, &format!("f{i}"), InboxTarget::Followup))
             .collect();
         let mut unique = ids.clone();
         unique.dedup();
         assert_eq!(unique.len(), 5, "ids are distinct: {ids:?}");
-        let st = a.state();
-        let order: Vec<&str> = st
-            .next_turn_inbox
-            .iter()
-            .map(|m| m.content.as_str())
+        assert_eq!(a.sched.dump().queued, ids, "queued work, in order");
+        let order: Vec<String> = a
+            .take_pending()
+            .inputs
+            .into_iter()
+            .map(|p| p.content)
             .collect();
         assert_eq!(order, ["f0", "f1", "f2", "f3", "f4"]);
-        assert!(!st.steer_pending, "followups are not steering");
+        assert!(!a.state().steer_pending, "followups are not steering");
+    }
+
+    // SCH-01/10: an interrupt waits at its level (L1 by default), a plugin's L4 at L3, and
+    // `status` counts it as pending.
+    #[test]
+    fn sch10_send_queues_interrupts_at_their_clamped_level() {
+        let a = agent();
+        let l4 = a.send(
+            "stop".into(),
+            InboxTarget::Interrupt,
+            Some(InterruptLevel::L4),
+            Source::Plugin,
+        );
+        assert_eq!(l4.level, Some(InterruptLevel::L3));
+        let l1 = a.send("bg".into(), InboxTarget::Interrupt, None, Source::Plugin);
+        assert_eq!(l1.level, Some(InterruptLevel::L1));
+        let f = a.send("f".into(), InboxTarget::Followup, None, Source::Plugin);
+        assert_eq!(f.level, None, "a followup has no level");
+        let d = a.sched.dump();
+        assert_eq!(d.interrupts[2], [l4.id]);
+        assert_eq!(d.interrupts[0], [l1.id]);
+        assert_eq!(a.status().pending, 3);
     }
 
     // Issue 11 item 6: a resumed agent numbers after the highest id of its own log.
@@ -432,16 +534,16 @@ mod tests {
             ..LogState::default()
         };
         let a = Agent::new("s".into(), "/w".into(), None, log);
-        assert_eq!(a.send("next".into(), InboxTarget::Followup), "msg_s_8");
-        assert_eq!(a.send("then".into(), InboxTarget::Steer), "msg_s_9");
+        assert_eq!(send(&a, "next", InboxTarget::Followup), "msg_s_8");
+        assert_eq!(send(&a, "then", InboxTarget::Steer), "msg_s_9");
     }
 
     #[test]
     fn loop02_steer_wakes_inject_waits_and_both_join_the_next_step() {
         let a = agent();
-        a.send("quiet".into(), InboxTarget::Inject);
+        send(&a, "quiet", InboxTarget::Inject);
         assert!(!a.has_steering(), "an inject alone does not wake the agent");
-        a.send("now".into(), InboxTarget::Steer);
+        send(&a, "now", InboxTarget::Steer);
         assert!(a.has_steering());
         let claimed = a.claim_next_step();
         assert_eq!(texts(&claimed), ["quiet", "now"]);
@@ -452,7 +554,7 @@ mod tests {
     #[test]
     fn loop09_parked_steering_comes_back_first_and_in_order() {
         let a = agent();
-        a.send("later".into(), InboxTarget::Inject);
+        send(&a, "later", InboxTarget::Inject);
         a.park(vec![
             InboxMessage {
                 id: "1".into(),
@@ -469,7 +571,7 @@ mod tests {
     #[test]
     fn loop25_wait_idle_waits_while_a_followup_is_queued() {
         let a = agent();
-        a.send("f".into(), InboxTarget::Followup);
+        send(&a, "f", InboxTarget::Followup);
         let mut rx = a.wait_idle();
         assert!(
             matches!(rx.try_recv(), Ok(None)),

@@ -13,6 +13,7 @@ mod assemble;
 mod child;
 mod config;
 mod retry;
+mod scheduler;
 mod seams;
 mod turn;
 
@@ -164,18 +165,33 @@ impl AgentProvider for Served {
             session_id,
             content,
             target,
-            ..
+            level,
         } = request;
         let hub = &self.0;
-        let id = hub.agent(&session_id)?.send(content.clone(), target);
-        let data = json!({ "target": target, "message": { "id": id, "content": content } });
+        // Every caller of the service is a plugin: an L4 is clamped to L3 (SCH-10).
+        let sent =
+            hub.agent(&session_id)?
+                .send(content.clone(), target, level, scheduler::Source::Plugin);
+        let mut data =
+            json!({ "target": target, "message": { "id": sent.id, "content": content } });
+        if let Some(level) = sent.level {
+            data["level"] = json!(level);
+        }
         if let Ok(p) = Seams::point(&session_id, 0, 0, &data) {
             let _ = hub
                 .seams
                 .ctx
                 .emit::<keel_plugin_api::events::agent::InboxInserted>(&p);
         }
-        Ok(MessageSent { id, level: None })
+        if let Some(d) = sent.dropped {
+            tracing::warn!(session = %session_id, dropped = %d.id, "interrupt queues full: the oldest of the lowest level was dropped");
+            let message = json!({ "id": d.id, "content": d.content, "level": d.level });
+            agent::discarded(&hub.seams, &session_id, vec![message], "overflow");
+        }
+        Ok(MessageSent {
+            id: sent.id,
+            level: sent.level,
+        })
     }
 
     async fn wait_idle(&self, request: AgentSession) -> Result<RunReport> {

@@ -5,6 +5,12 @@
 //! `agent/turn-stopping` checkpoint before a normal end. Every path closes the step and the
 //! turn with a recorded reason. A failing seam (a listener error or panic) ends the turn with
 //! an error and leaves the loop running; only a session that refuses writes stops it.
+//!
+//! A turn runs one scheduler task (issue 16, SCH-02/07). After each closed step — never while
+//! its tool batch runs, the critical section — a waiting interrupt of a strictly higher level
+//! suspends it: the turn ends `suspended {by}` and its [`TaskFrame`] goes on the stack. Its
+//! resumption is a new turn, `turn/start {turn, resumes}`, that goes straight to the model
+//! with the frame's step budget and counters.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -18,9 +24,10 @@ use keel_plugin_api::services::session::{EventInput, SessionCode};
 use keel_plugin_api::services::tools::BatchRequest;
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, InboxMessage};
+use crate::agent::{Agent, InboxMessage, Job};
 use crate::assemble::{Reply, assemble};
 use crate::retry::{self, Decision};
+use crate::scheduler::{Source, TaskFrame};
 use crate::seams::{BatchOutcome, Seams};
 
 #[path = "turn_context.rs"]
@@ -38,16 +45,41 @@ fn error_reason(code: &str, message: &str) -> Reason {
     json!({ "kind": "error", "error": { "code": code, "message": message } })
 }
 
-/// Runs one turn. `first` is the claimed followup (empty when steering started the turn).
+/// Runs one turn: a task's first, or a suspended task's next (`job`).
 ///
 /// # Errors
 /// Only when the session refused an append (the log cannot record the turn's end).
-pub async fn run(agent: &Agent, seams: &Seams, first: Vec<InboxMessage>) -> Result<()> {
+pub async fn run(agent: &Agent, seams: &Seams, job: Job) -> Result<()> {
     let sid = agent.session_id.clone();
     let turn = agent.state().log.next_turn;
-    seams
-        .append_one(&sid, "turn/start", json!({ "turn": turn }))
-        .await?;
+    let mut start = json!({ "turn": turn });
+    let fresh = |task: String, content: String, level| TaskFrame {
+        task,
+        content,
+        level,
+        turn,
+        steps: 0,
+        requests: 0,
+        preempts: 0,
+    };
+    let (task, first) = match job {
+        Job::Task(task) => {
+            let first = vec![InboxMessage {
+                id: task.id.clone(),
+                content: task.content.clone(),
+            }];
+            (fresh(task.id, task.content, task.level), first)
+        }
+        Job::Steer => (
+            fresh(format!("turn-{turn}"), String::new(), None),
+            Vec::new(),
+        ),
+        Job::Resume(frame) => {
+            start["resumes"] = json!(frame.turn);
+            (frame, Vec::new())
+        }
+    };
+    seams.append_one(&sid, "turn/start", start).await?;
     agent.state().log.next_turn = turn + 1;
     let mut t = Turn {
         agent,
@@ -61,6 +93,7 @@ pub async fn run(agent: &Agent, seams: &Seams, first: Vec<InboxMessage>) -> Resu
         overflow: None,
         overflow_retried: false,
         estimate: None,
+        task,
     };
     let reason = t.steps(first).await;
     let reason = match reason {
@@ -121,6 +154,9 @@ struct Turn<'a> {
     overflow_retried: bool,
     /// The context manager's estimate of the request in flight.
     estimate: Option<keel_plugin_api::services::context::TokenEstimate>,
+    /// The scheduler task this turn runs, as its frame stood when the turn started (`steps`
+    /// counts the task's earlier turns; this turn's are added on suspension).
+    task: TaskFrame,
 }
 
 struct TurnContext {
@@ -176,7 +212,7 @@ impl Turn<'_> {
             {
                 return Ok(json!({ "kind": "max-turns", "max_turns": max }));
             }
-            if self.step >= self.max_steps() {
+            if self.task.steps + self.step >= self.max_steps() {
                 return Ok(json!({ "kind": "max-steps" }));
             }
             let batch = std::mem::take(&mut claimed);
@@ -206,9 +242,30 @@ impl Turn<'_> {
             }
             match end {
                 StepEnd::End(reason) => return Ok(reason),
-                StepEnd::Continue => claimed = self.agent.claim_next_step(),
+                StepEnd::Continue => {
+                    // A safe point: the step (and its tool batch) closed (SCH-07).
+                    if let Some(by) = self.suspend_for_interrupt() {
+                        return Ok(json!({ "kind": "suspended", "by": by }));
+                    }
+                    claimed = self.agent.claim_next_step();
+                }
             }
         }
+    }
+
+    /// Suspends the task when a waiting interrupt preempts it (strictly higher level than the
+    /// task's, SCH-04): its frame goes on the stack and the preemptor's id comes back. Not
+    /// while a retry of the failed step is pending (its attempt count and compaction trigger
+    /// are not part of the frame).
+    fn suspend_for_interrupt(&mut self) -> Option<String> {
+        if self.attempt > 0 || self.overflow.is_some() {
+            return None;
+        }
+        let mut frame = self.task.clone();
+        frame.turn = self.turn;
+        frame.steps += self.step;
+        frame.preempts += 1;
+        self.agent.preempt(frame).ok()
     }
 
     fn max_steps(&self) -> u64 {
@@ -332,6 +389,7 @@ impl Turn<'_> {
             tools,
         };
         self.agent.state().requests += 1;
+        self.task.requests += 1;
         let response = self.stream_or_abort(request).await?;
         let Some(response) = response else {
             return Ok(StepEnd::End(
@@ -571,6 +629,8 @@ impl Turn<'_> {
                 self.agent.send(
                     text.to_owned(),
                     keel_plugin_api::services::agent::InboxTarget::Steer,
+                    None,
+                    Source::Loop,
                 );
                 return Ok(StepEnd::Continue);
             }
