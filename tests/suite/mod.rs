@@ -91,6 +91,7 @@ mod out_of_tree;
 mod proof;
 /// Which runner of the sandbox chain confines: bubblewrap before a partial Landlock (issue 10).
 mod sandbox_chain;
+mod scheduler;
 /// Secrets in flight: resolved credentials scrubbed, keel's environment emptied of them,
 /// base64 at every alignment, hostile values through bash (issue 10, SEC-01/02/03/09).
 mod secrets_in_flight;
