@@ -34,6 +34,8 @@ use crate::seams::{BatchOutcome, Seams};
 mod context;
 #[path = "turn_request.rs"]
 mod request;
+#[path = "turn_task.rs"]
+mod task;
 
 /// How often a waiting step looks at the abort flag.
 const ABORT_POLL: Duration = Duration::from_millis(25);
@@ -52,33 +54,7 @@ fn error_reason(code: &str, message: &str) -> Reason {
 pub async fn run(agent: &Agent, seams: &Seams, job: Job) -> Result<()> {
     let sid = agent.session_id.clone();
     let turn = agent.state().log.next_turn;
-    let mut start = json!({ "turn": turn });
-    let fresh = |task: String, content: String, level| TaskFrame {
-        task,
-        content,
-        level,
-        turn,
-        steps: 0,
-        requests: 0,
-        preempts: 0,
-    };
-    let (task, first) = match job {
-        Job::Task(task) => {
-            let first = vec![InboxMessage {
-                id: task.id.clone(),
-                content: task.content.clone(),
-            }];
-            (fresh(task.id, task.content, task.level), first)
-        }
-        Job::Steer => (
-            fresh(format!("turn-{turn}"), String::new(), None),
-            Vec::new(),
-        ),
-        Job::Resume(frame) => {
-            start["resumes"] = json!(frame.turn);
-            (frame, Vec::new())
-        }
-    };
+    let (task, first, start) = task::opening(job, turn);
     seams.append_one(&sid, "turn/start", start).await?;
     agent.state().log.next_turn = turn + 1;
     let mut t = Turn {
@@ -251,21 +227,6 @@ impl Turn<'_> {
                 }
             }
         }
-    }
-
-    /// Suspends the task when a waiting interrupt preempts it (strictly higher level than the
-    /// task's, SCH-04): its frame goes on the stack and the preemptor's id comes back. Not
-    /// while a retry of the failed step is pending (its attempt count and compaction trigger
-    /// are not part of the frame).
-    fn suspend_for_interrupt(&mut self) -> Option<String> {
-        if self.attempt > 0 || self.overflow.is_some() {
-            return None;
-        }
-        let mut frame = self.task.clone();
-        frame.turn = self.turn;
-        frame.steps += self.step;
-        frame.preempts += 1;
-        self.agent.preempt(frame).ok()
     }
 
     fn max_steps(&self) -> u64 {
