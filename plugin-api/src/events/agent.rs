@@ -64,7 +64,10 @@ declare_event! {
     pub struct InboxClaimed: emit("agent/inbox/claimed") -> AgentPoint;
 }
 declare_event! {
-    /// Claimed messages were dropped (a rejected step). `data`: `{"messages":[…]}`.
+    /// Messages were dropped. `data`: `{"messages":[…], "reason"?}` — no reason: a rejected
+    /// step; `"overflow"`: the input scheduler's interrupt queues were full and this was the
+    /// oldest of the lowest level; `"stopped"`: the session refused writes and the loop
+    /// stopped with it waiting (issue 16). It is the dropped input's terminal answer.
     pub struct InboxDiscarded: emit("agent/inbox/discarded") -> AgentPoint;
 }
 declare_event! {

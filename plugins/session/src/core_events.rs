@@ -4,8 +4,8 @@
 //!
 //! | type | surface | `data` |
 //! |---|---|---|
-//! | `turn/start` | no | `{turn}` (turns count from 0) |
-//! | `turn/end` | no | `{turn, reason: {kind: "completed"\|"aborted"\|"blocked"\|"error"\|"max-tokens"\|"interrupted", …}}` (only crash repair writes `interrupted`) |
+//! | `turn/start` | no | `{turn, resumes?}` (turns count from 0; `resumes` names the suspended turn a resumed task continues, issue 16) |
+//! | `turn/end` | no | `{turn, reason: {kind: "completed"\|"aborted"\|"blocked"\|"error"\|"max-tokens"\|"max-turns"\|"max-steps"\|"suspended"\|"interrupted", …}}` (only crash repair writes `interrupted`; `suspended` carries `by`, the preempting message) |
 //! | `step/start`, `step/end` | no | `{turn, step}` (steps count from 0 within a turn) |
 //! | `user/message` | yes | `{id, content}` (`content`: a string or an array of content blocks) |
 //! | `assistant/chunk` | no | `{turn, step, chunk}` (replay/UI only; never projected) |
