@@ -302,7 +302,7 @@ impl Host {
             let late = keel_plugin_api::sdk::sleep(limit).fuse();
             futures::pin_mut!(idle, late);
             futures::select! {
-                done = idle => { done?; }
+                done = idle => { r.last_result(&done?.result); }
                 () = late => waited_out = true,
             }
         }
@@ -320,7 +320,7 @@ impl Host {
             "pending": status.pending,
             "suspended": status.suspended,
             "resumed": status.resumed,
-            "last_result": status.last_result,
+            "last_result": r.last_result(&status.last_result),
             "temp_memory": temp,
         });
         if waited_out {

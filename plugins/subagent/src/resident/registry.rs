@@ -30,6 +30,7 @@ pub struct Resident {
     /// Its temp store and its read-only handle on the parent's main store.
     pub memory: ChildMemory,
     stopping: AtomicBool,
+    last_result: Mutex<String>,
 }
 
 impl Resident {
@@ -50,7 +51,22 @@ impl Resident {
             agent,
             memory,
             stopping: AtomicBool::new(false),
+            last_result: Mutex::new(String::new()),
         }
+    }
+
+    /// The child's last answer as this row saw it: `fresh` when not empty (a `status` or a
+    /// `wait_idle` report), else the last one remembered (a report is handed to one waiter
+    /// only, so `status` may no longer hold it).
+    pub fn last_result(&self, fresh: &str) -> String {
+        let mut last = self
+            .last_result
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !fresh.is_empty() {
+            fresh.clone_into(&mut last);
+        }
+        last.clone()
     }
 
     /// Claims the child's teardown: `true` for the first caller only, so two stop paths racing
