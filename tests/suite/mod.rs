@@ -119,6 +119,11 @@ mod signals;
 mod stderr_lines;
 /// stream-json prints an event only once it is durable (issue 10 item 6, SES-04).
 mod stream_durable;
+/// `keel run --input-format stream-json`: messages, steers and interrupts on stdin (issue 16
+/// item 4).
+mod stream_input;
+/// The stdin-driven conversation helper (issue 16 item 4).
+mod stream_input_support;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;
 /// Long tools do not hold the loop; confined ones run a layer apart (SBX-10, SBX-11).

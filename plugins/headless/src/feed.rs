@@ -79,6 +79,11 @@ enum Msg {
         first_seq: Option<u64>,
         init: Option<String>,
     },
+    /// A child session of a followed one started (`subagent/started`).
+    Follow {
+        child_session: String,
+        lineage: Lineage,
+    },
     Out(String),
     Err(String),
     Finish(oneshot::Sender<()>),
@@ -115,6 +120,20 @@ impl Hub {
     fn attach(&self, tx: mpsc::Sender<Msg>) {
         if let Ok(mut slot) = self.tx.lock() {
             *slot = Some(tx);
+        }
+    }
+
+    /// A child session started under `lineage.parent_session`: when that is the run's own
+    /// session or a child it follows, the child's events are printed too (issue 16).
+    pub fn follow(&self, child_session: impl FnOnce() -> (String, Lineage)) {
+        if let Ok(slot) = self.tx.lock()
+            && let Some(tx) = slot.as_ref()
+        {
+            let (child_session, lineage) = child_session();
+            let _ = tx.send(Msg::Follow {
+                child_session,
+                lineage,
+            });
         }
     }
 
@@ -328,14 +347,139 @@ impl Pump {
         }
     }
 
-    fn event(&mut self, n: &Notice) {
+    fn event(&mut self, n: &Notice, child: Option<&Lineage>) {
         if self.options.stream_json {
-            self.out(&format::event_line(&n.record));
+            let line = match child {
+                None => format::event_line(&n.record),
+                Some(l) => format::child_event_line(
+                    &n.record,
+                    &n.session_id,
+                    &l.parent_session,
+                    &l.parent_call_id,
+                ),
+            };
+            self.out(&line);
         }
-        if self.options.progress
+        // Progress lines stay the root's: a child's tool calls would read as the run's own.
+        if child.is_none()
+            && self.options.progress
             && let Some(line) = format::progress_line(&n.kind, &n.record)
         {
             self.sink.err(&line);
+        }
+    }
+}
+
+/// Where a followed child session hangs in the tree (issue 16).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lineage {
+    /// The delegating session.
+    pub parent_session: String,
+    /// The parent's call that started the child.
+    pub parent_call_id: String,
+}
+
+/// The sessions one run prints: its own, and every child it (transitively) delegated to.
+/// Notices of a session not known yet are held (a child's first events are appended before
+/// `subagent/started` names it) and dropped at the end if it never is.
+#[derive(Default)]
+struct Streams {
+    root: Option<(String, Gate)>,
+    children: HashMap<String, (Lineage, Gate)>,
+    early: HashMap<String, (Vec<Notice>, Option<u64>)>,
+}
+
+impl Streams {
+    fn gate(&mut self, session_id: &str) -> Option<(Option<&Lineage>, &mut Gate)> {
+        if let Some((id, gate)) = &mut self.root
+            && id == session_id
+        {
+            return Some((None, gate));
+        }
+        self.children
+            .get_mut(session_id)
+            .map(|(lineage, gate)| (Some(&*lineage), gate))
+    }
+
+    fn notice(&mut self, p: &mut Pump, n: Notice) {
+        match self.gate(&n.session_id) {
+            Some((lineage, gate)) => {
+                let lineage = lineage.cloned();
+                for n in gate.push(n) {
+                    p.event(&n, lineage.as_ref());
+                }
+            }
+            None => self
+                .early
+                .entry(n.session_id.clone())
+                .or_default()
+                .0
+                .push(n),
+        }
+    }
+
+    fn durable(&mut self, p: &mut Pump, session_id: String, seq: u64) {
+        match self.gate(&session_id) {
+            Some((lineage, gate)) => {
+                let lineage = lineage.cloned();
+                for n in gate.durable(seq) {
+                    p.event(&n, lineage.as_ref());
+                }
+            }
+            None => {
+                let d = &mut self.early.entry(session_id).or_default().1;
+                *d = Some(d.map_or(seq, |d| d.max(seq)));
+            }
+        }
+    }
+
+    /// A new stream: what was held for it goes through its gate.
+    fn open(
+        &mut self,
+        p: &mut Pump,
+        session_id: &str,
+        lineage: Option<Lineage>,
+        first: Option<u64>,
+    ) {
+        let mut gate = Gate::new(first);
+        let mut ready = Vec::new();
+        if let Some((held, durable)) = self.early.remove(session_id) {
+            for n in held {
+                ready.extend(gate.push(n));
+            }
+            if let Some(seq) = durable {
+                ready.extend(gate.durable(seq));
+            }
+        }
+        for n in &ready {
+            p.event(n, lineage.as_ref());
+        }
+        match lineage {
+            None => self.root = Some((session_id.to_owned(), gate)),
+            Some(l) => {
+                self.children.insert(session_id.to_owned(), (l, gate));
+            }
+        }
+    }
+
+    /// Whether `session_id` is printed (the root or a followed child).
+    fn follows(&self, session_id: &str) -> bool {
+        self.root.as_ref().is_some_and(|(id, _)| id == session_id)
+            || self.children.contains_key(session_id)
+    }
+
+    fn finish(&mut self, p: &mut Pump) {
+        if let Some((_, gate)) = &mut self.root {
+            for n in gate.finish() {
+                p.event(&n, None);
+            }
+        }
+        let mut children: Vec<_> = self.children.iter_mut().collect();
+        children.sort_by(|a, b| a.0.cmp(b.0));
+        for (_, (lineage, gate)) in children {
+            for n in gate.finish() {
+                p.event(&n, Some(lineage));
+            }
         }
     }
 }
@@ -346,32 +490,11 @@ fn pump(rx: mpsc::Receiver<Msg>, sink: Box<dyn Sink>, options: FeedOptions) {
         options,
         stdout_ok: true,
     };
-    let mut session: Option<(String, Gate)> = None;
-    let mut early: Vec<Notice> = Vec::new();
-    let mut early_durable: HashMap<String, u64> = HashMap::new();
+    let mut streams = Streams::default();
     while let Ok(msg) = rx.recv() {
         match msg {
-            Msg::Notice(n) => match &mut session {
-                Some((id, gate)) if *id == n.session_id => {
-                    for n in gate.push(n) {
-                        p.event(&n);
-                    }
-                }
-                Some(_) => {}
-                None => early.push(n),
-            },
-            Msg::Durable { session_id, seq } => match &mut session {
-                Some((id, gate)) if *id == session_id => {
-                    for n in gate.durable(seq) {
-                        p.event(&n);
-                    }
-                }
-                Some(_) => {}
-                None => {
-                    let d = early_durable.entry(session_id).or_insert(seq);
-                    *d = (*d).max(seq);
-                }
-            },
+            Msg::Notice(n) => streams.notice(&mut p, n),
+            Msg::Durable { session_id, seq } => streams.durable(&mut p, session_id, seq),
             Msg::Start {
                 session_id,
                 first_seq,
@@ -380,30 +503,23 @@ fn pump(rx: mpsc::Receiver<Msg>, sink: Box<dyn Sink>, options: FeedOptions) {
                 if let Some(init) = init {
                     p.out(&init);
                 }
-                let mut gate = Gate::new(first_seq);
-                let mut ready = Vec::new();
-                for n in std::mem::take(&mut early) {
-                    if n.session_id == session_id {
-                        ready.extend(gate.push(n));
-                    }
+                streams.open(&mut p, &session_id, None, first_seq);
+                // Only the run's own tree is ever printed: what was held for other sessions
+                // goes, and children are named from now on.
+                streams.early.clear();
+            }
+            Msg::Follow {
+                child_session,
+                lineage,
+            } => {
+                if streams.follows(&lineage.parent_session) && !streams.follows(&child_session) {
+                    streams.open(&mut p, &child_session, Some(lineage), None);
                 }
-                if let Some(seq) = early_durable.remove(&session_id) {
-                    ready.extend(gate.durable(seq));
-                }
-                early_durable.clear();
-                for n in &ready {
-                    p.event(n);
-                }
-                session = Some((session_id, gate));
             }
             Msg::Out(line) => p.out(&line),
             Msg::Err(line) => p.sink.err(&line),
             Msg::Finish(done) => {
-                if let Some((_, gate)) = &mut session {
-                    for n in gate.finish() {
-                        p.event(&n);
-                    }
-                }
+                streams.finish(&mut p);
                 let _ = done.send(());
                 return;
             }

@@ -200,3 +200,70 @@ fn replayed_notices_count_as_durable() {
     futures::executor::block_on(feed.finish());
     assert_eq!(shown(&lines), vec!["o event 7", "o event 8"]);
 }
+
+fn lineage(parent: &str, call: &str) -> Lineage {
+    Lineage {
+        parent_session: parent.to_owned(),
+        parent_call_id: call.to_owned(),
+    }
+}
+
+/// The captured stdout lines as `"<session or root>/<parent call or ->/<seq>"`.
+fn tree(lines: &Lines) -> Vec<String> {
+    lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(s, _)| *s == 'o')
+        .map(|(_, l)| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            format!(
+                "{}/{}/{}",
+                v["session_id"].as_str().unwrap_or("root"),
+                v["parent_call_id"].as_str().unwrap_or("-"),
+                v["event"]["seq"]
+            )
+        })
+        .collect()
+}
+
+// Issue 16 item 1: a child's events (and a grandchild's) are printed with the child's session
+// id and the parent's call, each through its own durability gate; events held before the child
+// was named are not lost; a session outside the run's tree is never printed.
+#[test]
+fn issue16_children_of_the_run_are_followed_with_their_lineage() {
+    let hub = Arc::new(Hub::default());
+    let (feed, lines) = stream_feed(&hub);
+    feed.start_session("root", Some(0), None);
+    hub.notice(|| notice("root", 0));
+    hub.durable(|| "root".to_owned(), 0);
+    // The child's first event comes before `subagent/started` names it.
+    hub.notice(|| notice("kid", 0));
+    hub.follow(|| ("kid".to_owned(), lineage("root", "call_1")));
+    hub.notice(|| notice("kid", 1));
+    hub.durable(|| "kid".to_owned(), 0);
+    // A grandchild under the child, and a stranger whose "parent" is not in the tree.
+    hub.follow(|| ("grandkid".to_owned(), lineage("kid", "call_9")));
+    hub.follow(|| ("stranger".to_owned(), lineage("elsewhere", "call_2")));
+    hub.notice(|| notice("grandkid", 0));
+    hub.notice(|| notice("stranger", 0));
+    hub.durable(|| "grandkid".to_owned(), 0);
+    hub.durable(|| "stranger".to_owned(), 0);
+    // Not durable: never printed.
+    hub.notice(|| notice("kid", 2));
+    hub.durable(|| "kid".to_owned(), 1);
+    futures::executor::block_on(feed.finish());
+    assert_eq!(
+        tree(&lines),
+        vec![
+            "root/-/0",
+            "kid/call_1/0",
+            "grandkid/call_9/0",
+            "kid/call_1/1",
+        ]
+    );
+    let first_child_line = lines.lock().unwrap()[1].1.clone();
+    let v: serde_json::Value = serde_json::from_str(&first_child_line).unwrap();
+    assert_eq!(v["parent_session"], "root");
+    assert_eq!(v["type"], "event");
+}

@@ -111,6 +111,25 @@ pub fn event_line(record: &str) -> String {
     json!({"type": "event", "event": event}).to_string()
 }
 
+/// A child session's event line (issue 16): the event with the child's session id and where it
+/// hangs in the tree, so a consumer can follow every delegation.
+pub fn child_event_line(
+    record: &str,
+    session_id: &str,
+    parent_session: &str,
+    parent_call_id: &str,
+) -> String {
+    let event = serde_json::from_str::<Value>(record).unwrap_or_else(|_| json!(record));
+    json!({
+        "type": "event",
+        "session_id": session_id,
+        "parent_session": parent_session,
+        "parent_call_id": parent_call_id,
+        "event": event,
+    })
+    .to_string()
+}
+
 /// Whether the report's turn ended `completed`.
 pub fn completed(report: &RunReport) -> bool {
     report.reason_kind() == "completed"

@@ -7,6 +7,7 @@
 //!
 //! - [`run`]: the flow (prompt, create/resume, send, wait, close, exit code);
 //! - [`format`]: every line printed, per `--output-format` (the public contract);
+//! - [`input`]: the stdin lines of `--input-format stream-json` (messages while running);
 //! - [`feed`]: the output thread and the ordered `session/event` feed for stream-json, each
 //!   event held until `session/durable` says it is stored;
 //! - [`interrupt`]: the kernel's `interrupt` (SIGINT, SIGTERM, SIGHUP) → `abort`;
@@ -22,6 +23,7 @@
 
 pub mod feed;
 pub mod format;
+pub mod input;
 pub mod interrupt;
 pub mod profile;
 pub mod run;
@@ -32,6 +34,7 @@ use std::sync::Arc;
 use keel_plugin_api::events::session::{
     SessionDurability, SessionDurable, SessionEvent, SessionEventNotice,
 };
+use keel_plugin_api::events::subagent::{ChildPoint, ChildStarted};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{AgentClient, AgentService};
 use keel_plugin_api::services::approval::Approval;
@@ -41,7 +44,7 @@ use keel_plugin_api::services::driver::{
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::session::Sessions;
 
-use crate::feed::{Hub, Notice, Sink as _, StdSink};
+use crate::feed::{Hub, Lineage, Notice, Sink as _, StdSink};
 use crate::interrupt::{Interrupts, Stops};
 use crate::run::{Active, RunEnv, Services};
 
@@ -84,11 +87,13 @@ impl DriverProvider for DriverState {
         }
         let approval = ctx.get_client::<Approval>()?;
         let sandbox = ctx.get_client::<Sandbox>()?;
+        let sessions = ctx.get_client::<Sessions>()?;
         let interrupts: Interrupts = self.stops.listen();
         let services = Services {
             agent: &self.agent,
             approval: approval.as_ref(),
             sandbox: sandbox.as_ref(),
+            sessions: sessions.as_ref(),
         };
         let env = RunEnv {
             hub: Arc::clone(&self.hub),
@@ -99,6 +104,7 @@ impl DriverProvider for DriverState {
                 .unwrap_or_else(|| std::io::stderr().is_terminal()),
             interrupts,
             stdin: Box::new(read_stdin),
+            lines: Box::new(|| Box::new(std::io::BufReader::new(std::io::stdin()))),
         };
         let exit_code = run::run(&inv, services, env).await;
         Ok(DriverOutcome {
@@ -145,6 +151,20 @@ impl Plugin for Headless {
                 seq: n.seq,
                 kind: n.kind.to_string(),
                 record: n.record.to_string(),
+            });
+            Ok(())
+        })?;
+        // Children of the run's session (issue 16): their events join stream-json.
+        let listening = Arc::clone(&hub);
+        ctx.on::<ChildStarted>(ListenerOptions::default(), move |c: &ChildPoint| {
+            listening.follow(|| {
+                (
+                    c.child_session.to_string(),
+                    Lineage {
+                        parent_session: c.parent_session.to_string(),
+                        parent_call_id: c.parent_call_id.to_string(),
+                    },
+                )
             });
             Ok(())
         })?;

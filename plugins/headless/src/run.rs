@@ -35,7 +35,13 @@ use serde_json::Value;
 
 use crate::feed::{Feed, FeedOptions, Hub, Notice, Sink};
 use crate::format::{self, OutputFormat, exit};
+use crate::input::InputFormat;
 use crate::interrupt::Interrupts;
+
+#[path = "conversation.rs"]
+mod conversation;
+
+pub use conversation::LineSource;
 
 /// The options this driver adds to `keel run` / `keel resume` (issue 13 item 2): their
 /// spelling, help and values are defined here, once; the `keel` binary checks a value against
@@ -54,6 +60,12 @@ pub fn run_options() -> Vec<ArgSpec> {
             .values(&SandboxMode::ALL.map(SandboxMode::as_str)),
         ArgSpec::option("approval", "Approval policy.")
             .values(&ApprovalMode::ALL.map(ApprovalMode::as_str)),
+        ArgSpec::option(
+            "input_format",
+            "Input on stdin: text (the prompt argument, or `-` for all of stdin) or stream-json (user messages, steers and interrupts as JSON lines while the run lasts).",
+        )
+        .values(&names(InputFormat::NAMES))
+        .default_value("text"),
     ]
 }
 
@@ -71,6 +83,8 @@ struct GivenOptions {
     sandbox: Option<SandboxMode>,
     #[serde(default)]
     approval: Option<ApprovalMode>,
+    #[serde(default)]
+    input_format: Option<String>,
 }
 
 /// The run options, checked.
@@ -86,6 +100,8 @@ pub struct Options {
     pub approval: Option<String>,
     /// `--sandbox read-only|workspace-write|danger-full-access`.
     pub sandbox: Option<String>,
+    /// `--input-format` (issue 16 item 4).
+    pub input: InputFormat,
 }
 
 impl Options {
@@ -103,6 +119,7 @@ impl Options {
             max_turns: given.max_turns,
             approval: given.approval.map(|m| m.as_str().to_owned()),
             sandbox: given.sandbox.map(|m| m.as_str().to_owned()),
+            input: InputFormat::parse(given.input_format.as_deref())?,
         })
     }
 }
@@ -196,6 +213,8 @@ pub struct Services<'a> {
     pub approval: Option<&'a ApprovalClient>,
     /// `keel.sandbox`, when a row provides it.
     pub sandbox: Option<&'a SandboxClient>,
+    /// `keel.session`, when a row provides it (a conversation flushes before each result).
+    pub sessions: Option<&'a SessionsClient>,
 }
 
 /// Reads all of stdin (run on a thread of its own).
@@ -215,6 +234,8 @@ pub struct RunEnv {
     pub interrupts: Interrupts,
     /// For `-`.
     pub stdin: StdinReader,
+    /// For `--input-format stream-json`: stdin as lines.
+    pub lines: LineSource,
 }
 
 /// Runs one invocation and returns the exit code.
@@ -227,6 +248,7 @@ pub async fn run(inv: &DriverInvocation, services: Services<'_>, env: RunEnv) ->
         progress,
         mut interrupts,
         stdin,
+        lines,
     } = env;
     let options = match Options::parse(&inv.options) {
         Ok(o) => o,
@@ -258,7 +280,7 @@ pub async fn run(inv: &DriverInvocation, services: Services<'_>, env: RunEnv) ->
                 interrupts: &mut interrupts,
                 started,
             };
-            let code = run.drive(stdin).await;
+            let code = run.drive(stdin, lines).await;
             feed.finish().await;
             code
         }
@@ -286,8 +308,8 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    async fn drive(&mut self, stdin: StdinReader) -> i32 {
-        let prompt = match self.prompt(stdin).await {
+    async fn drive(&mut self, stdin: StdinReader, lines: LineSource) -> i32 {
+        let prompt = match self.input_prompt(stdin).await {
             Ok(Ok(p)) => p,
             Ok(Err(stop)) => return stop.exit_code,
             Err(m) => {
@@ -311,7 +333,32 @@ impl Run<'_> {
         let init = (self.options.format == OutputFormat::StreamJson)
             .then(|| format::init_line(&session_id, &self.inv.profile, &self.inv.cwd));
         self.feed.start_session(&session_id, first_seq, init);
-        self.session(&session_id, prompt).await
+        self.session(&session_id, prompt, lines).await
+    }
+
+    /// The prompt: with `--input-format stream-json` it is optional (the messages come on
+    /// stdin) and `-` is refused (stdin is the message stream).
+    async fn input_prompt(
+        &mut self,
+        stdin: StdinReader,
+    ) -> Result<Result<Option<String>, DriverInterrupt>, String> {
+        if self.options.input == InputFormat::Text {
+            return self.prompt(stdin).await.map(|r| r.map(Some));
+        }
+        match self.inv.prompt.as_deref() {
+            Some("-") => Err(
+                "`-` reads the prompt from stdin, which --input-format stream-json reads as message lines; give the first prompt as an argument or as the first line"
+                    .to_owned(),
+            ),
+            _ if self.inv.command == "resume"
+                && self.inv.session_id.as_deref().is_none_or(str::is_empty) =>
+            {
+                Err("keel resume needs a session id".to_owned())
+            }
+            Some(p) if p.trim().is_empty() => Err("the prompt is empty".to_owned()),
+            Some(p) => Ok(Ok(Some(p.to_owned()))),
+            None => Ok(Ok(None)),
+        }
     }
 
     /// The prompt, or `Ok(Err(stop))` when a stop request came before it was read.
@@ -386,7 +433,7 @@ impl Run<'_> {
         Ok((created.session_id, Some(0)))
     }
 
-    async fn session(&mut self, id: &str, prompt: String) -> i32 {
+    async fn session(&mut self, id: &str, prompt: Option<String>, lines: LineSource) -> i32 {
         let agent = self.services.agent;
         if let (Some(mode), Some(approval)) = (&self.options.approval, self.services.approval) {
             let set = approval
@@ -425,20 +472,27 @@ impl Run<'_> {
             self.close(id).await;
             return stop.exit_code;
         }
-        let send = SendMessage {
-            session_id: id.to_owned(),
-            content: prompt,
-            target: InboxTarget::Followup,
-            level: None,
+        let (report, stopped, printed) = if self.options.input == InputFormat::StreamJson {
+            self.converse(id, prompt, lines).await
+        } else {
+            let send = SendMessage {
+                session_id: id.to_owned(),
+                content: prompt.unwrap_or_default(),
+                target: InboxTarget::Followup,
+                level: None,
+            };
+            if let Err(e) = agent.send(send).await {
+                self.feed.err(format::error_line(&e.code, &e.message));
+                self.close(id).await;
+                return exit::TURN_FAILED;
+            }
+            let (report, stopped) = self.wait(id).await;
+            (report, stopped, false)
         };
-        if let Err(e) = agent.send(send).await {
-            self.feed.err(format::error_line(&e.code, &e.message));
-            self.close(id).await;
-            return exit::TURN_FAILED;
-        }
-        let (report, stopped) = self.wait(id).await;
         let closed = self.close(id).await;
-        print_result(self.feed, self.options.format, &report, self.started);
+        if !printed {
+            print_result(self.feed, self.options.format, &report, self.started);
+        }
         if let Some(stop) = stopped {
             // The kernel printed `keel: interrupted (SIG…)` when the signal came.
             return stop.exit_code;

@@ -136,11 +136,13 @@ fn surf01_a_stop_request_before_the_send_closes_without_sending() {
         progress: false,
         interrupts: stops.listen(),
         stdin: Box::new(|| Ok(String::new())),
+        lines: Box::new(|| Box::new(std::io::empty())),
     };
     let services = Services {
         agent: &agent,
         approval: None,
         sandbox: None,
+        sessions: None,
     };
     let code = futures::executor::block_on(run(&inv("run", Some("x"), text()), services, env));
     assert_eq!(code, 143);
@@ -194,6 +196,7 @@ fn options_parse_and_refuse_nonsense() {
             max_turns: None,
             approval: None,
             sandbox: None,
+            input: crate::input::InputFormat::Text,
         })
     );
     // A malformed option is refused by the driver that declared it (issue 13 item 2).
@@ -238,11 +241,13 @@ fn a_second_concurrent_run_is_refused() {
         progress: false,
         interrupts: Interrupts::never(),
         stdin: Box::new(|| Ok(String::new())),
+        lines: Box::new(|| Box::new(std::io::empty())),
     };
     let services = Services {
         agent: &agent,
         approval: None,
         sandbox: None,
+        sessions: None,
     };
     let code = futures::executor::block_on(run(&inv("run", Some("x"), text()), services, env));
     assert_eq!(code, 2);
@@ -272,11 +277,13 @@ fn surf01_a_run_stopped_from_outside_is_finished_by_the_disposer() {
         progress: false,
         interrupts,
         stdin: Box::new(|| Ok(String::new())),
+        lines: Box::new(|| Box::new(std::io::empty())),
     };
     let services = Services {
         agent: &agent,
         approval: None,
         sandbox: None,
+        sessions: None,
     };
     let invocation = inv("run", Some("x"), json!({"output_format": "stream-json"}));
     futures::executor::block_on(async {

@@ -258,11 +258,13 @@ fn drive_with(
         progress: false,
         interrupts,
         stdin: Box::new(move || Ok(stdin.to_owned())),
+        lines: Box::new(move || Box::new(std::io::Cursor::new(stdin.as_bytes()))),
     };
     let services = Services {
         agent: &agent,
         approval,
         sandbox: None,
+        sessions: None,
     };
     let code = futures::executor::block_on(run(inv, services, env));
     Harness { calls, out, code }

@@ -423,6 +423,49 @@ async fn ses07_fork_live_and_stored_sessions() {
         .await
         .unwrap();
     assert_eq!(msgs["messages"].as_array().unwrap().len(), 3);
+    // SES-13 (issue 16): an in-process subagent fork records its lineage in the header.
+    let v = api::call(
+        &mgr,
+        &hooks,
+        "fork",
+        json!({"session_id": "p", "child_id": "sub", "at": "last-turn-end",
+               "origin": "subagent", "delegation_depth": 1, "parent_call_id": "call_3"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v["seed_length"], 8);
+    let sub = store.load("sub", false).await.unwrap().header;
+    assert_eq!(sub.parent_session.as_deref(), Some("p"));
+    assert_eq!(sub.parent_call_id.as_deref(), Some("call_3"));
+    assert_eq!(sub.origin.as_deref(), Some("subagent"));
+    assert_eq!(sub.delegation_depth, 1);
+}
+
+// Issue 16: a spawned child's header names its parent and the call, and copies nothing.
+#[tokio::test]
+async fn a_spawned_child_records_its_lineage_in_the_header() {
+    let store = MemStore::new();
+    let (mgr, _hooks) = setup(&store);
+    let header = mgr
+        .create(CreateArgs {
+            parent_session: Some("p".into()),
+            parent_call_id: Some("call_1".into()),
+            origin: Some("subagent".into()),
+            delegation_depth: 2,
+            ..create("kid")
+        })
+        .await
+        .unwrap();
+    assert_eq!(header.parent_session.as_deref(), Some("p"));
+    assert_eq!(header.parent_call_id.as_deref(), Some("call_1"));
+    assert_eq!(header.seed_length, None);
+    assert_eq!(header.delegation_depth, 2);
+    mgr.append("kid", vec![ce::user_message("u", "task")], |_| {})
+        .unwrap();
+    mgr.flush("kid").await.unwrap();
+    mgr.close("kid").await.unwrap();
+    let stored = store.load("kid", false).await.unwrap().header;
+    assert_eq!(stored, header, "the header is stored as created");
 }
 
 #[tokio::test]

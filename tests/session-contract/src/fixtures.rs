@@ -27,6 +27,7 @@ pub fn full_header(id: &str) -> Value {
         "cwd": "/home/someone/ünïcode dir",
         "parent_session": "parent-1",
         "seed_length": 16,
+        "parent_call_id": "call_7",
         "origin": "subagent",
         "delegation_depth": 2
     })
