@@ -89,6 +89,12 @@ mod new_plugin;
 mod out_of_tree;
 /// Helpers for the suites that run `proof-driver` scripts.
 mod proof;
+/// Resident children: queues, two-level memory, no residue, child→parent (issue 16 item 2).
+mod resident;
+/// Resident children's residual states keep/drop/park/return (SUB-02).
+mod resident_stop;
+/// Helpers for the resident suites.
+mod resident_support;
 /// Which runner of the sandbox chain confines: bubblewrap before a partial Landlock (issue 10).
 mod sandbox_chain;
 mod scheduler;

@@ -90,4 +90,5 @@ pub const CATALOG: &[CodeSet] = &[
     crate::services::firewall::SecretsCode::SET,
     crate::services::session::SessionCode::SET,
     crate::services::context::ContextCode::SET,
+    crate::services::resident::ResidentCode::SET,
 ];

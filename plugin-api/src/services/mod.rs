@@ -14,6 +14,7 @@ pub mod firewall;
 pub mod llm;
 pub mod prompt;
 pub mod protected;
+pub mod resident;
 pub mod sandbox;
 pub mod secret_env;
 pub mod session;

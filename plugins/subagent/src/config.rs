@@ -31,6 +31,9 @@ pub struct SubagentConfig {
     /// Named child profiles (`agent` argument of the tool).
     #[serde(default)]
     pub agents: BTreeMap<String, ChildProfile>,
+    /// Resident children (`resident_*` tools): caps and the residual state at close.
+    #[serde(default)]
+    pub resident: crate::resident::config::ResidentConfig,
 }
 
 impl Default for SubagentConfig {
@@ -40,6 +43,7 @@ impl Default for SubagentConfig {
             max_depth: default_max_depth(),
             timeout_ms: default_timeout_ms(),
             agents: BTreeMap::new(),
+            resident: Default::default(),
         }
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod delegate;
+pub mod memory;
 pub mod resident;
 
 use keel_plugin_api::events::subagent::{ChildEnded, ChildStarted};
@@ -37,6 +38,7 @@ impl Plugin for SubagentPlugin {
             .requires::<AgentService>()
             .requires::<Sessions>()
             .requires::<Tools>()
+            .provides_named(&resident::service_name(), false)
             .optional::<Approval>()
             .declares::<ChildStarted>()
             .declares::<ChildEnded>()
@@ -46,7 +48,7 @@ impl Plugin for SubagentPlugin {
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: SubagentConfig = ctx.config()?;
         delegate::activate(&ctx, &config)?;
-        resident::activate(&ctx, &config)?;
+        resident::activate(&ctx, &config).await?;
         Ok(())
     }
 }

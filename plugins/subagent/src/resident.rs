@@ -1,13 +1,112 @@
-//! Resident children (issue 16 item 2). Filled in by the resident work.
+//! Resident children (issue 16 item 2; SUB-01…04, SUB-06, MEM-07): long-lived named child
+//! agents a parent session starts, feeds, looks at and stops through tools.
+//!
+//! A resident child is an ordinary `keel.agent` session (origin `resident`, depth parent + 1,
+//! its profile's overrides) whose loop idles between messages: its input queue is the agent's
+//! own, so the scheduler's levels apply inside it. The parent's `resident_send` queues an
+//! interrupt on the child — B16 makes it an L4, the only L4 source on the child's ladder, but
+//! `send` clamps a plugin's L4 to L3 (SCH-10), so it arrives as L3, the highest a plugin may
+//! raise; the child's `notify_parent` is an L3 interrupt on the parent (SUB-06).
+//!
+//! Each child has two-level memory ([`crate::memory`], MEM-07): it writes only its temp store
+//! and reads temp ∪ the parent's main store through a handle SQLite itself keeps read-only;
+//! the parent promotes chosen records into main.
+//!
+//! Teardown ([`stop`]) gives every unrun input one of the four residual states and ends in the
+//! registry's one `cleanup` ([`registry::Registry::cleanup`], SUB-04), on every path: the
+//! singular `resident_stop`, the parent session closing (`session/disposed`) and the row
+//! unloading (an effect).
 
+pub mod config;
+pub mod registry;
+pub mod stop;
+pub mod tools;
+
+mod child;
+mod parent;
+
+use std::sync::Arc;
+
+use keel_plugin_api::events::session::SessionDisposed;
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::agent::AgentClient;
+use keel_plugin_api::services::approval::{Approval, ApprovalClient};
+use keel_plugin_api::services::session::SessionsClient;
+use keel_plugin_api::services::tools::{
+    ToolProvider, provider_service_name, register_until_unload,
+};
 
 use crate::config::SubagentConfig;
+use crate::memory::MemoryRoot;
+use registry::Registry;
 
-/// Registers the resident tools.
+/// The service the resident tools are served under (`keel.tool.subagent.resident`); the
+/// manifest declares it.
+pub fn service_name() -> String {
+    format!("{}.resident", provider_service_name(crate::PLUGIN_ID))
+}
+
+/// What the resident tools and the stop paths share.
+pub struct Host {
+    pub(crate) ctx: Context,
+    pub(crate) config: SubagentConfig,
+    pub(crate) registry: Registry,
+    pub(crate) memory: MemoryRoot,
+    pub(crate) agents: AgentClient,
+    pub(crate) sessions: SessionsClient,
+    pub(crate) approval: Option<ApprovalClient>,
+}
+
+/// Serves and registers the resident tools, and installs the plural stop paths.
 ///
 /// # Errors
-/// A registration the tools row refused.
-pub fn activate(_ctx: &Context, _config: &SubagentConfig) -> Result<()> {
+/// The data directory, a client or a registration the kernel or the tools row refused.
+pub async fn activate(ctx: &Context, config: &SubagentConfig) -> Result<()> {
+    let host = Arc::new(Host {
+        ctx: *ctx,
+        config: config.clone(),
+        registry: Registry::default(),
+        memory: MemoryRoot::new(ctx.data_dir()?.join("resident")),
+        agents: ctx.client::<keel_plugin_api::services::agent::AgentService>()?,
+        sessions: ctx.client::<keel_plugin_api::services::session::Sessions>()?,
+        approval: ctx.get_client::<Approval>()?,
+    });
+    let service = service_name();
+    ctx.serve_named::<ToolProvider, _>(&service, tools::ResidentTools(Arc::clone(&host)))?;
+    // Plural stop path 1: a parent session closes — its children stop; a resident child's own
+    // session closing (by its stop or by anyone) ends in the same cleanup.
+    let h = Arc::clone(&host);
+    let spawner = *ctx;
+    ctx.on::<SessionDisposed>(ListenerOptions::default(), move |s| {
+        let id = s.session_id.as_str().to_owned();
+        if h.registry.by_child(&id).is_some() {
+            h.registry.cleanup(&id);
+        }
+        if !h.registry.of_parent(&id).is_empty() {
+            let h = Arc::clone(&h);
+            spawner.spawn(async move {
+                h.stop_children_of(&id).await;
+            })?;
+        }
+        Ok(())
+    })?;
+    // Plural stop path 2: the row unloads — every child of every parent. Registered before
+    // the tools so that it runs after they are unregistered (effects run last-in first-out).
+    let h = Arc::clone(&host);
+    ctx.effect("stop the resident children", move || async move {
+        h.stop_all().await;
+        Ok(())
+    })?;
+    register_until_unload(
+        ctx,
+        &service,
+        tools::definitions(),
+        "unregister the resident tools",
+    )
+    .await?;
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "resident_tests.rs"]
+mod tests;

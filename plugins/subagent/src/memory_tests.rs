@@ -1,0 +1,152 @@
+//! MEM-07 at the storage layer: the child writes only temp, reads temp ∪ main with temp
+//! shadowing, cannot write main through its handle, cannot see another child's temp; only
+//! promote writes main; residuals keep their order and leave only when forgotten.
+
+use keel_plugin_api::services::agent::{InterruptLevel, PendingInput};
+
+use super::residual::Saved;
+use super::*;
+
+fn root() -> (tempfile::TempDir, MemoryRoot) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = MemoryRoot::new(dir.path().join("resident"));
+    (dir, root)
+}
+
+#[test]
+fn mem07_a_child_reads_temp_over_main_and_writes_only_temp() {
+    let (_d, root) = root();
+    let a = root.open_child("p1", "c1").unwrap();
+    a.write("plan", "temp plan").unwrap();
+    a.write("note", "n").unwrap();
+    root.promote("p1", &a, &["plan".to_owned()]).unwrap();
+    a.write("plan", "newer temp plan").unwrap();
+    let records = a.read(None).unwrap();
+    let plan: Vec<&Record> = records.iter().filter(|r| r.key == "plan").collect();
+    assert_eq!(
+        plan.len(),
+        1,
+        "temp shadows main on the same key: {records:?}"
+    );
+    assert_eq!(plan[0].text, "newer temp plan");
+    assert_eq!(plan[0].level, Level::Temp);
+    // A second child of the same parent sees main, not the first child's temp.
+    let b = root.open_child("p1", "c2").unwrap();
+    let seen = b.read(None).unwrap();
+    assert_eq!(
+        seen,
+        vec![Record {
+            key: "plan".into(),
+            text: "temp plan".into(),
+            level: Level::Main
+        }]
+    );
+    assert_eq!(b.read(Some("NOTHING")).unwrap(), vec![]);
+    assert_eq!(
+        a.read(Some("NEWER")).unwrap().len(),
+        1,
+        "query is case-insensitive"
+    );
+}
+
+#[test]
+fn mem07_main_is_read_only_to_the_child_at_the_storage_layer() {
+    let (_d, root) = root();
+    let c = root.open_child("p", "c").unwrap();
+    let before = std::fs::read(root.main_path("p")).unwrap();
+    let e = c.write_main("k", "v").unwrap_err();
+    assert_eq!(e.code, "RESIDENT_STORE");
+    assert!(
+        e.message.contains("readonly")
+            || e.message.contains("read-only")
+            || e.message.contains("read only"),
+        "{e}"
+    );
+    c.write("k", "v").unwrap();
+    assert_eq!(
+        std::fs::read(root.main_path("p")).unwrap(),
+        before,
+        "main unchanged"
+    );
+    assert!(c.read(None).unwrap().iter().all(|r| r.level == Level::Temp));
+}
+
+#[test]
+fn mem07_promote_is_all_or_nothing_and_names_the_missing_keys() {
+    let (_d, root) = root();
+    let c = root.open_child("p", "c").unwrap();
+    c.write("a", "1").unwrap();
+    let e = root
+        .promote("p", &c, &["a".to_owned(), "zz".to_owned()])
+        .unwrap_err();
+    assert_eq!(e.code, "RESIDENT_NO_KEY");
+    assert!(e.message.contains("zz"), "{e}");
+    let other = root.open_child("p", "d").unwrap();
+    assert_eq!(other.read(None).unwrap(), vec![], "nothing reached main");
+    assert_eq!(root.promote("p", &c, &["a".to_owned()]).unwrap(), 1);
+    assert_eq!(other.read(None).unwrap().len(), 1);
+}
+
+#[test]
+fn remove_closes_the_handles_and_deletes_the_temp_file() {
+    let (_d, root) = root();
+    let c = root.open_child("p", "c/../x").unwrap();
+    assert_eq!(root.open_handles(), 2);
+    let path = c.temp_path().to_path_buf();
+    assert!(path.starts_with(root.temp_dir()), "{}", path.display());
+    assert!(path.exists());
+    c.remove();
+    c.remove();
+    assert_eq!(root.open_handles(), 0);
+    assert!(!path.exists());
+    assert!(
+        c.write("k", "v").is_err(),
+        "a stopped child's memory refuses"
+    );
+}
+
+#[test]
+fn file_stems_never_leave_the_directory_and_never_collide() {
+    assert_eq!(file_stem("abc-1_2"), "abc-1_2");
+    assert_eq!(file_stem("../x"), "%2E%2E%2Fx");
+    assert_ne!(file_stem("a/b"), file_stem("a%2Fb"));
+}
+
+fn input(id: &str, level: Option<InterruptLevel>) -> PendingInput {
+    PendingInput {
+        id: id.into(),
+        content: format!("content of {id}"),
+        level,
+        suspended: false,
+    }
+}
+
+#[test]
+fn sub02_residuals_keep_their_order_state_and_level_until_forgotten() {
+    let (_d, root) = root();
+    let store = root.residuals("p");
+    assert_eq!(store.list("r", &[Saved::Keep]).unwrap().len(), 0);
+    assert!(!store.path().exists(), "listing creates nothing");
+    store
+        .save(
+            "r",
+            Saved::Keep,
+            &[input("m1", Some(InterruptLevel::L3)), input("m2", None)],
+        )
+        .unwrap();
+    store.save("r", Saved::Park, &[input("m3", None)]).unwrap();
+    store
+        .save("other", Saved::Keep, &[input("m4", None)])
+        .unwrap();
+    let kept = store.list("r", &[Saved::Keep]).unwrap();
+    let ids: Vec<&str> = kept.iter().map(|(_, _, i)| i.id.as_str()).collect();
+    assert_eq!(ids, ["m1", "m2"]);
+    assert_eq!(kept[0].2.level, Some(InterruptLevel::L3));
+    assert_eq!(kept[1].2.content, "content of m2");
+    let all = store.list("r", &[Saved::Keep, Saved::Park]).unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[2].1, Saved::Park);
+    store.forget(kept[0].0).unwrap();
+    assert_eq!(store.list("r", &[Saved::Keep]).unwrap().len(), 1);
+    assert_eq!(store.list("other", &[Saved::Keep]).unwrap().len(), 1);
+}

@@ -1,0 +1,93 @@
+//! The child's side of a resident child (child-only tools): `memory_write` (temp only),
+//! `memory_read` (temp ∪ main) and `notify_parent` (an L3 interrupt on the parent, SUB-06).
+//! The calling session must be a live resident child; its own registry entry names its
+//! stores and its parent, so a child reaches nothing of another child.
+
+use std::sync::Arc;
+
+use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::agent::{InboxTarget, InterruptLevel, SendMessage};
+use keel_plugin_api::services::resident::ResidentCode;
+use keel_plugin_api::services::tools::{ToolInvocation, ToolResult};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::Host;
+use super::registry::Resident;
+use super::tools::{args, json_result};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    key: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    #[serde(default)]
+    query: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotifyArgs {
+    message: String,
+}
+
+impl Host {
+    fn me(&self, call: &ToolInvocation) -> Result<Arc<Resident>> {
+        self.registry.by_child(&call.session_id).ok_or_else(|| {
+            Error::coded(
+                ResidentCode::NotResident,
+                format!(
+                    "{}: session {} is not a live resident child",
+                    call.name, call.session_id
+                ),
+            )
+        })
+    }
+
+    /// `memory_write`: temp only (main is not writable through the child's handle).
+    pub(super) fn memory_write(&self, call: &ToolInvocation) -> Result<ToolResult> {
+        let me = self.me(call)?;
+        let a: WriteArgs = args(call)?;
+        if a.key.is_empty() {
+            return Err(Error::coded(
+                keel_plugin_api::codes::ContractCode::InvalidArguments,
+                "memory_write: the key is empty",
+            ));
+        }
+        me.memory.write(&a.key, &a.text)?;
+        Ok(json_result(&json!({ "key": a.key, "level": "temp" })))
+    }
+
+    /// `memory_read`: temp ∪ main, temp shadowing main.
+    pub(super) fn memory_read(&self, call: &ToolInvocation) -> Result<ToolResult> {
+        let me = self.me(call)?;
+        let a: ReadArgs = args(call)?;
+        let records = me.memory.read(a.query.as_deref())?;
+        Ok(json_result(&json!({ "records": records })))
+    }
+
+    /// `notify_parent`: an L3 interrupt on the parent session.
+    pub(super) async fn notify_parent(&self, call: &ToolInvocation) -> Result<ToolResult> {
+        let me = self.me(call)?;
+        let a: NotifyArgs = args(call)?;
+        let sent = self
+            .agents
+            .send(SendMessage {
+                session_id: me.parent.clone(),
+                content: format!("Message from resident child {:?}: {}", me.name, a.message),
+                target: InboxTarget::Interrupt,
+                level: Some(InterruptLevel::L3),
+            })
+            .await?;
+        Ok(json_result(&json!({
+            "parent_session": me.parent,
+            "message_id": sent.id,
+            "level": sent.level,
+        })))
+    }
+}
