@@ -17,4 +17,5 @@ pub mod protected;
 pub mod sandbox;
 pub mod secret_env;
 pub mod session;
+pub mod subagent;
 pub mod tools;

@@ -1,6 +1,6 @@
 //! `subagent`: child agents (issue 16; SES-13, SUB-01…07, MEM-07).
 //!
-//! Two jobs on one registry of children, each in its own module: [`delegate`] offers the
+//! Two jobs on one registry of children ([`registry`]), each in its own module: [`delegate`] offers the
 //! `agent` tool — a one-shot child (spawned fresh or forked from the parent's closed prefix)
 //! whose final answer is the tool's result, run in parallel under a concurrency and a depth
 //! cap — and [`resident`] keeps long-lived named children with their own input queue and
@@ -10,6 +10,9 @@
 
 pub mod config;
 pub mod delegate;
+pub mod delegate_resume;
+pub mod delegate_run;
+pub mod registry;
 pub mod resident;
 
 use keel_plugin_api::events::subagent::{ChildEnded, ChildStarted};
@@ -34,6 +37,7 @@ impl Plugin for SubagentPlugin {
             .description(
                 "child agents: the `agent` tool (spawn/fork, parallel) and resident children",
             )
+            .provides_named(&delegate::service_name(), false)
             .requires::<AgentService>()
             .requires::<Sessions>()
             .requires::<Tools>()
@@ -45,7 +49,7 @@ impl Plugin for SubagentPlugin {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: SubagentConfig = ctx.config()?;
-        delegate::activate(&ctx, &config)?;
+        delegate::activate(&ctx, &config).await?;
         resident::activate(&ctx, &config)?;
         Ok(())
     }
