@@ -115,5 +115,9 @@ mod stderr_lines;
 mod stream_durable;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;
+/// The `agent` tool: parallel children, fork, caps (issue 16 item 1; SES-13, SUB-05).
+mod subagent_run;
+/// Helpers for the subagent suites (issue 16).
+mod subagent_support;
 /// Long tools do not hold the loop; confined ones run a layer apart (SBX-10, SBX-11).
 mod tool_isolation;
