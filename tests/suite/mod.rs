@@ -115,6 +115,8 @@ mod stderr_lines;
 mod stream_durable;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;
+/// Children that fail, time out, step outside their tool set or meet approval (issue 16).
+mod subagent_faults;
 /// The `agent` tool: parallel children, fork, caps (issue 16 item 1; SES-13, SUB-05).
 mod subagent_run;
 /// Helpers for the subagent suites (issue 16).
