@@ -127,5 +127,13 @@ mod stream_input;
 mod stream_input_support;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;
+/// Children that fail, time out, step outside their tool set or meet approval (issue 16).
+mod subagent_faults;
+/// The `agent` tool: parallel children, fork, caps (issue 16 item 1; SES-13, SUB-05).
+mod subagent_run;
+/// Signals and SIGKILL with children running; resume recovers the tree (SUB-07, SES-06).
+mod subagent_signals;
+/// Helpers for the subagent suites (issue 16).
+mod subagent_support;
 /// Long tools do not hold the loop; confined ones run a layer apart (SBX-10, SBX-11).
 mod tool_isolation;

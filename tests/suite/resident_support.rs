@@ -21,10 +21,6 @@ pub const LIMIT: Duration = Duration::from_secs(30);
 /// The test profile: the parent at `parent`, the `subagent` row with a `worker` profile on
 /// `llm-anthropic` at `child`, and `resident` settings.
 pub fn env(parent: &ModelServer, child: &ModelServer, resident: &str) -> Env {
-    let bundled = std::fs::read_to_string(keel_tests::workspace_root().join("bundles/agent.toml"))
-        .unwrap_or_default()
-        .contains("id = \"subagent\"");
-    let verb = if bundled { "replace" } else { "insert" };
     let extra = format!(
         r#"
 [[insert]]
@@ -32,7 +28,7 @@ id = "llm-anthropic"
 plugin = "llm-anthropic"
 config = {{ base_url = "{child}", model = "child-model", api_key_ref = "{CHILD_KEY_REF}", timeout_ms = 120000 }}
 
-[[{verb}]]
+[[replace]]
 id = "subagent"
 plugin = "subagent"
 config = {{ agents = {{ worker = {{ provider = "anthropic", model = "child-model" }} }}, resident = {{ {resident} }} }}

@@ -18,7 +18,7 @@
 //! Messages API streams it ([`model_anthropic`](anthropic), issue 15 item 2).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -219,6 +219,10 @@ pub struct Request {
     pub at: Instant,
     /// Counted tokens ([`Request::prompt_tokens`]).
     prompt_tokens: u64,
+    /// When its answer had been written (`None`: not yet, or never answered).
+    pub done: Option<Instant>,
+    /// The route that served it ([`ModelServer::start_routed`]; `None`: the default script).
+    pub route: Option<String>,
 }
 
 impl Request {
@@ -246,6 +250,7 @@ struct Script {
     replies: VecDeque<Reply>,
     consumed: usize,
     requests: Vec<Request>,
+    routes: Vec<routes::Route>,
 }
 
 /// The running server. Dropping it stops accepting connections.
@@ -424,12 +429,16 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
             .unwrap_or_else(|| state.personality.screen(&request.body))
     };
     let prompt_tokens = request.prompt_tokens;
-    let reply = {
+    let (reply, index) = {
         let mut script = state.script.lock().expect("model server lock");
+        let next = match &screen {
+            Screen::Serve(_) if completion => Some(routes::next_reply(&mut script, &mut request)),
+            _ => None,
+        };
+        let index = script.requests.len();
         script.requests.push(request);
-        let reply = match &screen {
-            Screen::Serve(_) if completion => {
-                let next = script.replies.pop_front();
+        let reply = match next {
+            Some(next) => {
                 if next.is_some() {
                     script.consumed += 1;
                 }
@@ -438,8 +447,49 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
             _ => None,
         };
         state.arrived.notify_all();
-        (reply, script.consumed)
+        ((reply, script.consumed), index)
     };
+    let how = How {
+        messages,
+        completion,
+        client_closes,
+        prompt_tokens,
+    };
+    let kept = answer(stream, state, reply, screen, &how);
+    if let Some(r) = state
+        .script
+        .lock()
+        .expect("model server lock")
+        .requests
+        .get_mut(index)
+    {
+        r.done = Some(Instant::now());
+    }
+    kept
+}
+
+/// What [`answer`] needs to know of the request.
+struct How {
+    messages: bool,
+    completion: bool,
+    client_closes: bool,
+    prompt_tokens: u64,
+}
+
+/// Writes the answer; returns the stream when it may serve another request.
+fn answer(
+    stream: TcpStream,
+    state: &State,
+    reply: (Option<Option<Reply>>, usize),
+    screen: Screen,
+    how: &How,
+) -> Option<TcpStream> {
+    let &How {
+        messages,
+        completion,
+        client_closes,
+        prompt_tokens,
+    } = how;
     let mut out = stream;
     match reply {
         (None, _) if completion => {
@@ -489,75 +539,6 @@ fn serve_one(stream: TcpStream, state: &State) -> Option<TcpStream> {
     None
 }
 
-/// Reads the request line, headers and body (`content-length` or chunked).
-fn read_request(stream: &TcpStream) -> Option<Request> {
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let method = parts.next()?.to_owned();
-    let path = parts.next()?.to_owned();
-    let mut headers = BTreeMap::new();
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).ok()? == 0 {
-            return None;
-        }
-        let h = h.trim_end_matches(['\r', '\n']);
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
-        }
-    }
-    let body = if headers
-        .get("transfer-encoding")
-        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
-    {
-        read_chunked(&mut reader)?
-    } else {
-        let len: usize = headers
-            .get("content-length")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let mut body = vec![0; len];
-        reader.read_exact(&mut body).ok()?;
-        body
-    };
-    let at = Instant::now();
-    Some(Request {
-        method,
-        path,
-        headers,
-        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-        at,
-        prompt_tokens: 0,
-    })
-}
-
-fn read_chunked(reader: &mut impl BufRead) -> Option<Vec<u8>> {
-    let mut body = Vec::new();
-    loop {
-        let mut size = String::new();
-        reader.read_line(&mut size).ok()?;
-        let size = size.trim().split(';').next()?;
-        let n = usize::from_str_radix(size, 16).ok()?;
-        let mut chunk = vec![0; n + 2];
-        if n == 0 {
-            // Trailer section: read up to the empty line.
-            loop {
-                let mut t = String::new();
-                if reader.read_line(&mut t).ok()? == 0 || t.trim().is_empty() {
-                    return Some(body);
-                }
-            }
-        }
-        reader.read_exact(&mut chunk).ok()?;
-        body.extend_from_slice(&chunk[..n]);
-    }
-}
-
 #[path = "model_anthropic.rs"]
 mod anthropic;
 pub use anthropic::anthropic_error_body;
@@ -565,6 +546,14 @@ pub use anthropic::anthropic_error_body;
 #[path = "model_contract.rs"]
 mod contract;
 pub use contract::check_tool_call_contract;
+
+#[path = "model_read.rs"]
+mod read;
+use read::read_request;
+
+#[path = "model_routes.rs"]
+mod routes;
+pub use routes::first_user_text;
 
 #[path = "model_personality.rs"]
 mod personality;

@@ -1,10 +1,11 @@
-//! `cargo xtask bench [--quick] [-- ARGS]`: the kernel, session, agent, growth, context and mcp
-//! benchmarks (ARCHITECTURE §12; growth: issue 12; context: issue 14; mcp: issue 15).
+//! `cargo xtask bench [--quick] [-- ARGS]`: the kernel, session, agent, growth, context, mcp and
+//! subagent benchmarks (ARCHITECTURE §12; growth: issue 12; context: issue 14; mcp: issue 15;
+//! subagent: issue 16).
 //!
-//! Benchmarks are bench targets (`tests/benches/{kernel,session,agent,growth,context,mcp}.rs` in crate
-//! `keel-tests`), never timed tests. The release build comes first because the benches load the
-//! release `keel` plugins and binary; `--quick` forwards `--quick` to each harness for a
-//! short smoke run. The bench files are checked before building so a missing target fails in a
+//! Benchmarks are bench targets (`tests/benches/{kernel,session,agent,growth,context,mcp,
+//! subagent}.rs` in crate `keel-tests`), never timed tests. The release build comes first
+//! because the benches load the release `keel` plugins and binary; `--quick` forwards
+//! `--quick` to each harness for a short smoke run. The bench files are checked before building so a missing target fails in a
 //! second, not after a release build.
 
 use crate::build;
@@ -14,7 +15,9 @@ use crate::shell::Failure;
 use crate::shell::Result;
 
 /// The bench targets of crate keel-tests, run in this order with the same harness arguments.
-const BENCHES: [&str; 6] = ["kernel", "session", "agent", "growth", "context", "mcp"];
+const BENCHES: [&str; 7] = [
+    "kernel", "session", "agent", "growth", "context", "mcp", "subagent",
+];
 
 /// Entry point for `cargo xtask bench`.
 pub fn run(args: &[String]) -> Result {

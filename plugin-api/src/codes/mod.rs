@@ -86,6 +86,7 @@ pub const CATALOG: &[CodeSet] = &[
     crate::host::ConfigCode::SET,
     crate::host::KernelCode::SET,
     crate::services::agent::AgentCode::SET,
+    crate::services::subagent::SubagentCode::SET,
     crate::services::credentials::CredentialCode::SET,
     crate::services::firewall::SecretsCode::SET,
     crate::services::session::SessionCode::SET,

@@ -18,4 +18,5 @@ pub mod resident;
 pub mod sandbox;
 pub mod secret_env;
 pub mod session;
+pub mod subagent;
 pub mod tools;

@@ -1,16 +1,19 @@
 //! `subagent`: child agents (issue 16; SES-13, SUB-01…07, MEM-07).
 //!
-//! Two jobs on one registry of children, each in its own module: [`delegate`] offers the
-//! `agent` tool — a one-shot child (spawned fresh or forked from the parent's closed prefix)
+//! Two jobs, each in its own modules with its own registry of live children: [`delegate`]
+//! (with [`registry`]) offers the `agent` tool — a one-shot child (spawned fresh or forked from the parent's closed prefix)
 //! whose final answer is the tool's result, run in parallel under a concurrency and a depth
 //! cap — and [`resident`] keeps long-lived named children with their own input queue and
-//! two-level memory. Children are ordinary `keel.agent` sessions: the same loop, pipeline,
+//! two-level memory ([`memory`]). Children are ordinary `keel.agent` sessions: the same loop, pipeline,
 //! approval, firewall, sandbox and hooks run inside them; this row only decides what a child
 //! is given and when it ends. The kernel knows nothing of children.
 
 pub mod config;
 pub mod delegate;
+pub mod delegate_resume;
+pub mod delegate_run;
 pub mod memory;
+pub mod registry;
 pub mod resident;
 
 use keel_plugin_api::events::subagent::{ChildEnded, ChildStarted};
@@ -35,6 +38,7 @@ impl Plugin for SubagentPlugin {
             .description(
                 "child agents: the `agent` tool (spawn/fork, parallel) and resident children",
             )
+            .provides_named(&delegate::service_name(), false)
             .requires::<AgentService>()
             .requires::<Sessions>()
             .requires::<Tools>()
@@ -47,7 +51,7 @@ impl Plugin for SubagentPlugin {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: SubagentConfig = ctx.config()?;
-        delegate::activate(&ctx, &config)?;
+        delegate::activate(&ctx, &config).await?;
         resident::activate(&ctx, &config).await?;
         Ok(())
     }
