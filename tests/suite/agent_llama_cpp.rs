@@ -165,10 +165,11 @@ fn issue11_an_oversized_prompt_against_llama_cpp_is_context_window_exceeded() {
 #[test]
 fn issue11_usage_a_server_never_sent_is_unknown_not_zero() {
     let server = llama_cpp(vec![Reply::text("hello"), Reply::text("again")]);
-    // No tool row (the context row offers the coldcontext tools): the answer streams.
+    // No tool row (the context row offers the coldcontext tools, the subagent row `agent`):
+    // the answer streams.
     let env = agent_env(
         &server,
-        "[[disable]]\nid = \"tool-fs\"\n\n[[disable]]\nid = \"tool-shell\"\n\n[[disable]]\nid = \"context\"\n",
+        "[[disable]]\nid = \"tool-fs\"\n\n[[disable]]\nid = \"tool-shell\"\n\n[[disable]]\nid = \"context\"\n\n[[disable]]\nid = \"subagent\"\n",
     );
     let unknown = json!({"input_tokens": null, "output_tokens": null, "unknown_calls": 1});
     let (run, result) = run_json(&env, "hi", &[]);

@@ -139,6 +139,14 @@ mod tests {
                 .map(|r| r.map(str::to_owned))
         );
         assert_eq!(server.routed(Some("[A]")).len(), 2);
+        // The answer time is recorded just after the last byte went out: the client may have
+        // read it a moment before.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while server.completions().iter().any(|r| r.done.is_none())
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert!(
             server
                 .completions()
