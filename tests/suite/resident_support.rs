@@ -30,7 +30,6 @@ config = {{ base_url = "{child}", model = "child-model", api_key_ref = "{CHILD_K
 
 [[replace]]
 id = "subagent"
-plugin = "subagent"
 config = {{ agents = {{ worker = {{ provider = "anthropic", model = "child-model" }} }}, resident = {{ {resident} }} }}
 "#,
         child = child.anthropic_base_url(),
