@@ -119,18 +119,21 @@ fn a_read_only_profile_offers_only_its_tools_and_refuses_the_rest() {
         r#"{ agents = { reader = { description = "reads only", tools = ["read_file", "list_dir", "grep"] } } }"#,
         "",
     );
-    let (run, _) = run_json(&env, "delegate", &[]);
+    let (run, result) = run_json(&env, "delegate", &[]);
     run.expect_code(0);
     let child = server.routed(Some("[ro]"));
     assert_eq!(child.len(), 2);
-    let mut offered: Vec<&str> = child[0].body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
-    offered.sort_unstable();
-    assert_eq!(offered, ["grep", "list_dir", "read_file"]);
+    let offered = |r: &keel_tests::model_server::Request| {
+        let mut names: Vec<String> = r.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort_unstable();
+        names
+    };
+    assert_eq!(offered(&child[0]), ["grep", "list_dir", "read_file"]);
     let refused = tool_message(child[1].messages(), "w1");
     assert!(
         refused["content"]
@@ -141,6 +144,14 @@ fn a_read_only_profile_offers_only_its_tools_and_refuses_the_rest() {
     );
     assert!(!work_file(&env, "child.txt").exists());
     assert_eq!(parent_result(&server, "r1"), "could not write");
+    // `keel resume CHILD` runs it under the same profile: its log recorded the tool set.
+    let (_, kid, _) = spawned(&env, &session_of(&result)).remove(0);
+    server.push_routed("[ro]", Reply::text("still reading"));
+    let resumed = env.keel(&["resume", &kid, "--profile", "t", "and again"]);
+    resumed.expect_code(0);
+    let child = server.routed(Some("[ro]"));
+    assert_eq!(child.len(), 3, "{}", resumed.stderr);
+    assert_eq!(offered(&child[2]), ["grep", "list_dir", "read_file"]);
 }
 
 /// Approval applies inside a child exactly as in the parent: under `--approval ask` with no

@@ -10,7 +10,8 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{AgentOverrides, ChildMode, CreateAgent};
 use keel_plugin_api::services::llm::ModelTool;
 use keel_plugin_api::services::session::{
-    CreateSession, ForkAt, ForkMark, ForkSession, SessionRef,
+    CreateSession, EventInput, EventRecord, ForkAt, ForkMark, ForkSession, SessionHeader,
+    SessionRef,
 };
 use keel_plugin_api::services::tools::ToolDefinition;
 
@@ -75,6 +76,48 @@ pub async fn create_session(seams: &Seams, a: &CreateAgent) -> Result<(String, L
     }
 }
 
+/// The event that records a child's own settings in its log, so `keel resume CHILD` runs it
+/// with the same model row, tool set and budget (ignorable: a reader that does not know it
+/// loses nothing it needs).
+pub const OVERRIDES_EVENT: &str = "agent/overrides";
+
+/// Logs a child's settings at its start (nothing for an agent without any).
+///
+/// # Errors
+/// The session refused the append.
+pub async fn record_overrides(
+    seams: &Seams,
+    session_id: &str,
+    overrides: &AgentOverrides,
+) -> Result<()> {
+    if *overrides == AgentOverrides::default() {
+        return Ok(());
+    }
+    let event = EventInput::new(OVERRIDES_EVENT, overrides)?.ignorable();
+    seams.append(session_id, vec![event]).await.map(drop)
+}
+
+/// The settings a resumed agent runs with: the last ones its log recorded, and whether it
+/// is a child (a delegated session's header names its origin). A record that does not parse
+/// (written by another keel) is ignored with a warning: the child then runs with the row's
+/// settings, never with someone else's.
+pub fn recorded(header: &SessionHeader, events: &[EventRecord]) -> (AgentOverrides, bool) {
+    let child = header.origin.is_some();
+    let overrides = events
+        .iter()
+        .rev()
+        .find(|e| e.kind == OVERRIDES_EVENT)
+        .and_then(|e| match serde_json::from_value(e.data.clone()) {
+            Ok(o) => Some(o),
+            Err(err) => {
+                tracing::warn!(session = %header.id, seq = e.seq, "agent/overrides unreadable: {err}");
+                None
+            }
+        })
+        .unwrap_or_default();
+    (overrides, child)
+}
+
 /// The tools an agent is offered, and the set its batches are held to when that is not
 /// every registered tool: a child's named tool set, or — for a root agent — everything but
 /// the child-only tools.
@@ -135,6 +178,56 @@ mod tests {
             allowed, None,
             "a child without a tool set may call everything"
         );
+    }
+
+    fn record(seq: u64, kind: &str, data: serde_json::Value) -> EventRecord {
+        EventRecord {
+            seq,
+            time: 0,
+            kind: kind.into(),
+            data,
+            ignorable: true,
+            surface_op: None,
+            source_event_seqs: None,
+        }
+    }
+
+    // Issue 16: `keel resume CHILD` keeps the child's named profile (its tool set and model).
+    #[test]
+    fn a_resumed_child_runs_with_the_settings_its_log_recorded() {
+        let mut header = SessionHeader {
+            kind: keel_plugin_api::services::session::HeaderKind::Session,
+            version: 0,
+            id: "kid".into(),
+            created_at: 0,
+            cwd: "/w".into(),
+            parent_session: Some("p".into()),
+            seed_length: None,
+            parent_call_id: Some("c1".into()),
+            origin: Some("subagent".into()),
+            delegation_depth: 1,
+        };
+        let events = vec![
+            record(
+                0,
+                OVERRIDES_EVENT,
+                serde_json::json!({"tools": ["read_file"], "model": "m1"}),
+            ),
+            record(1, "turn/start", serde_json::json!({"turn": 0})),
+            record(2, OVERRIDES_EVENT, serde_json::json!({"tools": ["grep"]})),
+        ];
+        let (o, child) = recorded(&header, &events);
+        assert!(child);
+        assert_eq!(
+            o.tools,
+            Some(vec!["grep".to_owned()]),
+            "the last record wins"
+        );
+        assert_eq!(o.model, None);
+        let broken = vec![record(0, OVERRIDES_EVENT, serde_json::json!({"tools": 7}))];
+        assert_eq!(recorded(&header, &broken).0, AgentOverrides::default());
+        header.origin = None;
+        assert!(!recorded(&header, &[]).1, "a root session is not a child");
     }
 
     #[test]

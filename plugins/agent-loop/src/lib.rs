@@ -98,6 +98,7 @@ impl Hub {
         let config = default_config(&self.seams, &overrides).await?;
         self.seams.check(&config).await?;
         let (sid, log) = child::create_session(&self.seams, &a).await?;
+        child::record_overrides(&self.seams, &sid, &overrides).await?;
         let agent = Agent::new(sid.clone(), a.cwd, a.max_turns, log)
             .with_overrides(overrides, a.lineage.is_some());
         self.start(agent)?;
@@ -109,6 +110,12 @@ impl Hub {
         self.seams.check(&config).await?;
         let sessions = self.seams.sessions();
         let loaded = sessions.load(SessionRef::new(&a.session_id)).await?;
+        // A child keeps its own settings (issue 16); a route they change is checked too.
+        let (overrides, is_child) = child::recorded(&loaded.header, &loaded.events);
+        if overrides.provider.is_some() || overrides.model.is_some() {
+            let config = default_config(&self.seams, &overrides).await?;
+            self.seams.check(&config).await?;
+        }
         let cwd = loaded.header.cwd;
         let events = loaded.events;
         let next_turn = events.iter().filter(|e| e.kind == "turn/start").count() as u64;
@@ -130,7 +137,10 @@ impl Hub {
             last_message: agent::last_message_number(&a.session_id, &events),
             ..LogState::default()
         };
-        self.start(Agent::new(a.session_id.clone(), cwd, a.max_turns, log))?;
+        self.start(
+            Agent::new(a.session_id.clone(), cwd, a.max_turns, log)
+                .with_overrides(overrides, is_child),
+        )?;
         Ok(AgentResumed {
             session_id: a.session_id,
             recovered,
