@@ -133,6 +133,8 @@ mod subagent_faults;
 mod subagent_run;
 /// Signals and SIGKILL with children running; resume recovers the tree (SUB-07, SES-06).
 mod subagent_signals;
+/// Child agents in stream-json: every child's events with its lineage (issue 16 item 1).
+mod subagent_stream;
 /// Helpers for the subagent suites (issue 16).
 mod subagent_support;
 /// Long tools do not hold the loop; confined ones run a layer apart (SBX-10, SBX-11).
