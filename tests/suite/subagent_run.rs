@@ -339,3 +339,34 @@ fn an_unknown_agent_name_is_subagent_unknown() {
     );
     assert!(spawned(&env, &session_of(&result)).is_empty());
 }
+
+/// `keel run --ephemeral` writes no session: its children are kept in memory too (their
+/// answers still come back), so nothing of the run is on disk afterwards.
+#[test]
+fn an_ephemeral_parents_children_are_ephemeral_too() {
+    let server = ModelServer::start_routed(
+        vec![("[e]", vec![Reply::text("in memory")])],
+        vec![
+            Reply::tool_calls(vec![agent_call("e1", "[e] remember nothing", json!({}))]),
+            Reply::text("done"),
+        ],
+    );
+    let env = sub_env(&server, "", "");
+    let (run, result) = run_json(&env, "delegate", &["--ephemeral"]);
+    run.expect_code(0);
+    assert_eq!(result["result"], "done", "{}", run.stderr);
+    assert_eq!(server.routed(Some("[e]")).len(), 1, "the child ran");
+    let parent_next = server.routed(None).pop().unwrap();
+    assert_eq!(
+        tool_message(parent_next.messages(), "e1")["content"],
+        "in memory"
+    );
+    let stored: Vec<_> = crate::suite::sessions_support::files_under(&env.home())
+        .into_iter()
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == "jsonl" || e == "sqlite3")
+        })
+        .collect();
+    assert!(stored.is_empty(), "an ephemeral run stored {stored:?}");
+}

@@ -122,6 +122,13 @@ pub struct AgentStatus {
     pub resumed: u64,
     /// The last assistant text.
     pub last_result: String,
+    /// The agent's delegation depth (0 for a root agent; a child's from its lineage or, once
+    /// resumed, its header), so a child's own children are counted from it (issue 16).
+    #[serde(default)]
+    pub depth: u32,
+    /// The agent's session is kept in memory only: its children must be too.
+    #[serde(default)]
+    pub ephemeral: bool,
 }
 
 /// An interrupt level (SCH-01, B16). Only strictly higher preempts; L4 is the kernel's

@@ -126,6 +126,10 @@ pub struct Agent {
     pub overrides: AgentOverrides,
     /// The agent is a child (child-only tools are offered to it).
     pub child: bool,
+    /// Its delegation depth (0 at top level).
+    pub depth: u32,
+    /// Its session is kept in memory only.
+    pub ephemeral: bool,
     state: Mutex<State>,
     /// The input scheduler (issue 16 item 3).
     sched: Scheduler,
@@ -154,6 +158,8 @@ impl Agent {
             max_turns,
             overrides: AgentOverrides::default(),
             child: false,
+            depth: 0,
+            ephemeral: false,
             state: Mutex::new(State {
                 log,
                 ..State::default()
@@ -171,6 +177,15 @@ impl Agent {
     pub fn with_overrides(mut self, overrides: AgentOverrides, child: bool) -> Self {
         self.overrides = overrides;
         self.child = child;
+        self
+    }
+
+    /// Where the agent stands in a delegation tree: its depth, and whether its session (and
+    /// so its children's) is kept in memory only.
+    #[must_use]
+    pub fn in_tree(mut self, depth: u32, ephemeral: bool) -> Self {
+        self.depth = depth;
+        self.ephemeral = ephemeral;
         self
     }
 
@@ -237,6 +252,8 @@ impl Agent {
             suspended: counts.suspended,
             resumed: counts.resumed,
             last_result: st.report.result.clone(),
+            depth: self.depth,
+            ephemeral: self.ephemeral,
         }
     }
 

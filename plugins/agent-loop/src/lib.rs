@@ -99,8 +99,10 @@ impl Hub {
         self.seams.check(&config).await?;
         let (sid, log) = child::create_session(&self.seams, &a).await?;
         child::record_overrides(&self.seams, &sid, &overrides).await?;
+        let depth = a.lineage.as_ref().map_or(0, |l| l.depth);
         let agent = Agent::new(sid.clone(), a.cwd, a.max_turns, log)
-            .with_overrides(overrides, a.lineage.is_some());
+            .with_overrides(overrides, a.lineage.is_some())
+            .in_tree(depth, a.ephemeral);
         self.start(agent)?;
         Ok(AgentCreated { session_id: sid })
     }
@@ -116,6 +118,7 @@ impl Hub {
             let config = default_config(&self.seams, &overrides).await?;
             self.seams.check(&config).await?;
         }
+        let depth = loaded.header.delegation_depth;
         let cwd = loaded.header.cwd;
         let events = loaded.events;
         let next_turn = events.iter().filter(|e| e.kind == "turn/start").count() as u64;
@@ -139,7 +142,8 @@ impl Hub {
         };
         self.start(
             Agent::new(a.session_id.clone(), cwd, a.max_turns, log)
-                .with_overrides(overrides, is_child),
+                .with_overrides(overrides, is_child)
+                .in_tree(depth, false),
         )?;
         Ok(AgentResumed {
             session_id: a.session_id,

@@ -154,7 +154,20 @@ impl ToolExecutor for DelegateTool {
                 ));
             }
         };
-        let checked = match check(&self.0, &call, &args) {
+        // The parent as its loop knows it: a child's depth (whoever started it, or its header
+        // once resumed) and whether its session is kept in memory only.
+        let parent = self
+            .0
+            .agent
+            .status(AgentSession::new(&call.session_id))
+            .await
+            .ok();
+        let parent_depth = parent.as_ref().map_or_else(
+            || self.0.registry.depth_of(&call.session_id),
+            |p| p.depth.max(self.0.registry.depth_of(&call.session_id)),
+        );
+        let ephemeral = parent.is_some_and(|p| p.ephemeral);
+        let checked = match check(&self.0, &call, &args, parent_depth) {
             Ok(c) => c,
             Err((code, message)) => return Ok(ToolResult::error(code, message)),
         };
@@ -189,6 +202,7 @@ impl ToolExecutor for DelegateTool {
             args,
             profile,
             depth,
+            ephemeral,
         };
         let shared = Arc::clone(&self.0);
         self.0.ctx.spawn(async move {
@@ -214,6 +228,7 @@ fn check(
     shared: &Shared,
     call: &ToolInvocation,
     args: &AgentArgs,
+    parent_depth: u32,
 ) -> std::result::Result<(Named, u32), (SubagentCode, String)> {
     let profile = match &args.agent {
         None => None,
@@ -235,7 +250,7 @@ fn check(
             }
         },
     };
-    let depth = shared.registry.depth_of(&call.session_id) + 1;
+    let depth = parent_depth + 1;
     if depth > shared.config.max_depth {
         return Err((
             SubagentCode::Depth,

@@ -50,6 +50,8 @@ pub struct ChildCall {
     pub profile: Option<(String, ChildProfile)>,
     /// The child's depth.
     pub depth: u32,
+    /// The parent's session is kept in memory only: so is the child's.
+    pub ephemeral: bool,
 }
 
 impl ChildCall {
@@ -97,7 +99,7 @@ pub async fn run(
     let create = CreateAgent {
         cwd: call.cwd.clone(),
         session_id: None,
-        ephemeral: false,
+        ephemeral: call.ephemeral,
         max_turns: profile.max_turns,
         profile: recorded,
         lineage: Some(Lineage {

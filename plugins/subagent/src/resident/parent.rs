@@ -164,7 +164,15 @@ impl Host {
             ));
         }
         let profile = self.profile(a.agent.as_ref())?;
-        let depth = self.registry.by_child(parent).map_or(0, |p| p.depth) + 1;
+        // The parent as its loop knows it: its depth (a one-shot child's too) and whether its
+        // session is kept in memory only.
+        let status = self.agents.status(AgentSession::new(parent)).await.ok();
+        let parent_depth = self.registry.by_child(parent).map_or(0, |p| p.depth);
+        let depth = status
+            .as_ref()
+            .map_or(parent_depth, |s| s.depth.max(parent_depth))
+            + 1;
+        let ephemeral = status.is_some_and(|s| s.ephemeral);
         if depth > self.config.max_depth {
             return Err(Error::coded(
                 ResidentCode::Limit,
@@ -179,7 +187,7 @@ impl Host {
             .create(CreateAgent {
                 cwd: call.cwd.clone(),
                 session_id: None,
-                ephemeral: false,
+                ephemeral,
                 max_turns: profile.and_then(|p| p.max_turns),
                 profile: None,
                 lineage: Some(Lineage {
