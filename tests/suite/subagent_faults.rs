@@ -253,3 +253,54 @@ fn a_profile_can_make_its_child_stricter_than_the_parent() {
     );
     assert!(!work_file(&env, "child.txt").exists());
 }
+
+/// Hooks apply inside a child exactly as in the parent (issue 16 item 1; Claude Code's hooks
+/// that "do not fire inside subagents"): a PreToolUse hook that blocks `shell` blocks the
+/// child's call — nothing ran — and the invocation is audited in the child's own log.
+#[test]
+fn a_pre_tool_use_hook_blocks_a_childs_call_as_it_would_the_parents() {
+    use crate::suite::hooks_support::{cmd, data_of, on, put, table};
+    let server = ModelServer::start_routed(
+        vec![(
+            "[hooked]",
+            vec![
+                Reply::tool_calls(vec![(
+                    "k1",
+                    "shell",
+                    args(json!({"command": "touch from_child.txt"})),
+                )]),
+                Reply::text("blocked, as expected"),
+            ],
+        )],
+        parent_script(agent_call("h1", "[hooked] make a file", json!({}))),
+    );
+    let hooks = format!(
+        "[[replace]]\nid = \"hooks\"\nconfig = {{ {} }}\n",
+        table(&[on("PreToolUse", "shell", &cmd("block.sh"), "")])
+    );
+    let env = sub_env(&server, "", &hooks);
+    put(
+        &env,
+        "block.sh",
+        "cat > /dev/null\necho 'no shell in children' >&2\nexit 2\n",
+    );
+    let (run, result) = run_json(&env, "delegate", &[]);
+    run.expect_code(0);
+    assert!(
+        !work_file(&env, "from_child.txt").exists(),
+        "the blocked command ran"
+    );
+    let child = server.routed(Some("[hooked]"));
+    let seen = tool_message(child[1].messages(), "k1");
+    let content = seen["content"].as_str().unwrap();
+    assert!(content.contains("no shell in children"), "{content}");
+    let (_, kid, _) = spawned(&env, &session_of(&result)).remove(0);
+    let invoked = data_of(&stored_events(&env, &kid), "hook/invoked");
+    assert_eq!(
+        invoked.len(),
+        1,
+        "the hook ran once, in the child's session"
+    );
+    assert_eq!(invoked[0]["call_id"], "k1");
+    assert_eq!(parent_result(&server, "h1"), "blocked, as expected");
+}
