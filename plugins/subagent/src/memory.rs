@@ -24,6 +24,7 @@ use keel_plugin_api::services::resident::ResidentCode;
 use rusqlite::{Connection, OpenFlags, params};
 
 pub mod residual;
+pub mod sweep;
 
 pub use residual::Residuals;
 
@@ -180,6 +181,12 @@ impl MemoryRoot {
     /// This process's directory of temp stores.
     pub fn temp_dir(&self) -> PathBuf {
         self.dir.join("temp").join(std::process::id().to_string())
+    }
+
+    /// Removes the temp stores of processes that died without their cleanup (a SIGKILL):
+    /// every `temp/<pid>` whose process is gone ([`sweep::sweep_dead`]). Answers what it removed.
+    pub fn sweep_dead_temp(&self) -> Vec<PathBuf> {
+        sweep::sweep_dead(&self.dir.join("temp"))
     }
 
     /// The residual store of `parent`'s children.

@@ -105,6 +105,56 @@ fn remove_closes_the_handles_and_deletes_the_temp_file() {
     );
 }
 
+/// A pid that was a process and is no more: a child that ran and was reaped.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+#[test]
+fn sub04_crash_leftovers_dead_pids_temp_dirs_are_swept_live_ones_kept() {
+    let (_d, root) = root();
+    // This process's own store (a live child of ours).
+    let mine = root.open_child("p", "c-live").unwrap();
+    let temp = root.temp_dir().parent().unwrap().to_path_buf();
+    let dead = dead_pid();
+    let dead_dir = temp.join(dead.to_string());
+    std::fs::create_dir_all(&dead_dir).unwrap();
+    std::fs::write(dead_dir.join("c-old.db"), b"left by a SIGKILL").unwrap();
+    std::fs::write(dead_dir.join("c-old.db-wal"), b"").unwrap();
+    // pid 1 is alive in every pid namespace; a name that is not a pid is not ours to judge.
+    let init_dir = temp.join("1");
+    let odd_dir = temp.join("not-a-pid");
+    for d in [&init_dir, &odd_dir] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let removed = root.sweep_dead_temp();
+    if std::path::Path::new("/proc/self").exists() {
+        assert_eq!(removed, vec![dead_dir.clone()]);
+        assert!(!dead_dir.exists());
+    } else {
+        assert!(removed.is_empty(), "no /proc: nothing can be judged dead");
+    }
+    assert!(mine.temp_path().exists(), "this process's own store stays");
+    assert!(init_dir.exists() && odd_dir.exists());
+    mine.remove();
+}
+
+#[test]
+fn the_sweep_never_removes_the_current_pid_nor_a_live_one() {
+    let dir = tempfile::tempdir().unwrap();
+    for n in ["10", "11", "12"] {
+        std::fs::create_dir_all(dir.path().join(n).join("x")).unwrap();
+    }
+    let removed = sweep::sweep_with(dir.path(), 10, |pid| pid == 11);
+    assert_eq!(removed, vec![dir.path().join("12")]);
+    assert!(dir.path().join("10/x").exists());
+    assert!(dir.path().join("11/x").exists());
+    assert!(sweep::sweep_with(&dir.path().join("absent"), 10, |_| false).is_empty());
+}
+
 #[test]
 fn file_stems_never_leave_the_directory_and_never_collide() {
     assert_eq!(file_stem("abc-1_2"), "abc-1_2");
