@@ -91,6 +91,8 @@ mod out_of_tree;
 mod proof;
 /// Resident children: queues, two-level memory, no residue, child→parent (issue 16 item 2).
 mod resident;
+/// Resident children after a SIGKILL: `keel resume` recovers them, dead temp stores go.
+mod resident_crash;
 /// Resident children's residual states keep/drop/park/return (SUB-02).
 mod resident_stop;
 /// Helpers for the resident suites.

@@ -310,3 +310,100 @@ fn resident_errors_name_the_child_and_the_profile() {
     assert_eq!(code("e4"), "RESIDENT_EXISTS");
     assert_eq!(code("e5"), "INVALID_ARGUMENTS");
 }
+
+/// SUB-06 contextfull, shared: the parent starts a child, gives it work and waits for it;
+/// the child's model refuses the request as over its window. Answers the child's turn-ending
+/// code. The child only signals: the parent's log gets one `user/message` naming the child
+/// (an interrupt, clamped to L3), and a later parent request carries it.
+fn child_out_of_context(env_of: impl Fn(&ModelServer, &ModelServer) -> keel_tests::Env) -> String {
+    let parent = ModelServer::start(vec![
+        Reply::tool_calls(vec![
+            call(
+                "p1",
+                "resident_start",
+                json!({"name": "big", "agent": "worker"}),
+            ),
+            call(
+                "p2",
+                "resident_send",
+                json!({"name": "big", "message": "read the whole repository"}),
+            ),
+            call("p3", "resident_view", json!({"name": "big", "wait": true})),
+        ]),
+        Reply::text("first answer"),
+        Reply::text("second answer"),
+    ]);
+    let child = ModelServer::start(vec![Reply::context_overflow()]);
+    let env = env_of(&parent, &child);
+    let (run, result) = run_json(&env, "use a big resident", &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let pid = session_of(&result);
+    let events = stored_events(&env, &pid);
+    let cid = result_of(&events, "p1")["child_session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // The child's one turn ended out of context.
+    let (_, child_events) = child_log(&env, &cid);
+    let ends: Vec<&Value> = child_events
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| &e["data"]["reason"])
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["kind"], "error", "{}", ends[0]);
+    let code = ends[0]["error"]["code"].as_str().unwrap().to_owned();
+    assert_eq!(child_requests(&child).len(), 1);
+
+    // The parent holds one signal, naming the child, its session and the code.
+    let signals: Vec<String> = user_texts(&events)
+        .into_iter()
+        .filter(|t| t.contains("ran out of context"))
+        .collect();
+    assert_eq!(signals.len(), 1, "{:?}", user_texts(&events));
+    assert!(
+        signals[0].starts_with(&format!(
+            "Resident child \"big\" (session {cid}) ran out of context: [{code}]"
+        )),
+        "{}",
+        signals[0]
+    );
+    assert!(signals[0].ends_with("resident_view it or resident_stop it"));
+    let reqs = parent.completions();
+    assert_eq!(reqs.len(), 3);
+    let carried =
+        reqs.iter().skip(1).any(|r| {
+            r.messages().as_array().into_iter().flatten().any(|m| {
+                m["role"] == "user" && m["content"].to_string().contains("ran out of context")
+            })
+        });
+    assert!(carried, "a later parent request carried the signal");
+    // Only a signal: the child is still there, idle, for the parent to view or stop.
+    assert_eq!(result_of(&events, "p3")["running"], false);
+    code
+}
+
+/// With the agent bundle's `context` row: the request cannot be made to fit (nothing to
+/// compact), so the child's turn ends `CONTEXT_OVERFLOW` (the loop's `agent/error` path).
+#[test]
+fn resident_sub06_a_child_out_of_context_signals_its_parent() {
+    let code = child_out_of_context(|p, c| env(p, c, ""));
+    assert_eq!(code, "CONTEXT_OVERFLOW");
+}
+
+/// Without a `context` row the server's refusal ends the child's turn
+/// `CONTEXT_WINDOW_EXCEEDED` with no `agent/error`: the signal still comes (it follows the
+/// child's `turn/end`).
+#[test]
+fn resident_sub06_a_window_exceeded_without_a_context_row_signals_too() {
+    let code = child_out_of_context(|p, c| {
+        let extra = "[[disable]]\nid = \"context\"\n";
+        let env = env(p, c, "");
+        let path = env.path().join("config/profiles/t.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        env.profile("t", &format!("{text}\n{extra}"));
+        env
+    });
+    assert_eq!(code, "CONTEXT_WINDOW_EXCEEDED");
+}

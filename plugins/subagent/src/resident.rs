@@ -12,6 +12,10 @@
 //! and reads temp ∪ the parent's main store through a handle SQLite itself keeps read-only;
 //! the parent promotes chosen records into main.
 //!
+//! A child whose turn ends out of context signals its parent ([`signal`], SUB-06), and the
+//! parent's log records each child's start and end ([`lineage`]) so `keel resume` of the
+//! parent recovers a child a crash left open.
+//!
 //! Teardown ([`stop`]) gives every unrun input one of the four residual states and ends in the
 //! registry's one `cleanup` ([`registry::Registry::cleanup`], SUB-04), on every path: the
 //! singular `resident_stop`, the parent session closing (`session/disposed`) and the row
@@ -23,11 +27,15 @@ pub mod stop;
 pub mod tools;
 
 mod child;
+mod lineage;
 mod parent;
+pub mod signal;
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
 
-use keel_plugin_api::events::session::SessionDisposed;
+use keel_plugin_api::events::session::{SessionDisposed, SessionEvent};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::AgentClient;
 use keel_plugin_api::services::approval::{Approval, ApprovalClient};
@@ -55,6 +63,11 @@ pub struct Host {
     pub(crate) agents: AgentClient,
     pub(crate) sessions: SessionsClient,
     pub(crate) approval: Option<ApprovalClient>,
+    /// Parents [`lineage`] opened again to record their children's ends: their close is not
+    /// a stop path.
+    pub(crate) reopened: Mutex<HashSet<String>>,
+    /// Plural stops under way in spawned tasks (the parent-closing path).
+    pub(crate) in_flight: AtomicUsize,
 }
 
 /// Serves and registers the resident tools, and installs the plural stop paths.
@@ -70,7 +83,13 @@ pub async fn activate(ctx: &Context, config: &SubagentConfig) -> Result<()> {
         agents: ctx.client::<keel_plugin_api::services::agent::AgentService>()?,
         sessions: ctx.client::<keel_plugin_api::services::session::Sessions>()?,
         approval: ctx.get_client::<Approval>()?,
+        reopened: Mutex::default(),
+        in_flight: AtomicUsize::new(0),
     });
+    // A crashed process's temp stores (its cleanup never ran) go before any child of ours.
+    for dir in host.memory.sweep_dead_temp() {
+        tracing::info!(dir = %dir.display(), "removed the temp stores of a dead process");
+    }
     let service = service_name();
     ctx.serve_named::<ToolProvider, _>(&service, tools::ResidentTools(Arc::clone(&host)))?;
     // Plural stop path 1: a parent session closes — its children stop; a resident child's own
@@ -79,17 +98,26 @@ pub async fn activate(ctx: &Context, config: &SubagentConfig) -> Result<()> {
     let spawner = *ctx;
     ctx.on::<SessionDisposed>(ListenerOptions::default(), move |s| {
         let id = s.session_id.as_str().to_owned();
+        if h.is_reopened(&id) {
+            return Ok(());
+        }
         if h.registry.by_child(&id).is_some() {
             h.registry.cleanup(&id);
         }
         if !h.registry.of_parent(&id).is_empty() {
+            // Counted from here, so the unload's `stop_all` waits for this stop to finish.
+            let guard = stop::InFlight::enter(&h);
             let h = Arc::clone(&h);
             spawner.spawn(async move {
                 h.stop_children_of(&id).await;
+                drop(guard);
             })?;
         }
         Ok(())
     })?;
+    // SUB-06 contextfull: a live child's turn that ended out of context signals its parent.
+    let h = Arc::clone(&host);
+    ctx.on::<SessionEvent>(ListenerOptions::default(), move |n| h.on_session_event(n))?;
     // Plural stop path 2: the row unloads — every child of every parent. Registered before
     // the tools so that it runs after they are unregistered (effects run last-in first-out).
     let h = Arc::clone(&host);

@@ -206,6 +206,16 @@ impl Host {
             Err(e) => {
                 let _ = self.agents.close(AgentSession::new(&child)).await;
                 self.registry.cleanup(&child);
+                // Its `subagent/spawned` may be logged already: the parent's log says it ended
+                // (an end without a start is ignored by the recovery).
+                let failed = json!({
+                    "call_id": call.call_id,
+                    "child_session": child,
+                    "outcome": "failed",
+                    "resident": a.name,
+                    "code": e.code.as_str(),
+                });
+                self.log_ended(parent, &[failed]).await;
                 Err(e)
             }
         }
@@ -222,6 +232,10 @@ impl Host {
         depth: u32,
     ) -> Result<ToolResult> {
         let parent = call.session_id.as_str();
+        // Durable before the child takes any input: a crash from here on leaves a record
+        // `keel resume` of the parent recovers the child from.
+        self.log_spawned(call, child, a.agent.as_deref(), depth, &a.name)
+            .await?;
         if let Some(approval) = &self.approval {
             let own = approval
                 .mode(ModeRequest {
@@ -238,7 +252,8 @@ impl Host {
                 .await?;
         }
         let memory = self.memory.open_child(parent, child)?;
-        let r = Resident::new(parent, &a.name, child, depth, a.agent.clone(), memory);
+        let r = Resident::new(parent, &a.name, child, depth, a.agent.clone(), memory)
+            .started_by(&call.call_id);
         let r = self.registry.insert(r)?;
         let data = json!({ "agent": a.agent, "mode": "spawn", "depth": depth, "resident": a.name });
         let _ = self.ctx.emit::<ChildStarted>(&ChildPoint {

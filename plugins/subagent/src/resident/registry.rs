@@ -27,6 +27,8 @@ pub struct Resident {
     pub depth: u32,
     /// The named profile it runs under, if any.
     pub agent: Option<String>,
+    /// The parent's `resident_start` call that created it (its `subagent/spawned` record).
+    pub call_id: String,
     /// Its temp store and its read-only handle on the parent's main store.
     pub memory: ChildMemory,
     stopping: AtomicBool,
@@ -49,10 +51,18 @@ impl Resident {
             child: child.to_owned(),
             depth,
             agent,
+            call_id: String::new(),
             memory,
             stopping: AtomicBool::new(false),
             last_result: Mutex::new(String::new()),
         }
+    }
+
+    /// `self`, started by the parent's call `call_id`.
+    #[must_use]
+    pub fn started_by(mut self, call_id: &str) -> Self {
+        call_id.clone_into(&mut self.call_id);
+        self
     }
 
     /// The child's last answer as this row saw it: `fresh` when not empty (a `status` or a

@@ -12,12 +12,16 @@
 //! 4. `drop`: each input is logged in the child's log as a durable `resident/dropped` event
 //!    (its terminal answer, `skipped`) and listed in the stop's answer; `return`: they are the
 //!    answer;
-//! 5. the child's session is closed and `cleanup` unregisters it and deletes its temp memory.
+//! 5. the child's session is closed and `cleanup` unregisters it and deletes its temp memory;
+//! 6. the parent's log records `subagent/ended {outcome:"stopped"}` ([`super::lineage`]) —
+//!    the plural paths write one batch per parent, opening it again when it already closed.
 //!
 //! A step that fails does not lose inputs: a save or a drop log that fails falls back to
 //! returning them to the caller, and the failure is reported with them.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -27,9 +31,11 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{AgentSession, PendingInput};
 use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionRef};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::Host;
 use super::config::CloseResidual;
+use super::lineage;
 use super::registry::Resident;
 use crate::memory::residual::Saved;
 
@@ -54,6 +60,24 @@ impl From<CloseResidual> for Residual {
             CloseResidual::Drop => Residual::Drop,
             CloseResidual::Park => Residual::Park,
         }
+    }
+}
+
+/// One plural stop under way in a spawned task (counted in [`Host`]'s `in_flight` until
+/// dropped, also when the task is cut).
+pub struct InFlight(Arc<Host>);
+
+impl InFlight {
+    /// Counts a stop of `host` from now.
+    pub fn enter(host: &Arc<Host>) -> Self {
+        host.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(Arc::clone(host))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -100,9 +124,20 @@ fn item(i: &PendingInput, state: &'static str) -> Item {
 }
 
 impl Host {
-    /// Stops `r` with `residual` (see the module doc). Never fails: what went wrong is in
-    /// [`Stopped::problems`]; a second stop of the same child only reports that.
+    /// Stops `r` with `residual` (see the module doc) and records its end in the parent's
+    /// log. Never fails: what went wrong is in [`Stopped::problems`]; a second stop of the
+    /// same child only reports that.
     pub async fn stop(&self, r: &Arc<Resident>, residual: Residual) -> Stopped {
+        let (out, ended) = self.halt(r, residual).await;
+        if let Some(ended) = ended {
+            self.log_ended(&r.parent, &[ended]).await;
+        }
+        out
+    }
+
+    /// Steps 1–5 of a stop; answers the stop and its `subagent/ended` record (none when
+    /// another stop had claimed the child).
+    async fn halt(&self, r: &Arc<Resident>, residual: Residual) -> (Stopped, Option<Value>) {
         let mut out = Stopped {
             name: r.name.clone(),
             child_session: r.child.clone(),
@@ -114,7 +149,7 @@ impl Host {
         if !r.claim_stop() {
             out.problems
                 .push("another stop of this child is under way".to_owned());
-            return out;
+            return (out, None);
         }
         let session = AgentSession::new(&r.child);
         let taken = match self.agents.take_pending(session.clone()).await {
@@ -209,11 +244,12 @@ impl Host {
         });
         let _ = self.ctx.emit::<ChildEnded>(&ChildPoint {
             parent_session: r.parent.as_str().into(),
-            parent_call_id: "".into(),
+            parent_call_id: r.call_id.as_str().into(),
             child_session: r.child.as_str().into(),
             data: Json::of(&data).unwrap_or_default(),
         });
-        out
+        let extra = serde_json::json!({ "residual": residual, "inputs": out.inputs.len() });
+        (out, Some(lineage::ended(r, "stopped", &extra)))
     }
 
     /// Appends `resident/dropped` for each input to the child's log, durably.
@@ -247,26 +283,50 @@ impl Host {
         Ok(())
     }
 
-    /// The plural path: stops every child of `parent` with the row's `on_close` state.
+    /// The plural path: stops every child of `parent` with the row's `on_close` state; their
+    /// ends go to the parent's log in one batch.
     pub async fn stop_children_of(&self, parent: &str) -> Vec<Stopped> {
         let residual = Residual::from(self.config.resident.on_close);
-        let mut out = Vec::new();
+        let (mut out, mut ended) = (Vec::new(), Vec::new());
         for r in self.registry.of_parent(parent) {
-            out.push(self.stop(&r, residual).await);
+            let (stopped, record) = self.halt(&r, residual).await;
+            out.push(stopped);
+            ended.extend(record);
         }
+        self.log_ended(parent, &ended).await;
         out
     }
 
-    /// The plural path at unload: every child of every parent. A child another stop had
-    /// claimed (cut short by the unload) still gets its session closed and its `cleanup`.
+    /// The plural path at unload: every child of every parent, parent by parent. It first
+    /// waits (at most twice `resident.grace_ms`) for the parent-closing stops still running
+    /// in spawned tasks — the kernel runs this before it aborts them, and two stops of one
+    /// parent would both write its log. A child another stop had claimed and not finished
+    /// still gets its session closed, its `cleanup` and its end in the parent's log.
     pub async fn stop_all(&self) {
+        let limit = Duration::from_millis(self.config.resident.grace_ms.saturating_mul(2));
+        let since = std::time::Instant::now();
+        while self.in_flight.load(Ordering::SeqCst) > 0 && since.elapsed() < limit {
+            keel_plugin_api::sdk::sleep(Duration::from_millis(10)).await;
+        }
         let residual = Residual::from(self.config.resident.on_close);
+        let mut by_parent: BTreeMap<String, Vec<Arc<Resident>>> = BTreeMap::new();
         for r in self.registry.all() {
-            let stopped = self.stop(&r, residual).await;
-            if !stopped.problems.is_empty() {
-                let _ = self.agents.close(AgentSession::new(&r.child)).await;
-                self.registry.cleanup(&r.child);
+            by_parent.entry(r.parent.clone()).or_default().push(r);
+        }
+        for (parent, children) in by_parent {
+            let mut ended = Vec::new();
+            for r in children {
+                let (stopped, record) = self.halt(&r, residual).await;
+                if let Some(record) = record {
+                    ended.push(record);
+                } else {
+                    let _ = self.agents.close(AgentSession::new(&r.child)).await;
+                    self.registry.cleanup(&r.child);
+                    let note = serde_json::json!({ "note": stopped.problems.join("; ") });
+                    ended.push(lineage::ended(&r, "stopped", &note));
+                }
             }
+            self.log_ended(&parent, &ended).await;
         }
     }
 }
