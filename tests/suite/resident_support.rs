@@ -30,9 +30,10 @@ config = {{ base_url = "{child}", model = "child-model", api_key_ref = "{CHILD_K
 
 [[replace]]
 id = "subagent"
-config = {{ agents = {{ worker = {{ provider = "anthropic", model = "child-model" }} }}, resident = {{ {resident} }} }}
+config = {{ agents = {{ worker = {{ provider = "anthropic", model = "child-model" }} }}, resident = {{ enabled = true{sep}{resident} }} }}
 "#,
         child = child.anthropic_base_url(),
+        sep = if resident.is_empty() { "" } else { ", " },
     );
     agent_env(parent, &extra).var(CHILD_KEY_REF, "sk-ant-resident-test")
 }

@@ -370,3 +370,39 @@ fn an_ephemeral_parents_children_are_ephemeral_too() {
         .collect();
     assert!(stored.is_empty(), "an ephemeral run stored {stored:?}");
 }
+
+/// What every agent of the bundled profile is offered: the `agent` tool, and no resident or
+/// child-only tool unless a profile turns resident children on (`resident.enabled`).
+#[test]
+fn the_bundle_offers_the_agent_tool_and_resident_tools_only_when_enabled() {
+    let offered = |server: &ModelServer| -> Vec<String> {
+        server.completions()[0].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let server = ModelServer::start(vec![Reply::text("ok")]);
+    let env = sub_env(&server, "", "");
+    run_json(&env, "hi", &[]).0.expect_code(0);
+    let tools = offered(&server);
+    assert!(tools.contains(&"agent".to_owned()), "{tools:?}");
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.starts_with("resident_") || t.starts_with("memory_")),
+        "{tools:?}"
+    );
+    let server = ModelServer::start(vec![Reply::text("ok")]);
+    let env = sub_env(&server, "{ resident = { enabled = true } }", "");
+    run_json(&env, "hi", &[]).0.expect_code(0);
+    let tools = offered(&server);
+    assert!(tools.contains(&"resident_start".to_owned()), "{tools:?}");
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.starts_with("memory_") || t == "notify_parent"),
+        "child-only tools are never a root agent's: {tools:?}"
+    );
+}

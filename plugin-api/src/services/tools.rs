@@ -250,9 +250,14 @@ pub struct BatchRequest {
     /// The assistant message's calls, in model order.
     pub calls: Vec<ModelCall>,
     /// The tools this agent may call (a child's tool set, issue 16); a call to another is
-    /// answered `UNKNOWN_TOOL` without running. Absent: every registered tool.
+    /// answered `UNKNOWN_TOOL` without running. Absent: every registered tool (a tool
+    /// registered while the turn runs included), but see [`BatchRequest::child`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_tools: Option<Vec<String>>,
+    /// The batch is a child agent's: `child_only` tools may run. A root agent's call to one
+    /// is answered `UNKNOWN_TOOL`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub child: bool,
 }
 
 /// What a provider's `execute` receives.

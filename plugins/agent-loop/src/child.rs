@@ -118,15 +118,15 @@ pub fn recorded(header: &SessionHeader, events: &[EventRecord]) -> (AgentOverrid
     (overrides, child)
 }
 
-/// The tools an agent is offered, and the set its batches are held to when that is not
-/// every registered tool: a child's named tool set, or — for a root agent — everything but
-/// the child-only tools.
+/// The tools an agent is offered — a child's named tool set, else every tool (but the
+/// child-only ones for a root agent) — and the set its batches are held to: only a named tool
+/// set. A root agent's batches carry `child: false` instead, which refuses the child-only
+/// tools while a tool registered during the turn (an MCP server's list change) stays callable.
 pub fn offered(
     tools: Vec<ToolDefinition>,
     overrides: &AgentOverrides,
     child: bool,
 ) -> (Vec<ModelTool>, Option<Vec<String>>) {
-    let total = tools.len();
     let kept: Vec<ToolDefinition> = tools
         .into_iter()
         .filter(|t| match &overrides.tools {
@@ -134,7 +134,9 @@ pub fn offered(
             None => child || !t.child_only,
         })
         .collect();
-    let allowed = (overrides.tools.is_some() || kept.len() != total)
+    let allowed = overrides
+        .tools
+        .is_some()
         .then(|| kept.iter().map(|t| t.name.clone()).collect());
     let model = kept
         .into_iter()
@@ -167,11 +169,14 @@ mod tests {
     }
 
     #[test]
-    fn a_root_agent_is_not_offered_child_only_tools_and_may_not_call_them() {
+    fn a_root_agent_is_not_offered_child_only_tools() {
         let tools = vec![def("read_file", false), def("memory_write", true)];
         let (model, allowed) = offered(tools.clone(), &AgentOverrides::default(), false);
         assert_eq!(names(&model), ["read_file"]);
-        assert_eq!(allowed, Some(vec!["read_file".to_owned()]));
+        assert_eq!(
+            allowed, None,
+            "refused by the batch's child flag, not a list"
+        );
         let (model, allowed) = offered(tools, &AgentOverrides::default(), true);
         assert_eq!(names(&model), ["read_file", "memory_write"]);
         assert_eq!(

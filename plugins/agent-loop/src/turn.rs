@@ -533,6 +533,7 @@ impl Turn<'_> {
             cwd: self.agent.cwd.clone(),
             calls: reply.calls,
             allowed_tools: self.context.as_ref().and_then(|c| c.allowed_tools.clone()),
+            child: self.agent.child,
         };
         let outcome = self.batch_or_cancel(&batch).await?;
         self.close_step().await?;

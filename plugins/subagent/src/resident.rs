@@ -92,6 +92,10 @@ pub async fn activate(ctx: &Context, config: &SubagentConfig) -> Result<()> {
     }
     let service = service_name();
     ctx.serve_named::<ToolProvider, _>(&service, tools::ResidentTools(Arc::clone(&host)))?;
+    if !config.resident.enabled {
+        // Served (the manifest provides it) but no tool registered: nothing can start a child.
+        return Ok(());
+    }
     // Plural stop path 1: a parent session closes — its children stop; a resident child's own
     // session closing (by its stop or by anyone) ends in the same cleanup.
     let h = Arc::clone(&host);

@@ -473,6 +473,17 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
             );
             return Ok(Admission::Settled(ticket, Settled::ok(result)));
         }
+        // A root agent is never offered a child-only tool, nor may it call one.
+        if entry
+            .as_ref()
+            .is_some_and(|e| e.definition.child_only && !self.request.child)
+        {
+            let result = ToolResult::error(
+                ToolCode::UnknownTool,
+                format!("'{name}' is offered only to child agents; this agent has no such tool"),
+            );
+            return Ok(Admission::Settled(ticket, Settled::ok(result)));
+        }
         if entry.is_none() {
             let known = self.registry.names().join(", ");
             let result = ToolResult::error(

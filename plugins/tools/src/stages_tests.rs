@@ -133,6 +133,10 @@ fn registry() -> Registry {
         vec![
             def("read_file", true, false),
             def("write_file", false, true),
+            ToolDefinition {
+                child_only: true,
+                ..def("memory_write", false, false)
+            },
         ],
     )
     .unwrap();
@@ -155,6 +159,7 @@ fn request(calls: &[(&str, &str)]) -> BatchRequest {
             })
             .collect(),
         allowed_tools: None,
+        child: false,
     }
 }
 
@@ -168,8 +173,18 @@ fn run_allowed(
     calls: &[(&str, &str)],
     allowed: Option<&[&str]>,
 ) -> Result<BatchOutcome<ToolResult>> {
+    run_as(host, calls, allowed, false)
+}
+
+fn run_as(
+    host: &FakeHost,
+    calls: &[(&str, &str)],
+    allowed: Option<&[&str]>,
+    child: bool,
+) -> Result<BatchOutcome<ToolResult>> {
     let registry = registry();
     let mut request = request(calls);
+    request.child = child;
     request.allowed_tools = allowed.map(|a| a.iter().map(|t| (*t).to_owned()).collect());
     let pipeline = CallPipeline {
         host,
@@ -270,6 +285,25 @@ fn a_tool_outside_the_agents_tool_set_is_unknown_to_it() {
         code(&everything.results[0]),
         Some(ToolCode::UnknownTool.code())
     );
+}
+
+// Issue 16: a child-only tool (a resident child's memory) is refused to a root agent's batch
+// before any policy, and runs for a child's.
+#[test]
+fn a_child_only_tool_is_unknown_to_a_root_agent() {
+    let host = FakeHost::new();
+    let out = run_as(&host, &[("memory_write", "{}")], None, false).unwrap();
+    assert_eq!(code(&out.results[0]), Some(ToolCode::UnknownTool.code()));
+    assert!(
+        out.results[0]
+            .content
+            .contains("offered only to child agents"),
+        "{}",
+        out.results[0].content
+    );
+    assert!(host.stages().is_empty());
+    let child = run_as(&FakeHost::new(), &[("memory_write", "{}")], None, true).unwrap();
+    assert_ne!(code(&child.results[0]), Some(ToolCode::UnknownTool.code()));
 }
 
 #[test]

@@ -9,6 +9,11 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResidentConfig {
+    /// Offer the resident tools (`resident_*` to agents, `memory_*` and `notify_parent` to
+    /// resident children). Off by default: five tool schemas ride along with every request of
+    /// every agent, so a profile that wants long-lived children turns them on.
+    #[serde(default)]
+    pub enabled: bool,
     /// Resident children one parent session may have live at once; one more is
     /// `RESIDENT_LIMIT`.
     #[serde(default = "default_max_children")]
@@ -32,6 +37,7 @@ pub struct ResidentConfig {
 impl Default for ResidentConfig {
     fn default() -> Self {
         ResidentConfig {
+            enabled: false,
             max_children: default_max_children(),
             on_close: CloseResidual::default(),
             wait_ms: default_wait_ms(),
