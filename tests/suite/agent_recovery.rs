@@ -3,7 +3,6 @@
 //! `tools/pre-execute` or `llm/stream` (LOOP-08: the turn ends with an error, the session stays
 //! valid, the next turn runs), and a turn-stopping objection that steers (LOOP-09/12).
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use keel_tests::model_server::Reply;
@@ -177,21 +176,7 @@ fn b12_an_unsupervised_command_dies_with_a_sigkilled_keel() {
 fn sigint_aborts_the_turn_flushes_and_exits_130() {
     let server = server(vec![Reply::stall(Duration::from_secs(30))]);
     let env = agent_env(&server, "");
-    let child = env
-        .command(&[
-            "run",
-            "--profile",
-            "t",
-            "--output-format",
-            "stream-json",
-            "-c",
-            "llm-openai.timeout_ms=60000",
-            "wait",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_stream_json(&env, &["-c", "llm-openai.timeout_ms=60000", "wait"]);
     server.wait_for(1, Duration::from_secs(30));
     let pid = child.id().to_string();
     let pid = rustix::process::Pid::from_raw(pid.parse().unwrap()).unwrap();

@@ -291,6 +291,18 @@ pub fn set_secret(env: &Env, name: &str, value: &str) {
     );
 }
 
+/// Starts `keel run --profile t --output-format stream-json ARGS…` in `env` (the last argument
+/// the prompt) with stdout and stderr piped, for a test that signals or kills it.
+pub fn spawn_stream_json(env: &Env, args: &[&str]) -> std::process::Child {
+    let mut all = vec!["run", "--profile", "t", "--output-format", "stream-json"];
+    all.extend_from_slice(args);
+    env.command(&all)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn keel")
+}
+
 /// Starts `keel run --output-format stream-json` in `env`, waits until the tool wrote
 /// `started.pid` (workspace-relative), SIGKILLs keel and returns the session id from the init
 /// line. This test process becomes the subreaper, so orphans are never PID 1's; unconfined,

@@ -8,7 +8,6 @@
 //! The scenario: three `read_file` steps of [`BIG`] files under a 16k window (server and row),
 //! so the context manager compacts before the fourth request (see context_paths.rs).
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -17,7 +16,7 @@ use keel_tests::model_server::{ModelServer, Reply, Request, check_tool_call_cont
 use serde_json::{Value, json};
 
 use crate::suite::agent_support::{
-    args, contract_holds, run_json, session_of, stored_events, tool_message,
+    args, contract_holds, run_json, session_of, spawn_stream_json, stored_events, tool_message,
 };
 use crate::suite::context_support::*;
 
@@ -175,19 +174,7 @@ fn kill_at(env: &Env, server: &ModelServer, prompt: &str, when: fn(&Request) -> 
             }
         });
     }
-    let child = env
-        .command(&[
-            "run",
-            "--profile",
-            "t",
-            "--output-format",
-            "stream-json",
-            prompt,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_stream_json(env, &[prompt]);
     pid.store(child.id(), Ordering::SeqCst);
     let out = child.wait_with_output().unwrap();
     assert!(fired.load(Ordering::SeqCst), "the kill never fired");

@@ -5,7 +5,6 @@
 //! recovery closers, the parent records it `interrupted` — and the new process removes the
 //! dead one's temp stores.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use keel_tests::model_server::{ModelServer, Reply};
@@ -44,21 +43,14 @@ fn resident_ses06_sigkill_with_a_child_running_then_resume_recovers_it_and_sweep
     ]);
     let child = ModelServer::start(vec![Reply::text("too late").delay(Duration::from_secs(60))]);
     let env = env(&parent, &child, "");
-    let mut keel = env
-        .command(&[
-            "run",
-            "--profile",
-            "t",
-            "--output-format",
-            "stream-json",
+    let mut keel = spawn_stream_json(
+        &env,
+        &[
             "-c",
             "llm-openai.timeout_ms=120000",
             "start a slow resident",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
     let dead_pid = keel.id();
     child.wait_for(1, Duration::from_secs(60));
     keel.kill().unwrap();

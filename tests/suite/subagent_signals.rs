@@ -4,7 +4,7 @@
 //! deterministically (recovery closers on each log) before the parent's next request, which
 //! keeps the tool-call contract.
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use keel_tests::Env;
@@ -28,21 +28,7 @@ fn two_slow_children(after: Vec<Reply>) -> ModelServer {
 
 /// `keel run … stream-json` in the background, once both children's requests arrived.
 fn run_until_children_wait(env: &Env, server: &ModelServer) -> Child {
-    let child = env
-        .command(&[
-            "run",
-            "--profile",
-            "t",
-            "--output-format",
-            "stream-json",
-            "-c",
-            "llm-openai.timeout_ms=120000",
-            "delegate two",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_stream_json(env, &["-c", "llm-openai.timeout_ms=120000", "delegate two"]);
     server.wait_for(3, Duration::from_secs(60));
     child
 }
