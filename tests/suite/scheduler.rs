@@ -227,3 +227,63 @@ fn sch02_a_resumed_task_continues_its_step_budget() {
         .collect();
     assert_eq!(reasons, ["suspended", "completed", "max-steps"]);
 }
+
+// SCH-07 / B14: the boundary after a failed model call is not a safe point while its retry is
+// pending (the attempt count is not part of the frame): an interrupt that arrives during the
+// failing call waits for the retried step to close, then preempts. The retry's request
+// carries the task alone; the interrupt's turn comes after it.
+#[test]
+fn sch07_an_interrupt_waits_for_the_retry_of_a_failed_step() {
+    let server = crate::suite::agent_support::server(vec![
+        Reply::rate_limited(0).delay(Duration::from_millis(1500)),
+        Reply::tool_calls(vec![(
+            "s1",
+            "shell",
+            args(json!({"command": "echo one > one.txt"})),
+        )]),
+        Reply::text("noted the side question"),
+        Reply::text("one written"),
+    ]);
+    let env = agent_env(&server, "");
+    let mut c = Conversation::start(&env, &["write one"]);
+    server.wait_for(1, Duration::from_secs(30));
+    c.write(&interrupt("a side question", 2));
+    let end = c.finish();
+    assert_eq!(end.code, 0, "stderr: {}", end.stderr);
+    let result = last_result(&end.stdout);
+    assert_eq!(result["result"], "one written", "{result}");
+    assert!(work_file(&env, "one.txt").exists());
+    let reqs = contract_holds(&server);
+    assert_eq!(
+        reqs.len(),
+        4,
+        "the failed call, its retry, the interrupt, the resumed step"
+    );
+    assert_eq!(
+        user_texts(reqs[1].messages()),
+        ["write one"],
+        "the retry goes before the interrupt"
+    );
+    let both = ["write one", "a side question"];
+    assert_eq!(user_texts(reqs[2].messages()), both);
+    assert_eq!(user_texts(reqs[3].messages()), both);
+    tool_message(reqs[3].messages(), "s1");
+    let events = stored_events(&env, &session_of(&result));
+    let (_, id) = user_message(&events, "a side question");
+    assert_eq!(
+        turn_marks(&events),
+        [
+            json!({"type": "turn/start", "data": {"turn": 0}}),
+            json!({"type": "turn/end", "data": {"turn": 0, "reason": {"kind": "suspended", "by": id}}}),
+            json!({"type": "turn/start", "data": {"turn": 1}}),
+            json!({"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "completed"}}}),
+            json!({"type": "turn/start", "data": {"turn": 2, "resumes": 0}}),
+            json!({"type": "turn/end", "data": {"turn": 2, "reason": {"kind": "completed"}}}),
+        ]
+    );
+    // Turn 0 ran the failed step and its retry before it was suspended.
+    let suspended = events.iter().position(|e| e["type"] == "turn/end").unwrap();
+    let turn0 = types(&events[..suspended]);
+    assert_eq!(turn0.iter().filter(|k| *k == "llm/retry").count(), 1);
+    assert_eq!(turn0.iter().filter(|k| *k == "step/start").count(), 2);
+}

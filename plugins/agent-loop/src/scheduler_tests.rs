@@ -142,6 +142,33 @@ fn sch05_depth_cap_during_nesting() {
     assert_eq!(levels, [None, Some(L1), Some(L2), Some(L3)]);
 }
 
+/// SCH-05 (T-3): a push past the structural bound — reachable only by a caller that misstates
+/// the running level, here five level-0 frames preempted by L1s — is counted once per push
+/// past it and kept: every frame resumes, unchanged and in LIFO order, none demoted or dropped.
+#[test]
+fn sch05_a_push_past_the_structural_bound_is_counted_and_kept() {
+    let s = Scheduler::default();
+    let frames: Vec<TaskFrame> = (0..MAX_DEPTH as u64 + 2)
+        .map(|i| frame(&format!("f{i}"), None, i))
+        .collect();
+    for (i, f) in frames.iter().enumerate() {
+        let by = format!("i{i}");
+        push(&s, &by, L1);
+        assert_eq!(s.preempt(f.clone()), Ok(by.clone()), "push {i} is kept");
+        assert_eq!(start_id(s.next()), by);
+    }
+    let c = s.counts();
+    assert_eq!(c.over_depth, 2, "the 5th and 6th pushes: {c:?}");
+    assert_eq!((c.max_depth, c.suspended), (MAX_DEPTH + 2, 6));
+    let resumed: Vec<TaskFrame> = std::iter::from_fn(|| s.next())
+        .map(|n| match n {
+            Next::Resume(f) => f,
+            Next::Start(t) => panic!("nothing new was queued, got {t:?}"),
+        })
+        .collect();
+    assert_eq!(resumed, frames.into_iter().rev().collect::<Vec<_>>());
+}
+
 /// A seeded xorshift: the same sequence every run.
 struct Rng(u64);
 

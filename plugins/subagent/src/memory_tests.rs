@@ -200,3 +200,57 @@ fn sub02_residuals_keep_their_order_state_and_level_until_forgotten() {
     assert_eq!(store.list("r", &[Saved::Keep]).unwrap().len(), 1);
     assert_eq!(store.list("other", &[Saved::Keep]).unwrap().len(), 1);
 }
+
+/// MEM-07: temp ∪ main — a main record whose key temp does not hold is read beside the temp
+/// records (only the same key is shadowed), each with its level.
+#[test]
+fn mem07_a_child_reads_main_records_beside_its_own_temp_records() {
+    let (_d, root) = root();
+    let a = root.open_child("p", "a").unwrap();
+    a.write("plan", "main plan").unwrap();
+    a.write("zeta", "main z").unwrap();
+    root.promote("p", &a, &[]).unwrap();
+    let b = root.open_child("p", "b").unwrap();
+    b.write("note", "temp note").unwrap();
+    b.write("plan", "temp plan").unwrap();
+    let seen: Vec<(String, String, Level)> = b
+        .read(None)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.key, r.text, r.level))
+        .collect();
+    let expect = [
+        ("note", "temp note", Level::Temp),
+        ("plan", "temp plan", Level::Temp),
+        ("zeta", "main z", Level::Main),
+    ]
+    .map(|(k, t, l)| (k.to_owned(), t.to_owned(), l));
+    assert_eq!(seen, expect);
+}
+
+/// The `updated_ms` stamp of a record in `path`.
+fn stamp(path: &std::path::Path, key: &str) -> i64 {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    conn.query_row(
+        "SELECT updated_ms FROM memory WHERE key = ?1",
+        params![key],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// MEM-01 (metadata in SQLite): a child's write and a promotion stamp the record on disk with
+/// the wall-clock time of that write, in ms since the epoch.
+#[test]
+fn mem01_a_record_on_disk_carries_the_time_of_its_last_write() {
+    // 2020-09-13: any stamp of this code's writes is later.
+    const PAST: i64 = 1_600_000_000_000;
+    let (_d, root) = root();
+    let c = root.open_child("p", "c").unwrap();
+    c.write("k", "v").unwrap();
+    let written = stamp(c.temp_path(), "k");
+    assert!(written > PAST && written <= now_ms(), "{written}");
+    root.promote("p", &c, &["k".to_owned()]).unwrap();
+    let promoted = stamp(&root.main_path("p"), "k");
+    assert!(promoted > PAST && promoted <= now_ms(), "{promoted}");
+}

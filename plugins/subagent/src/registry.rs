@@ -143,6 +143,37 @@ mod tests {
         assert_eq!(r.running("q"), 0);
     }
 
+    /// SUB-04 (no residue) and the concurrency cap: giving back one slot of several keeps
+    /// the others counted (the cap still holds), and the last one leaves no entry behind.
+    #[test]
+    fn sub04_a_slot_given_back_keeps_the_others_counted_and_the_last_leaves_no_residue() {
+        let r = Arc::new(Registry::default());
+        let mut slots: Vec<Slot> = (0..3).map(|_| r.reserve("p", 3).unwrap()).collect();
+        drop(slots.pop());
+        assert_eq!(r.running("p"), 2);
+        slots.push(r.reserve("p", 3).unwrap());
+        assert_eq!(r.reserve("p", 3).unwrap_err(), Full { running: 3 });
+        drop(slots);
+        assert_eq!(r.running("p"), 0);
+        let running = r.lock().running.clone();
+        assert!(running.is_empty(), "no residue: {running:?}");
+    }
+
+    /// SUB-04: a root's depth (0) takes no entry: the table holds only children, which
+    /// `closed` removes, so it returns to empty; an earlier record is not overwritten by it.
+    #[test]
+    fn sub04_a_root_depth_takes_no_entry_in_the_depth_table() {
+        let r = Registry::default();
+        r.set_depth("root", 0);
+        let depth = r.lock().depth.clone();
+        assert!(depth.is_empty(), "no entry for a root: {depth:?}");
+        r.set_depth("c1", 2);
+        r.set_depth("c1", 0);
+        assert_eq!(r.depth_of("c1"), 2);
+        r.closed("c1");
+        assert!(r.lock().depth.is_empty());
+    }
+
     #[test]
     fn depth_is_recorded_for_children_and_forgotten_when_they_close() {
         let r = Registry::default();

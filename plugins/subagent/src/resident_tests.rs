@@ -95,3 +95,44 @@ fn a_stop_is_claimed_once() {
     assert!(!r.claim_stop());
     r.memory.remove();
 }
+
+/// SUB-01: a resident child's last answer survives the report being handed to one waiter: a
+/// fresh (non-empty) answer replaces it, an empty one reads the last remembered.
+#[test]
+fn sub01_the_last_result_is_the_last_fresh_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = MemoryRoot::new(dir.path().join("resident"));
+    let r = Resident::new("p", "r", "c", 1, None, root.open_child("p", "c").unwrap());
+    assert_eq!(r.last_result(""), "", "nothing answered yet");
+    assert_eq!(r.last_result("first"), "first");
+    assert_eq!(r.last_result(""), "first", "remembered");
+    assert_eq!(r.last_result("second"), "second");
+    assert_eq!(r.last_result(""), "second");
+    r.memory.remove();
+}
+
+/// SUB-04 (the plural stop paths): `of_parent` lists exactly that parent's children and
+/// `all` every live one, which is what the parent-closing and row-unloading paths clean up;
+/// the registry is empty only once every child is cleaned up.
+#[test]
+fn sub04_the_plural_stop_paths_see_exactly_the_live_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = MemoryRoot::new(dir.path().join("resident"));
+    let reg = Registry::default();
+    assert!(reg.is_empty() && reg.all().is_empty());
+    let p = spawn(&root, &reg, "p", 0);
+    let q = spawn(&root, &reg, "q", 1);
+    let children = |v: Vec<std::sync::Arc<Resident>>| -> Vec<String> {
+        v.iter().map(|r| r.child.clone()).collect()
+    };
+    assert_eq!(children(reg.of_parent("p")), [p.as_str()]);
+    assert_eq!(children(reg.of_parent("q")), [q.as_str()]);
+    assert_eq!(children(reg.all()), [p.as_str(), q.as_str()]);
+    assert!(!reg.is_empty());
+    reg.cleanup(&p);
+    assert!(!reg.is_empty(), "q's child is still live");
+    assert_eq!(children(reg.all()), [q.as_str()]);
+    reg.cleanup(&q);
+    assert!(reg.is_empty() && reg.all().is_empty());
+    assert_eq!(root.open_handles(), 0);
+}
