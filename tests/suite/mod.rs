@@ -131,6 +131,8 @@ mod stream_input_support;
 mod structure;
 /// Children that fail, time out, step outside their tool set or meet approval (issue 16).
 mod subagent_faults;
+/// The secret firewall inside a child (issue 16 item 1).
+mod subagent_guards;
 /// The `agent` tool: parallel children, fork, caps (issue 16 item 1; SES-13, SUB-05).
 mod subagent_run;
 /// Signals and SIGKILL with children running; resume recovers the tree (SUB-07, SES-06).
