@@ -25,7 +25,8 @@ pub struct ChildPoint {
 
 declare_event! {
     /// A child's session exists and its loop is about to get its task. `data`:
-    /// `{"agent":name,"mode":"spawn"|"fork","depth":n}`.
+    /// `{"agent":name,"mode":"spawn"|"fork"|"resident","depth":n}` (a resident child adds
+    /// `"resident":NAME`).
     pub struct ChildStarted: emit("subagent/started") -> ChildPoint;
 }
 declare_event! {
