@@ -255,7 +255,8 @@ impl Host {
         let r = Resident::new(parent, &a.name, child, depth, a.agent.clone(), memory)
             .started_by(&call.call_id);
         let r = self.registry.insert(r)?;
-        let data = json!({ "agent": a.agent, "mode": "resident", "depth": depth, "resident": a.name });
+        let data =
+            json!({ "agent": a.agent, "mode": "resident", "depth": depth, "resident": a.name });
         let _ = self.ctx.emit::<ChildStarted>(&ChildPoint {
             parent_session: parent.into(),
             parent_call_id: call.call_id.as_str().into(),
