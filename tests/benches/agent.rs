@@ -229,11 +229,6 @@ fn run(quick: bool) -> Result<(), String> {
         fsync.median, fsync.p90, fsync.min, fsync.n
     );
     println!("{report}");
-    let out_dir = release
-        .parent()
-        .map(|t| t.join("bench"))
-        .unwrap_or_else(|| PathBuf::from("bench"));
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let json = json!({
         "machine": machine(),
         "first_request_ms": summary_json(first),
@@ -242,8 +237,6 @@ fn run(quick: bool) -> Result<(), String> {
         "fdatasync_ms": summary_json(fsync),
         "steps": STEPS,
     });
-    let path = out_dir.join("agent.json");
-    std::fs::write(&path, format!("{json:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
-    eprintln!("wrote {}", path.display());
+    keel_tests::bench::write_results(&release, "agent", &json)?;
     Ok(())
 }

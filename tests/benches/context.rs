@@ -21,7 +21,7 @@
 //! writes `target/bench/context.json`. Under `cargo test --benches` it does nothing.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -490,11 +490,6 @@ fn run(quick: bool) -> Result<(), String> {
     );
     println!("{report}");
 
-    let out_dir = release
-        .parent()
-        .map(|t| t.join("bench"))
-        .unwrap_or_else(|| PathBuf::from("bench"));
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let json = json!({
         "machine": machine(),
         "loadavg": { "before": load_before, "after": loadavg() },
@@ -527,8 +522,6 @@ fn run(quick: bool) -> Result<(), String> {
             "other_step_wall_ms": round(m.normal_wall),
         })).collect::<Vec<Value>>(),
     });
-    let path = out_dir.join("context.json");
-    std::fs::write(&path, format!("{json:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
-    eprintln!("wrote {}", path.display());
+    keel_tests::bench::write_results(&release, "context", &json)?;
     Ok(())
 }

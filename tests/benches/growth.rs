@@ -22,7 +22,7 @@
 //! (no `--bench` flag) it does nothing.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -440,11 +440,6 @@ fn run(quick: bool) -> Result<(), String> {
     );
     println!("{report}");
 
-    let out_dir = release
-        .parent()
-        .map(|t| t.join("bench"))
-        .unwrap_or_else(|| PathBuf::from("bench"));
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let windows = |v: [f64; 3]| -> Value {
         json!({ "1-10": round(v[0]), "10-100": round(v[1]), "100-200": round(v[2]) })
     };
@@ -475,8 +470,6 @@ fn run(quick: bool) -> Result<(), String> {
             "last_body_bytes": m.last_body,
         })).collect::<Vec<_>>(),
     });
-    let path = out_dir.join("growth.json");
-    std::fs::write(&path, format!("{json:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
-    eprintln!("wrote {}", path.display());
+    keel_tests::bench::write_results(&release, "growth", &json)?;
     Ok(())
 }

@@ -178,23 +178,12 @@ fn run(quick: bool) -> Result<(), String> {
     let med = |v: &Value| v["median"].as_f64().unwrap_or_default();
     let mut report = String::new();
     let _ = writeln!(report, "## MCP\n");
-    let _ = writeln!(report, "| measure | median | p90 | min | runs |");
-    let _ = writeln!(report, "|---|---|---|---|---|");
-    for (what, v) in [
+    report.push_str(&keel_tests::bench::stats_table(&[
         ("start → first request, no MCP server", &none),
         ("start → first request, one stdio server (sandboxed)", &one),
         ("per step, one `read_file` call", &builtin),
         ("per step, one `mcp__everything__echo` call", &mcp),
-    ] {
-        let _ = writeln!(
-            report,
-            "| {what} | {:.2} ms | {:.2} ms | {:.2} ms | {} |",
-            med(v),
-            v["p90"].as_f64().unwrap_or_default(),
-            v["min"].as_f64().unwrap_or_default(),
-            v["n"]
-        );
-    }
+    ]));
     let _ = writeln!(
         report,
         "\nadded by the server at start: {:.1} ms; added per MCP call over read_file: {:.2} ms",
@@ -202,11 +191,6 @@ fn run(quick: bool) -> Result<(), String> {
         med(&mcp) - med(&builtin)
     );
     println!("{report}");
-    let out_dir = release
-        .parent()
-        .map(|t| t.join("bench"))
-        .unwrap_or_else(|| PathBuf::from("bench"));
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let json = json!({
         "machine": machine(),
         "first_request_no_mcp_ms": none,
@@ -215,8 +199,6 @@ fn run(quick: bool) -> Result<(), String> {
         "per_step_mcp_echo_ms": mcp,
         "steps": STEPS,
     });
-    let path = out_dir.join("mcp.json");
-    std::fs::write(&path, format!("{json:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
-    eprintln!("wrote {}", path.display());
+    keel_tests::bench::write_results(&release, "mcp", &json)?;
     Ok(())
 }

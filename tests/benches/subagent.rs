@@ -16,7 +16,7 @@
 //! Under `cargo test --benches` (no `--bench` flag) it does nothing.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -206,24 +206,13 @@ fn run(quick: bool) -> Result<(), String> {
     let med = |v: &Value| v["median"].as_f64().unwrap_or_default();
     let mut report = String::new();
     let _ = writeln!(report, "## Subagents\n");
-    let _ = writeln!(report, "| measure | median | p90 | min | runs |");
-    let _ = writeln!(report, "|---|---|---|---|---|");
-    for (what, v) in [
+    report.push_str(&keel_tests::bench::stats_table(&[
         ("`read_file` call → the parent's next request", &plain),
         ("`agent` call → the child's first request", &start),
         ("the child's answer → the parent's next request", &back),
         ("4 children in parallel (200 ms each): wall", &par),
         ("4 children one after another (200 ms each): wall", &seq),
-    ] {
-        let _ = writeln!(
-            report,
-            "| {what} | {:.2} ms | {:.2} ms | {:.2} ms | {} |",
-            med(v),
-            v["p90"].as_f64().unwrap_or_default(),
-            v["min"].as_f64().unwrap_or_default(),
-            v["n"]
-        );
-    }
+    ]));
     let _ = writeln!(
         report,
         "\nadded by a spawned child over a plain call, to its first request: {:.2} ms; \
@@ -233,11 +222,6 @@ fn run(quick: bool) -> Result<(), String> {
         med(&seq)
     );
     println!("{report}");
-    let out_dir = release
-        .parent()
-        .map(|t| t.join("bench"))
-        .unwrap_or_else(|| PathBuf::from("bench"));
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let json = json!({
         "machine": machine(),
         "plain_call_to_next_request_ms": plain,
@@ -247,8 +231,6 @@ fn run(quick: bool) -> Result<(), String> {
         "four_sequential_wall_ms": seq,
         "child_delay_ms": CHILD_DELAY.as_millis() as u64,
     });
-    let path = out_dir.join("subagent.json");
-    std::fs::write(&path, format!("{json:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
-    eprintln!("wrote {}", path.display());
+    keel_tests::bench::write_results(&release, "subagent", &json)?;
     Ok(())
 }

@@ -131,3 +131,39 @@ pub fn release_dir() -> Result<PathBuf, String> {
             )
         })
 }
+
+/// Writes a bench's results as `<target>/bench/NAME.json` (next to the release directory
+/// `release`), pretty-printed, and says where on stderr.
+///
+/// # Errors
+/// The directory or the file cannot be written.
+pub fn write_results(release: &Path, name: &str, json: &Value) -> Result<PathBuf, String> {
+    let out_dir = release
+        .parent()
+        .map(|t| t.join("bench"))
+        .unwrap_or_else(|| PathBuf::from("bench"));
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    let path = out_dir.join(format!("{name}.json"));
+    std::fs::write(&path, format!("{json:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(path)
+}
+
+/// The markdown rows `| what | median | p90 | min | runs |` of summaries given as JSON
+/// (`summary_json` / `stats` shapes: `median`, `p90`, `min`, `n`), under their header.
+pub fn stats_table(rows: &[(&str, &Value)]) -> String {
+    use std::fmt::Write as _;
+    let ms = |v: &Value, k: &str| v[k].as_f64().unwrap_or_default();
+    let mut out = String::from("| measure | median | p90 | min | runs |\n|---|---|---|---|---|\n");
+    for (what, v) in rows {
+        let _ = writeln!(
+            out,
+            "| {what} | {:.2} ms | {:.2} ms | {:.2} ms | {} |",
+            ms(v, "median"),
+            ms(v, "p90"),
+            ms(v, "min"),
+            v["n"]
+        );
+    }
+    out
+}
