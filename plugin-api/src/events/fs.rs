@@ -30,8 +30,22 @@ pub struct FsObserved {
     pub session_id: RString,
     /// Canonical target key.
     pub target: RString,
-    /// `{"kind":"present","version":"…"}` or `{"kind":"absent"}`.
+    /// `{"kind":"present","version":"…"}` or `{"kind":"absent"}`; the version is
+    /// [`content_version`] of the bytes.
     pub observation: Json,
+}
+
+/// Hex characters of a content version (128 bits of the digest).
+const VERSION_HEX_LEN: usize = 32;
+
+/// The content version `fs/observed` carries: the first 32 hex characters of the blake3
+/// digest of the file's bytes. One definition, so a plugin that observes a file another row
+/// wrote (the hooks row after a PostToolUse formatter, issue 23 item 12) reports the version
+/// the file tools compare against.
+pub fn content_version(bytes: &[u8]) -> String {
+    let mut hex = blake3::hash(bytes).to_hex().to_string();
+    hex.truncate(VERSION_HEX_LEN);
+    hex
 }
 
 declare_event! {

@@ -219,9 +219,11 @@ fn fs04_write_creates_an_unseen_target_with_parents() {
         fs::read_to_string(f.root().join("new/dir/x.txt")).unwrap(),
         "hi\r\n"
     );
+    let target = fs::canonicalize(f.root().join("new/dir/x.txt")).unwrap();
     assert_eq!(
         r.meta.unwrap(),
-        json!({ "op": "create", "version": version_of(b"hi\r\n"), "before": null, "after": "hi\n" })
+        json!({ "op": "create", "target": target.to_string_lossy(),
+                "version": version_of(b"hi\r\n"), "before": null, "after": "hi\n" })
     );
 }
 

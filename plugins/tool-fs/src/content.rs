@@ -7,11 +7,10 @@
 /// Hex characters kept from the blake3 digest (128 bits).
 const VERSION_HEX_LEN: usize = 32;
 
-/// The content version of `bytes`: the first 32 hex characters of their blake3 hash.
+/// The content version of `bytes`: the first 32 hex characters of their blake3 hash (the
+/// one definition in `keel_plugin_api::events::fs`, which other rows observe with too).
 pub fn version_of(bytes: &[u8]) -> String {
-    let mut hex = blake3::hash(bytes).to_hex().to_string();
-    hex.truncate(VERSION_HEX_LEN);
-    hex
+    keel_plugin_api::events::fs::content_version(bytes)
 }
 
 /// Incremental [`version_of`] for streamed reads.

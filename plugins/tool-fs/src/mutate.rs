@@ -4,7 +4,10 @@
 //! Per target, the version check, the literal match and the atomic replace run under one
 //! mutex ([`TargetLocks`]), so two calls in this process can never interleave between "the
 //! file is still the version I read" and "replace it". After a change the new version is
-//! reported on `fs/observed`, so the session may keep editing without re-reading.
+//! reported on `fs/observed`, so the session may keep editing without re-reading. The result's
+//! meta names the canonical `target` and the `version` written, so a row that runs after the
+//! body (the hooks row's PostToolUse formatters, issue 23 item 12) can tell whether the file
+//! still holds what the tool wrote.
 
 use std::collections::HashMap;
 use std::fs;
@@ -160,6 +163,7 @@ pub fn write_file(tools: &FsTools, scope: Scope<'_>, args: WriteArgs) -> FsResul
         Ok(ToolResult {
             meta: Some(json!({
                 "op": op,
+                "target": key,
                 "version": version,
                 "before": before_text,
                 "after": lf(&args.content),
@@ -288,6 +292,7 @@ pub fn edit_file(tools: &FsTools, scope: Scope<'_>, args: EditArgs) -> FsResult<
         let s = if count == 1 { "" } else { "s" };
         Ok(ToolResult {
             meta: Some(json!({
+                "target": key,
                 "version": version,
                 "replacements": count,
                 "before": lf(text),
