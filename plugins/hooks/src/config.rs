@@ -199,13 +199,20 @@ pub struct Hook {
 }
 
 impl Hook {
-    /// Whether the hook applies to `subject` (a tool name, a SessionStart source, a
-    /// PreCompact trigger; `None` for events without a subject).
-    pub fn matches(&self, subject: Option<&str>) -> bool {
-        match (&self.regex, subject) {
-            (None, _) | (_, None) => true,
-            (Some(re), Some(s)) => re.is_match(s),
+    /// Whether the hook applies to a subject known by `names` (a tool's keel name and its
+    /// Claude Code names, a SessionStart source, a PreCompact trigger; none for events without
+    /// a subject): the matcher must match one of them whole.
+    pub fn matches(&self, names: &[&str]) -> bool {
+        match &self.regex {
+            None => true,
+            Some(_) if names.is_empty() => true,
+            Some(re) => names.iter().any(|n| re.is_match(n)),
         }
+    }
+
+    /// Whether the matcher is a pattern (not empty or `*`).
+    pub fn is_pattern(&self) -> bool {
+        self.regex.is_some()
     }
 }
 
@@ -253,12 +260,12 @@ impl HookSet {
         Ok(())
     }
 
-    /// The hooks of `event` that apply to `subject`, each command once (as Claude Code
-    /// deduplicates identical commands).
-    pub fn matching(&self, event: Event, subject: Option<&str>) -> Vec<Hook> {
+    /// The hooks of `event` that apply to the subject known by `names`, each command once (as
+    /// Claude Code deduplicates identical commands).
+    pub fn matching(&self, event: Event, names: &[&str]) -> Vec<Hook> {
         let mut out: Vec<Hook> = Vec::new();
         for h in self.hooks.get(&event).into_iter().flatten() {
-            if h.matches(subject) && !out.iter().any(|o| o.command == h.command) {
+            if h.matches(names) && !out.iter().any(|o| o.command == h.command) {
                 out.push(h.clone());
             }
         }
@@ -268,6 +275,24 @@ impl HookSet {
     /// Whether any hook of `event` is configured.
     pub fn has(&self, event: Event) -> bool {
         self.hooks.get(&event).is_some_and(|v| !v.is_empty())
+    }
+
+    /// The tool hooks (PreToolUse, PostToolUse) whose matcher matches none of `tools` — each
+    /// tool given by all its names — as `(source, event, matcher)`, each once.
+    pub fn unmatched(&self, tools: &[Vec<&str>]) -> Vec<(String, Event, String)> {
+        let mut out: Vec<(String, Event, String)> = Vec::new();
+        for event in [Event::PreToolUse, Event::PostToolUse] {
+            for h in self.hooks.get(&event).into_iter().flatten() {
+                let dead = h.is_pattern() && !tools.iter().any(|names| h.matches(names));
+                let seen = out
+                    .iter()
+                    .any(|(s, e, m)| s == &h.source && *e == event && m == &h.matcher);
+                if dead && !seen {
+                    out.push((h.source.clone(), event, h.matcher.clone()));
+                }
+            }
+        }
+        out
     }
 
     /// The longest timeout of any hook (bounds listener deadlines).
@@ -321,7 +346,7 @@ mod tests {
         let mut set = HookSet::default();
         set.add(&t, "row 'hooks'", 60).unwrap();
         let names = |tool: &str| -> Vec<String> {
-            set.matching(Event::PreToolUse, Some(tool))
+            set.matching(Event::PreToolUse, &[tool])
                 .into_iter()
                 .map(|h| h.command)
                 .collect()
@@ -336,6 +361,42 @@ mod tests {
         assert_eq!(names("read_file"), ["c", "a"]);
         assert!(set.has(Event::PreToolUse) && !set.has(Event::Stop));
         assert_eq!(set.longest(), Duration::from_secs(60));
+    }
+
+    // Issue 23 item 10: a matcher is tested against every name of a tool, and one that
+    // matches no offered tool under any name is reported once, with where it came from.
+    #[test]
+    fn a_matcher_matches_any_name_and_a_dead_one_is_reported_once() {
+        let t = table(serde_json::json!({
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"type": "command", "command": "a"}]},
+                {"matcher": "NotebookEdit", "hooks": [{"type": "command", "command": "b"},
+                    {"type": "command", "command": "c"}]},
+                {"matcher": "", "hooks": [{"type": "command", "command": "d"}]}],
+            "PostToolUse": [
+                {"matcher": "Write|Edit|MultiEdit", "hooks": [{"type": "command", "command": "e"}]}]}));
+        let mut set = HookSet::default();
+        set.add(&t, ".claude/settings.json", 60).unwrap();
+        let hits = |names: &[&str]| -> Vec<String> {
+            set.matching(Event::PreToolUse, names)
+                .into_iter()
+                .map(|h| h.command)
+                .collect()
+        };
+        assert_eq!(hits(&["shell", "Bash"]), ["a", "d"]);
+        assert_eq!(hits(&["shell"]), ["d"]);
+        let tools = vec![
+            vec!["shell", "Bash"],
+            vec!["edit_file", "Edit", "MultiEdit"],
+        ];
+        assert_eq!(
+            set.unmatched(&tools),
+            [(
+                ".claude/settings.json".to_owned(),
+                Event::PreToolUse,
+                "NotebookEdit".to_owned()
+            )]
+        );
     }
 
     #[test]

@@ -14,14 +14,29 @@ use std::time::Duration;
 use futures::future::join_all;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::line::one_line;
+use keel_plugin_api::services::approval::{Approval, ApprovalMode, ModeRequest};
 use keel_plugin_api::services::credentials::is_credential_like;
 use keel_plugin_api::services::sandbox::{ConfineRequest, Sandbox};
-use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionsClient};
+use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionRef, SessionsClient};
 use serde_json::{Map, Value, json};
 
 use crate::config::{Event, Hook, HookSet, HooksConfig, OnTimeout};
-use crate::protocol::{self, Answer};
+use crate::protocol::{self, Answer, Common};
 use crate::runner::{self, Outcome, Spec};
+use crate::transcript::Transcripts;
+
+/// Where an event fires: its session, working directory, turn (when known) and tool call.
+#[derive(Debug, Clone, Copy)]
+pub struct At<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// Its working directory.
+    pub cwd: &'a str,
+    /// The open turn (`prompt_id`); `None`: the last one seen for the session.
+    pub turn: Option<u64>,
+    /// The tool call (audit events name it).
+    pub call_id: Option<&'a str>,
+}
 
 /// Characters of a hook's stderr kept in `hook/result`.
 const STDERR_EXCERPT: usize = 2_000;
@@ -40,6 +55,10 @@ pub struct Engine {
     pub config: HooksConfig,
     /// Each live session's working directory (from its header).
     cwds: Mutex<HashMap<String, String>>,
+    /// Each live session's last turn seen (for `prompt_id` where the event has none).
+    turns: Mutex<HashMap<String, u64>>,
+    /// `transcript_path`'s files.
+    pub transcripts: Transcripts,
 }
 
 impl Engine {
@@ -58,6 +77,8 @@ impl Engine {
             root,
             config,
             cwds: Mutex::default(),
+            turns: Mutex::default(),
+            transcripts: Transcripts::default(),
         }
     }
 
@@ -66,7 +87,14 @@ impl Engine {
         let mut cwds = self.cwds.lock().unwrap_or_else(PoisonError::into_inner);
         match cwd {
             Some(c) => cwds.insert(session_id.to_owned(), c),
-            None => cwds.remove(session_id),
+            None => {
+                self.turns
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(session_id);
+                self.transcripts.forget(session_id);
+                cwds.remove(session_id)
+            }
         };
     }
 
@@ -87,28 +115,76 @@ impl Engine {
             .write_stderr(&format!("keel: hooks: {}\n", one_line(text)));
     }
 
-    /// Runs `event`'s hooks that match `subject` with Claude Code's stdin document (`fields`
-    /// added to the common ones) and merges their answers; nothing configured → the empty
-    /// answer, at no cost.
+    /// Runs `event`'s hooks that match the subject known by `names` (a tool's keel and
+    /// Claude Code names, a source, a trigger; none for events without a subject) with Claude
+    /// Code's stdin document (`fields` added to the common ones) and merges their answers;
+    /// nothing configured → the empty answer, at no cost.
     pub async fn fire(
         &self,
         event: Event,
-        subject: Option<&str>,
-        session_id: &str,
-        cwd: &str,
+        names: &[&str],
+        at: At<'_>,
         fields: Map<String, Value>,
-        call_id: Option<&str>,
     ) -> Answer {
-        let hooks = self.set.matching(event, subject);
+        let hooks = self.set.matching(event, names);
         if hooks.is_empty() {
             return Answer::default();
         }
-        let input = protocol::input(event, session_id, cwd, fields);
+        let common = self.common(at).await;
+        let input = protocol::input(event, &common, fields);
         let stdin = input.to_string().into_bytes();
         let runs = hooks
             .iter()
-            .map(|h| self.run_one(h, session_id, cwd, &stdin, call_id));
-        Answer::merge(join_all(runs).await)
+            .map(|h| self.run_one(h, at.session_id, at.cwd, &stdin, at.call_id));
+        let mut answer = Answer::merge(join_all(runs).await);
+        answer.ran = hooks.len();
+        answer
+    }
+
+    /// The common stdin fields: the transcript brought up to date, the approval mode in
+    /// Claude Code's words, the prompt id.
+    async fn common(&self, at: At<'_>) -> Common {
+        let turn = {
+            let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+            match at.turn {
+                Some(t) => {
+                    turns.insert(at.session_id.to_owned(), t);
+                    Some(t)
+                }
+                None => turns.get(at.session_id).copied(),
+            }
+        };
+        let transcript = match self.sessions.messages(SessionRef::new(at.session_id)).await {
+            Ok(m) => self
+                .transcripts
+                .sync(at.session_id, at.cwd, &m.messages)
+                .map(|p| p.display().to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let transcript_path = transcript
+            .map_err(|e| tracing::warn!(session = %at.session_id, "no hook transcript: {e}"))
+            .ok();
+        Common {
+            session_id: at.session_id.to_owned(),
+            transcript_path,
+            cwd: at.cwd.to_owned(),
+            permission_mode: self.permission_mode(at.session_id).await,
+            prompt_id: turn.map(|t| format!("{}-{t}", at.session_id)),
+        }
+    }
+
+    /// `default` when keel's approval asks before mutating calls, else `bypassPermissions`.
+    async fn permission_mode(&self, session_id: &str) -> &'static str {
+        let Ok(Some(approval)) = self.ctx.get_client::<Approval>() else {
+            return "bypassPermissions";
+        };
+        let request = ModeRequest {
+            session_id: Some(session_id.to_owned()),
+        };
+        match approval.mode(request).await.map(|m| m.mode) {
+            Ok(ApprovalMode::Never) => "bypassPermissions",
+            Ok(ApprovalMode::Ask) | Err(_) => "default",
+        }
     }
 
     async fn run_one(

@@ -10,22 +10,31 @@
 //! Modules: [`config`] (the row and the hook table), [`settings`] (Claude Code's files),
 //! [`trust`], [`protocol`] (stdin, exit codes, JSON output), [`runner`] (one confined process
 //! under its timeout), [`engine`] (firing an event's hooks, the audit events) and [`listen`]
-//! (which keel event each hook event rides on). The kernel knows nothing of hooks; the one
+//! (which keel event each hook event rides on). Claude Code compatibility (issue 23): [`alias`]
+//! (keel's tools under Claude Code's names and fields), [`response`] (`tool_response` in Claude
+//! Code's shapes), [`transcript`] (`transcript_path`) and [`formatted`] (a file a PostToolUse
+//! hook rewrote counts as observed). The kernel knows nothing of hooks; the one
 //! seam they needed that keel lacked, argument rewriting, is the tools pipeline's
 //! `tools/rewrite` stage.
 
+pub mod alias;
 pub mod config;
 pub mod engine;
+pub mod formatted;
 pub mod listen;
 pub mod protocol;
+pub mod response;
 pub mod runner;
 pub mod settings;
+pub mod transcript;
 pub mod trust;
 
 use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::approval::Approval;
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::tools::Tools;
 
 use crate::config::{HookSet, HooksConfig};
 use crate::engine::Engine;
@@ -48,6 +57,7 @@ async fn load(ctx: &Context, config: &HooksConfig, root: &std::path::Path) -> Re
     )
     .map_err(invalid)?;
     if !config.claude_settings {
+        notice_unused(ctx, root);
         return Ok(set);
     }
     for rel in settings::FILES {
@@ -79,6 +89,24 @@ async fn load(ctx: &Context, config: &HooksConfig, root: &std::path::Path) -> Re
     Ok(set)
 }
 
+/// Issue 23 item 11: with `claude_settings = false` (the default), a workspace settings file
+/// that has hooks is named once on stderr with the key that would use them. The default stays
+/// off: a hook is a command keel runs on its own, and `--trust-project` (used in CI) vouches
+/// for a whole project layer, so running a cloned repository's hooks stays a separate, explicit
+/// choice — but never a silent one.
+fn notice_unused(ctx: &Context, root: &std::path::Path) {
+    for rel in settings::FILES {
+        let path = root.join(rel);
+        if settings::has_hooks(&path) {
+            let _ = ctx.write_stderr(&format!(
+                "keel: hooks: {} has hooks; set hooks.claude_settings = true to use them (they \
+                 run only under project trust)\n",
+                path.display()
+            ));
+        }
+    }
+}
+
 /// The plugin value.
 #[derive(Default)]
 struct HooksPlugin;
@@ -89,6 +117,8 @@ impl Plugin for HooksPlugin {
             .description("Claude Code compatible command hooks: confined, timed, audited")
             .requires::<Sessions>()
             .optional::<Sandbox>()
+            .optional::<Approval>()
+            .optional::<Tools>()
             // A hook is a command keel runs on its own: no untrusted layer may add one.
             .guard_row()
             .config_type::<HooksConfig>()

@@ -24,12 +24,17 @@ use keel_plugin_api::events::tools::{
     PostExecute, PreExecute, Rewrite, ToolExecution, ToolOutcome,
 };
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::tools::{PostDecision, PreDecision, RewriteDecision};
+use keel_plugin_api::services::tools::{
+    ListRequest, PostDecision, PreDecision, RewriteDecision, Tools,
+};
 use serde_json::{Map, Value, json};
 
+use crate::alias;
 use crate::config::Event;
-use crate::engine::{Engine, header_cwd};
+use crate::engine::{At, Engine, header_cwd};
+use crate::formatted;
 use crate::protocol::Answer;
+use crate::response;
 
 /// Per-session state the listeners share.
 #[derive(Default)]
@@ -42,12 +47,24 @@ struct Memory {
     stops: HashMap<String, (u64, u32)>,
     /// session → steering texts Stop hooks queued (not prompts: UserPromptSubmit skips them).
     steers: HashMap<String, Vec<String>>,
+    /// The tool matchers were checked against the offered tools.
+    checked: bool,
 }
 
 type Shared = Arc<(Engine, Mutex<Memory>)>;
 
 fn memory(s: &Shared) -> std::sync::MutexGuard<'_, Memory> {
     s.1.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Where a tool call's hooks fire.
+fn at(exec: &ToolExecution) -> At<'_> {
+    At {
+        session_id: exec.session_id.as_str(),
+        cwd: exec.cwd.as_str(),
+        turn: Some(exec.turn),
+        call_id: Some(exec.call_id.as_str()),
+    }
 }
 
 fn key(exec: &ToolExecution) -> String {
@@ -76,6 +93,12 @@ pub fn register(ctx: &Context, engine: Engine) -> Result<()> {
     let opts = ListenerOptions::default().deadline_ms(deadline);
     let s: Shared = Arc::new((engine, Mutex::default()));
     let set = &s.0.set;
+
+    let st = Arc::clone(&s);
+    ctx.effect("remove the hook transcripts", move || async move {
+        st.0.transcripts.remove_all();
+        Ok(())
+    })?;
 
     let st = Arc::clone(&s);
     ctx.on::<SessionCreated>(ListenerOptions::default(), move |l| {
@@ -122,7 +145,9 @@ pub fn register(ctx: &Context, engine: Engine) -> Result<()> {
             async move { post_tool_use(&st, outcome, next).await }
         })?;
     }
-    if set.has(Event::UserPromptSubmit) || set.has(Event::SessionStart) {
+    // Pre-step also checks, once, that every tool matcher can match an offered tool.
+    let tool_hooks = set.has(Event::PreToolUse) || set.has(Event::PostToolUse);
+    if set.has(Event::UserPromptSubmit) || set.has(Event::SessionStart) || tool_hooks {
         let st = Arc::clone(&s);
         ctx.async_waterfall::<PreStep, _, _>(opts, move |point, next| {
             let st = Arc::clone(&st);
@@ -157,18 +182,13 @@ async fn pre_tool_use(
     let engine = &st.0;
     let name = exec.name.to_string();
     let args: Value = exec.args.parse().unwrap_or(Value::Null);
+    let sent = alias::hook_input(&name, &args, exec.cwd.as_str());
     let input = fields(
-        json!({"tool_name": name, "tool_input": args, "tool_use_id": exec.call_id.as_str()}),
+        json!({"tool_name": alias::hook_name(&name), "tool_input": sent,
+        "tool_use_id": exec.call_id.as_str()}),
     );
     let answer = engine
-        .fire(
-            Event::PreToolUse,
-            Some(&name),
-            exec.session_id.as_str(),
-            exec.cwd.as_str(),
-            input,
-            Some(exec.call_id.as_str()),
-        )
+        .fire(Event::PreToolUse, &alias::names(&name), at(&exec), input)
         .await;
     let verdict = if let Some(reason) = &answer.block {
         Some(PreDecision::Deny {
@@ -185,9 +205,11 @@ async fn pre_tool_use(
     if let Some(v) = verdict {
         memory(st).verdicts.insert(key(&exec), v);
     }
-    let Some((args, command)) = answer.rewrite.filter(|_| answer.block.is_none()) else {
+    let Some((updated, command)) = answer.rewrite.filter(|_| answer.block.is_none()) else {
         return next.run(exec).await;
     };
+    // Claude Code's field names (`file_path`, …) back to keel's.
+    let args = alias::keel_input(&name, updated, &sent);
     exec.args = Json::of(&args)?;
     let downstream = next.run(exec).await?;
     let later: RewriteDecision = downstream.parse()?;
@@ -239,31 +261,35 @@ async fn post_tool_use(
     };
     let name = exec.name.to_string();
     let args: Value = exec.args.parse().unwrap_or(Value::Null);
-    let input = fields(json!({"tool_name": name, "tool_input": args,
-        "tool_response": result, "tool_use_id": exec.call_id.as_str()}));
+    let cwd = exec.cwd.as_str();
+    let input = fields(json!({"tool_name": alias::hook_name(&name),
+        "tool_input": alias::hook_input(&name, &args, cwd),
+        "tool_response": response::hook_response(&name, &args, &result, cwd),
+        "tool_use_id": exec.call_id.as_str()}));
+    // Item 12: the file as the tool left it, to tell what the hooks changed.
+    let written = formatted::before(&name, &result);
     let answer =
-        st.0.fire(
-            Event::PostToolUse,
-            Some(&name),
-            exec.session_id.as_str(),
-            exec.cwd.as_str(),
-            input,
-            Some(exec.call_id.as_str()),
-        )
-        .await;
+        st.0.fire(Event::PostToolUse, &alias::names(&name), at(&exec), input)
+            .await;
+    let changed = written
+        .filter(|_| answer.ran > 0)
+        .and_then(|w| formatted::settle(&st.0.ctx, exec.session_id.as_str(), &w));
     if let Some(reason) = answer.block {
-        return Json::of(&PostDecision::Block {
-            feedback: format!("the call ran, and a PostToolUse hook objected: {reason}"),
-        });
+        let mut feedback = format!("the call ran, and a PostToolUse hook objected: {reason}");
+        if let Some(note) = changed {
+            feedback.push_str(&format!("\n\n{note}"));
+        }
+        return Json::of(&PostDecision::Block { feedback });
     }
-    if answer.context.is_empty() {
+    let mut notes: Vec<String> = changed.into_iter().collect();
+    if !answer.context.is_empty() {
+        notes.push(format!("[PostToolUse hook] {}", answer.context.join("\n")));
+    }
+    if notes.is_empty() {
         return Ok(downstream);
     }
     Json::of(&PostDecision::Accept {
-        content: Some(format!(
-            "{content}\n\n[PostToolUse hook] {}",
-            answer.context.join("\n")
-        )),
+        content: Some(format!("{content}\n\n{}", notes.join("\n\n"))),
     })
 }
 
@@ -278,6 +304,13 @@ async fn pre_step(
     let sid = point.session_id.to_string();
     let cwd = engine.cwd_of(&sid);
     let data: Value = point.data.parse()?;
+    warn_unmatched_once(st).await;
+    let here = At {
+        session_id: &sid,
+        cwd: &cwd,
+        turn: Some(point.turn),
+        call_id: None,
+    };
     let mut extra: Vec<(String, String)> = Vec::new();
     let first = memory(st).fresh.remove(&sid);
     if first {
@@ -285,11 +318,9 @@ async fn pre_step(
         let answer = engine
             .fire(
                 Event::SessionStart,
-                Some(source),
-                &sid,
-                &cwd,
+                &[source],
+                here,
                 fields(json!({"source": source})),
-                None,
             )
             .await;
         if let Some(reason) = &answer.block {
@@ -307,11 +338,9 @@ async fn pre_step(
         let answer = engine
             .fire(
                 Event::UserPromptSubmit,
-                None,
-                &sid,
-                &cwd,
+                &[],
+                here,
                 fields(json!({"prompt": prompt})),
-                None,
             )
             .await;
         if let Some(reason) = answer.block {
@@ -344,6 +373,34 @@ async fn pre_step(
         }
     }
     Json::of(&decision)
+}
+
+/// Once per run, at the first step (every tool is registered by then): a PreToolUse or
+/// PostToolUse matcher that matches no registered tool under any of its names — keel's or
+/// Claude Code's — is named on stderr with the file or row it came from (issue 23 item 10).
+async fn warn_unmatched_once(st: &Shared) {
+    {
+        let mut m = memory(st);
+        if m.checked {
+            return;
+        }
+        m.checked = true;
+    }
+    let engine = &st.0;
+    let Ok(Some(tools)) = engine.ctx.get_client::<Tools>() else {
+        return;
+    };
+    let Ok(list) = tools.list(ListRequest::default()).await else {
+        return;
+    };
+    let names: Vec<Vec<&str>> = list.tools.iter().map(|t| alias::names(&t.name)).collect();
+    for (source, event, matcher) in engine.set.unmatched(&names) {
+        engine.line(&format!(
+            "{source}: {} matcher `{matcher}` matches no tool keel offers, under keel's or \
+             Claude Code's names; its hooks never run",
+            event.name()
+        ));
+    }
 }
 
 /// The step's prompt text: its claimed messages, without the steering Stop hooks queued.
@@ -384,9 +441,13 @@ async fn stop(st: &Shared, point: &AgentPoint) -> Result<Option<Json>> {
     };
     let cwd = engine.cwd_of(&sid);
     let input = fields(json!({"stop_hook_active": done > 0}));
-    let answer: Answer = engine
-        .fire(Event::Stop, None, &sid, &cwd, input, None)
-        .await;
+    let here = At {
+        session_id: &sid,
+        cwd: &cwd,
+        turn: Some(point.turn),
+        call_id: None,
+    };
+    let answer: Answer = engine.fire(Event::Stop, &[], here, input).await;
     let Some(reason) = answer.block else {
         return Ok(None);
     };
@@ -419,13 +480,17 @@ fn pre_compact(st: &Shared, point: &ContextPoint) {
         .name("keel-hook-precompact".into())
         .spawn(move || {
             let input = fields(json!({"trigger": "auto", "custom_instructions": ""}));
+            let here = At {
+                session_id: &sid,
+                cwd: &cwd,
+                turn: None,
+                call_id: None,
+            };
             let answer = futures::executor::block_on(worker.0.fire(
                 Event::PreCompact,
-                Some("auto"),
-                &sid,
-                &cwd,
+                &["auto"],
+                here,
                 input,
-                None,
             ));
             let _ = tx.send(answer);
         });

@@ -60,6 +60,8 @@ pub struct Answer {
     pub context: Vec<String>,
     /// A non-blocking error (non-zero exit other than 2, timeout, spawn failure, bad output).
     pub error: Option<String>,
+    /// How many hooks ran (0: none matched).
+    pub ran: usize,
 }
 
 impl Answer {
@@ -99,6 +101,7 @@ impl Answer {
             if out.error.is_none() {
                 out.error = a.error;
             }
+            out.ran += a.ran;
         }
         if !blocks.is_empty() {
             out.block = Some(blocks.join("\n"));
@@ -107,12 +110,40 @@ impl Answer {
     }
 }
 
+/// The fields every stdin document carries (Claude Code's common input).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Common {
+    /// The session.
+    pub session_id: String,
+    /// The JSONL transcript written for the hooks ([`crate::transcript`]); `None` when it
+    /// could not be written (the field is then `null`).
+    pub transcript_path: Option<String>,
+    /// The session's working directory.
+    pub cwd: String,
+    /// Claude Code's word for keel's approval mode: `default` (`ask`) or `bypassPermissions`
+    /// (`never`, or no approval row).
+    pub permission_mode: &'static str,
+    /// The id of the user prompt whose turn this is (`<session>-<turn>`), when known.
+    pub prompt_id: Option<String>,
+}
+
 /// The stdin document: Claude Code's common fields and `fields`.
-pub fn input(event: Event, session_id: &str, cwd: &str, fields: Map<String, Value>) -> Value {
+pub fn input(event: Event, common: &Common, fields: Map<String, Value>) -> Value {
     let mut doc = Map::new();
-    doc.insert("session_id".into(), session_id.into());
-    doc.insert("cwd".into(), cwd.into());
+    doc.insert("session_id".into(), common.session_id.clone().into());
+    doc.insert(
+        "transcript_path".into(),
+        common
+            .transcript_path
+            .clone()
+            .map_or(Value::Null, Value::from),
+    );
+    doc.insert("cwd".into(), common.cwd.clone().into());
+    doc.insert("permission_mode".into(), common.permission_mode.into());
     doc.insert("hook_event_name".into(), event.name().into());
+    if let Some(id) = &common.prompt_id {
+        doc.insert("prompt_id".into(), id.clone().into());
+    }
     doc.extend(fields);
     Value::Object(doc)
 }
@@ -246,7 +277,7 @@ mod tests {
         .unwrap();
         let mut set = HookSet::default();
         set.add(&table, "row 'hooks'", 60).unwrap();
-        set.matching(Event::parse(event).unwrap(), None).remove(0)
+        set.matching(Event::parse(event).unwrap(), &[]).remove(0)
     }
 
     fn exited(code: i32, stdout: &str, stderr: &str) -> Outcome {
@@ -375,12 +406,23 @@ mod tests {
     fn stdin_carries_the_common_fields_and_the_events_own() {
         let mut fields = Map::new();
         fields.insert("tool_name".into(), "shell".into());
-        let doc = input(Event::PreToolUse, "s1", "/w", fields);
+        let common = Common {
+            session_id: "s1".into(),
+            transcript_path: Some("/t/s1.jsonl".into()),
+            cwd: "/w".into(),
+            permission_mode: "default",
+            prompt_id: Some("s1-0".into()),
+        };
+        let doc = input(Event::PreToolUse, &common, fields);
         assert_eq!(
             doc,
-            json!({"session_id": "s1", "cwd": "/w", "hook_event_name": "PreToolUse",
-                "tool_name": "shell"})
+            json!({"session_id": "s1", "transcript_path": "/t/s1.jsonl", "cwd": "/w",
+                "permission_mode": "default", "hook_event_name": "PreToolUse",
+                "prompt_id": "s1-0", "tool_name": "shell"})
         );
+        let doc = input(Event::Stop, &Common::default(), Map::new());
+        assert_eq!(doc["transcript_path"], Value::Null);
+        assert!(doc.get("prompt_id").is_none());
     }
 
     #[test]

@@ -73,6 +73,35 @@ pub fn parse(name: &str, text: &str) -> Result<(HookTable, Vec<String>), String>
     Ok((table, skipped))
 }
 
+/// Bytes of a settings file read to tell whether it has hooks.
+const PEEK_BYTES: u64 = 1 << 20;
+
+/// Whether the settings file at `path` exists and has at least one hook group keel runs and
+/// does not disable them all (read leniently: unreadable or broken text has none).
+pub fn has_hooks(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut text = String::new();
+    if file.take(PEEK_BYTES).read_to_string(&mut text).is_err() {
+        return false;
+    }
+    let Ok(doc) = serde_json::from_str::<Value>(&text) else {
+        return false;
+    };
+    if doc.get("disableAllHooks") == Some(&Value::Bool(true)) {
+        return false;
+    }
+    doc.get("hooks")
+        .and_then(Value::as_object)
+        .is_some_and(|events| {
+            events.iter().any(|(name, groups)| {
+                Event::parse(name).is_some() && groups.as_array().is_some_and(|g| !g.is_empty())
+            })
+        })
+}
+
 /// serde_json appends " at line L column C"; the caller says it first.
 fn strip_position(message: &str) -> &str {
     message
@@ -108,6 +137,30 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains(" at line "), "{e}");
+    }
+
+    #[test]
+    fn has_hooks_reads_leniently() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("settings.json");
+        assert!(!has_hooks(&f), "missing");
+        for (text, want) in [
+            (
+                r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": []}]}}"#,
+                true,
+            ),
+            (r#"{"hooks": {"PreToolUse": []}}"#, false),
+            (r#"{"hooks": {"Notification": [{"hooks": []}]}}"#, false),
+            (
+                r#"{"disableAllHooks": true, "hooks": {"Stop": [{"hooks": []}]}}"#,
+                false,
+            ),
+            (r#"{"permissions": {}}"#, false),
+            ("{not json", false),
+        ] {
+            std::fs::write(&f, text).unwrap();
+            assert_eq!(has_hooks(&f), want, "{text}");
+        }
     }
 
     #[test]
