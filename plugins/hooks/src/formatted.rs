@@ -10,9 +10,9 @@
 //! `fs/observed` (the fs policy's feed) as the version the session now knows, and the tool
 //! result gets a bounded unified diff, so the model knows what its file looks like now.
 //!
-//! Only regular, singly linked files up to [`MAX_BYTES`] are read back (a hook that swapped
-//! the file for a link is not followed); a change by another process while the hooks ran is
-//! not told apart from the hooks' own.
+//! Only regular, singly linked files up to [`MAX_BYTES`] at their canonical path are read back
+//! (a hook that swapped the file or a parent for a link is not followed); a change by another
+//! process while the hooks ran is not told apart from the hooks' own.
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -45,6 +45,11 @@ fn bytes_of(target: &Path) -> Result<Option<Vec<u8>>, ()> {
         Err(_) => return Err(()),
     };
     if !meta.file_type().is_file() || meta.nlink() != 1 || meta.len() > MAX_BYTES {
+        return Err(());
+    }
+    // The target was canonical when the tool wrote it: a swapped-in symlinked parent is not
+    // followed either.
+    if fs::canonicalize(target).ok().as_deref() != Some(target) {
         return Err(());
     }
     fs::read(target).map(Some).map_err(|_| ())
@@ -114,7 +119,7 @@ mod tests {
     #[test]
     fn only_a_file_still_at_the_written_version_is_taken() {
         let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("a.txt");
+        let f = fs::canonicalize(dir.path()).unwrap().join("a.txt");
         fs::write(&f, "x = 1\n").unwrap();
         let result = |v: &str| json!({"content": "ok", "meta": {"target": f.to_string_lossy(), "version": v}});
         let v = content_version(b"x = 1\n");
@@ -125,6 +130,13 @@ mod tests {
             "changed already"
         );
         assert!(before("shell", &result(&v)).is_none());
+        let via = dir.path().join("via");
+        std::os::unix::fs::symlink(dir.path(), &via).unwrap();
+        let linked = json!({"meta": {"target": via.join("a.txt").to_string_lossy(), "version": v}});
+        assert!(
+            before("write_file", &linked).is_none(),
+            "a symlinked parent"
+        );
         let link = dir.path().join("b.txt");
         fs::hard_link(&f, &link).unwrap();
         assert!(

@@ -11,6 +11,7 @@
 //! formatter hook) come from `similar`.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use regex::Regex;
 use serde_json::{Value, json};
@@ -20,6 +21,15 @@ use crate::alias::absolute;
 
 /// Characters of a unified diff kept for the model.
 pub const DIFF_LIMIT: usize = 4_000;
+
+/// How long a diff may search for the smallest edit before it settles for a coarser one.
+const DIFF_DEADLINE: Duration = Duration::from_millis(250);
+
+fn diff<'a>(before: &'a str, after: &'a str) -> TextDiff<'a, 'a, 'a, str> {
+    TextDiff::configure()
+        .timeout(DIFF_DEADLINE)
+        .diff_lines(before, after)
+}
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or_default()
@@ -181,7 +191,7 @@ fn grep(content: &str) -> Value {
 /// Claude Code's `structuredPatch`: hunks `{oldStart, oldLines, newStart, newLines, lines}`
 /// with three lines of context, each line prefixed `-`, `+` or ` `.
 pub fn patch(before: &str, after: &str) -> Value {
-    let diff = TextDiff::from_lines(before, after);
+    let diff = diff(before, after);
     let hunks: Vec<Value> = diff
         .grouped_ops(3)
         .iter()
@@ -217,7 +227,7 @@ pub fn patch(before: &str, after: &str) -> Value {
 /// A unified diff of `before` → `after` for `path`, cut at [`DIFF_LIMIT`] characters with a
 /// note saying how much was left out.
 pub fn unified(path: &str, before: &str, after: &str) -> String {
-    let text = TextDiff::from_lines(before, after)
+    let text = diff(before, after)
         .unified_diff()
         .context_radius(3)
         .header(path, path)

@@ -147,8 +147,10 @@ impl Transcripts {
         let path = {
             let mut dir = self.dir.lock().unwrap_or_else(PoisonError::into_inner);
             if dir.is_none() {
+                use std::os::unix::fs::PermissionsExt;
                 let made = tempfile::Builder::new()
                     .prefix("keel-hooks-")
+                    .permissions(std::fs::Permissions::from_mode(0o700))
                     .tempdir()
                     .map_err(|e| format!("the transcript directory cannot be made: {e}"))?;
                 *dir = Some(made);
