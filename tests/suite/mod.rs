@@ -51,6 +51,9 @@ mod context_veto;
 mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).
 mod escalation;
+/// Claude Code's own settings file under keel: aliases, stdin fields, formatters (issue 23
+/// items 10-12).
+mod hooks_claude;
 /// Helpers for the hooks suites (issue 15 item 3).
 mod hooks_compact;
 mod hooks_mcp;
