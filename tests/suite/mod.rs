@@ -28,6 +28,9 @@ mod bus_faults;
 mod bus_modes;
 /// Who declares an event: the kernel only `kernel/*`, owners the rest (issue 13 item 2).
 mod bus_owners;
+/// Child environments: an allow-list, never a held credential, for shell, hooks and MCP
+/// servers (issue 23 item 1).
+mod child_env;
 /// Bad input to the binary: one line, exit 2, naming the culprit.
 mod claude_files;
 mod cli_commands;

@@ -89,6 +89,8 @@ impl Plugin for HooksPlugin {
             .description("Claude Code compatible command hooks: confined, timed, audited")
             .requires::<Sessions>()
             .optional::<Sandbox>()
+            // What it holds never reaches a hook's environment (issue 23 item 1).
+            .optional::<keel_plugin_api::services::credentials::Credentials>()
             // A hook is a command keel runs on its own: no untrusted layer may add one.
             .guard_row()
             .config_type::<HooksConfig>()
