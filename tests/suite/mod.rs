@@ -79,6 +79,9 @@ mod lock;
 mod lock_search_path;
 /// Bad MCP servers refused before any request; `keel mcp list` (issue 15).
 mod mcp_config;
+/// MCP failures that name their cause: exit code and stderr, offline npx, replies over
+/// 16 MiB (issue 23 items 8 and 17).
+mod mcp_failures;
 /// MCP calls through the B9 pipeline: approval, firewall, deadlines, crashes, list changes
 /// (issue 15).
 mod mcp_pipeline;
@@ -102,6 +105,12 @@ mod resident_stop;
 mod resident_support;
 /// Which runner of the sandbox chain confines: bubblewrap before a partial Landlock (issue 10).
 mod sandbox_chain;
+/// The user's private files are masked for every confined process: shell, hooks, MCP
+/// servers, under bubblewrap and Landlock (issue 23 items 4 and 8).
+mod sandbox_private;
+/// Confined trees never outlive keel or their call, and no mount point is left in the
+/// workspace (issue 23 items 7, 8 and 18).
+mod sandbox_supervise;
 mod scheduler;
 /// Secrets in flight: resolved credentials scrubbed, keel's environment emptied of them,
 /// base64 at every alignment, hostile values through bash (issue 10, SEC-01/02/03/09).
