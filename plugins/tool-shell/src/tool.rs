@@ -411,8 +411,9 @@ pub fn definition(config: &ShellConfig) -> ToolDefinition {
             The command is killed with its whole process group when it exceeds `timeout_ms` \
             (SHELL_TIMEOUT); background jobs (`cmd &`) are killed when the command exits, so \
             do not start servers or daemons expecting them to keep running. A non-zero exit is \
-            reported as an error (SHELL_EXIT) with the output. Credentials in the environment \
-            (names containing KEY, SECRET, TOKEN, PASSWORD) are not passed on."
+            reported as an error (SHELL_EXIT) with the output. The environment holds only \
+            HOME, PATH, USER, SHELL, the temp dir, locale and terminal names and what the \
+            profile passes on; no credential is in it."
             .into(),
         parameters,
         parallel_safe: false,
