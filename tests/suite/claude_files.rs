@@ -40,10 +40,11 @@ fn issue15_the_model_cannot_write_claude_settings() {
     let env = agent_env(&first, "");
     let (run, _) = run_json(&env, "plant hooks", &[]);
     run.expect_code(0);
-    for rel in [".claude/settings.json", ".claude/settings.local.json"] {
-        let file = work_file(&env, rel);
-        assert!(!file.exists(), "the model planted {}", file.display());
-    }
+    // Issue 23 item 18: the sandbox mounts over an existing `.claude/` only, so `shell` may
+    // create a missing one (a file changed during a run is not trusted later: issue 23 item
+    // 6); the file tools refuse it whatever exists.
+    let file = work_file(&env, ".claude/settings.local.json");
+    assert!(!file.exists(), "the model planted {}", file.display());
     let reqs = contract_holds(&first);
     let p2 = tool_message(reqs[1].messages(), "p2")["content"].to_string();
     assert!(p2.contains("Claude Code settings"), "{p2}");

@@ -26,7 +26,8 @@ fn all_requests(server: &ModelServer) -> String {
         .join("\n")
 }
 
-/// Item 1a: neither `shell` nor `write_file` can create or change the project layer.
+/// Item 1a: `write_file` cannot create the project layer and `shell` cannot change an
+/// existing one.
 #[test]
 fn item1_the_model_cannot_write_the_project_layer() {
     if !sandbox_usable() {
@@ -54,8 +55,10 @@ fn item1_the_model_cannot_write_the_project_layer() {
     let env = agent_env(&server, "");
     let (run, _) = run_json(&env, "plant a config", &[]);
     run.expect_code(0);
-    let layer = work_file(&env, ".keel/config.toml");
-    assert!(!layer.exists(), "the model planted {}", layer.display());
+    // Issue 23 item 18: the sandbox mounts over an existing `.keel/` only (a mount point for a
+    // missing one was an empty directory left in every workspace), so `shell` may create a
+    // missing one; a layer changed during a run is not trusted later (issue 23 item 6). The
+    // file tools refuse it whatever exists.
     let reqs = contract_holds(&server);
     let p2 = tool_message(reqs[1].messages(), "p2")["content"].to_string();
     assert!(p2.contains("keel's own files"), "{p2}");

@@ -28,6 +28,9 @@ mod bus_faults;
 mod bus_modes;
 /// Who declares an event: the kernel only `kernel/*`, owners the rest (issue 13 item 2).
 mod bus_owners;
+/// Child environments: an allow-list, never a held credential, for shell, hooks and MCP
+/// servers (issue 23 item 1).
+mod child_env;
 /// Bad input to the binary: one line, exit 2, naming the culprit.
 mod claude_files;
 mod cli_commands;
@@ -79,6 +82,9 @@ mod lock;
 mod lock_search_path;
 /// Bad MCP servers refused before any request; `keel mcp list` (issue 15).
 mod mcp_config;
+/// MCP failures that name their cause: exit code and stderr, offline npx, replies over
+/// 16 MiB (issue 23 items 8 and 17).
+mod mcp_failures;
 /// MCP calls through the B9 pipeline: approval, firewall, deadlines, crashes, list changes
 /// (issue 15).
 mod mcp_pipeline;
@@ -102,6 +108,12 @@ mod resident_stop;
 mod resident_support;
 /// Which runner of the sandbox chain confines: bubblewrap before a partial Landlock (issue 10).
 mod sandbox_chain;
+/// The user's private files are masked for every confined process: shell, hooks, MCP
+/// servers, under bubblewrap and Landlock (issue 23 items 4 and 8).
+mod sandbox_private;
+/// Confined trees never outlive keel or their call, and no mount point is left in the
+/// workspace (issue 23 items 7, 8 and 18).
+mod sandbox_supervise;
 mod scheduler;
 /// Secrets in flight: resolved credentials scrubbed, keel's environment emptied of them,
 /// base64 at every alignment, hostile values through bash (issue 10, SEC-01/02/03/09).

@@ -38,7 +38,7 @@ pub fn remove(name: &str) {
     // and stays mapped for the life of the process (never a string `putenv` was given, which
     // may be read-only). The bytes are the value of the very variable being dropped: keel's
     // only reader of such a variable is the caller (the credentials row under its lock, the
-    // firewall at activation); `shell` never passes credential-like names on, and adapters
+    // firewall at activation); no child inherits credential-like names (`child_env`), and adapters
     // resolve through the credentials row. A foreign reader of the same variable at this instant could read a mix of old
     // bytes and zeros, never out of bounds.
     //

@@ -56,6 +56,22 @@ crate::contract! {
     /// The names defined in the file and `.env` layers (sorted, each with its winning source,
     /// environment-shadowed ones as `env`), never values.
     fn list(ListCredentials) -> Listed;
+    /// The references this process holds (taken out of its environment) or has resolved from
+    /// any layer, sorted: names a child process must never inherit from keel's environment,
+    /// whatever they look like (issue 23 item 1). Never values.
+    fn held(HeldRequest) -> Held;
+}
+
+/// `held`'s request (no arguments).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldRequest {}
+
+/// `held`'s answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// The references, sorted.
+    pub refs: Vec<String>,
 }
 
 /// `resolve`'s and `describe`'s request.
@@ -230,7 +246,8 @@ pub fn is_valid_reference(name: &str) -> bool {
 /// Name fragments that mark an environment variable as a credential (any case): KEY, SECRET,
 /// TOKEN, PASSWORD. One rule for everyone who must treat such variables as credentials: the
 /// `credentials` row takes them out of keel's own environment at activation (holding their
-/// values for the env layer), and `shell` never passes them to a child (SBX-03).
+/// values for the env layer), and no child inherits them from keel
+/// ([`child_env`](super::child_env), SBX-03).
 pub const CREDENTIAL_MARKERS: [&str; 4] = ["KEY", "SECRET", "TOKEN", "PASSWORD"];
 
 /// Whether an environment variable named `name` looks like a credential

@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod approval;
+pub mod child_env;
 pub mod command;
 pub mod context;
 pub mod credentials;

@@ -29,6 +29,26 @@ pub const PROJECT_TRUST_FILES: [&str; 3] = [
     ".claude/settings.local.json",
 ];
 
+/// The user's private files under `$HOME` (issue 23 item 4): private keys and credential
+/// files. One list for every guard: the firewall's default `deny_paths` are built from it (for
+/// the file tools' paths), and the sandbox masks each one that exists for every process it
+/// confines (`shell`, hooks, MCP stdio servers), so no tool reads them.
+pub const PRIVATE_PATHS: [&str; 4] = [".ssh", ".gnupg", ".aws/credentials", ".netrc"];
+
+/// The existing [`PRIVATE_PATHS`] under `home`, canonical (a symlinked `~/.ssh` masks its
+/// target); none when `home` is unknown.
+pub fn private_paths(home: Option<&Path>) -> Vec<PathBuf> {
+    let Some(home) = home else {
+        return Vec::new();
+    };
+    PRIVATE_PATHS
+        .iter()
+        .map(|rel| home.join(rel))
+        .filter(|p| p.symlink_metadata().is_ok())
+        .map(|p| canonical(&p))
+        .collect()
+}
+
 /// How a protected path is kept from the tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -172,6 +192,22 @@ mod tests {
         assert!(
             p[0].refusal(&creds, false)
                 .starts_with("[sandbox: keel's own files are out of reach] reading")
+        );
+    }
+
+    // Issue 23 item 4: only the private paths that exist, resolved.
+    #[test]
+    fn private_paths_are_the_existing_ones_under_home() {
+        let home = tempfile::tempdir().unwrap();
+        assert!(private_paths(Some(home.path())).is_empty());
+        assert!(private_paths(None).is_empty());
+        std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+        std::fs::create_dir_all(home.path().join(".aws")).unwrap();
+        std::fs::write(home.path().join(".netrc"), "machine x").unwrap();
+        let h = home.path().canonicalize().unwrap();
+        assert_eq!(
+            private_paths(Some(home.path())),
+            vec![h.join(".ssh"), h.join(".netrc")]
         );
     }
 

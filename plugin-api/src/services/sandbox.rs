@@ -157,6 +157,11 @@ pub struct Policy {
     /// and bind the read-only ones read-only, whatever the mode's writable roots say.
     #[serde(default)]
     pub protected: Vec<super::protected::Protected>,
+    /// The user's private files ([`super::protected::private_paths`] of `$HOME`): runners
+    /// mask them for every confined process (issue 23 item 4). Empty in
+    /// `danger-full-access`.
+    #[serde(default)]
+    pub private: Vec<PathBuf>,
 }
 
 /// Where a fresh resolution failed: the ancestor that could not be resolved, and why.
@@ -462,6 +467,30 @@ pub struct Confined {
     /// How to tell a runner failure from the child's own failure.
     #[serde(default)]
     pub runner_failure: RunnerFailureRule,
+    /// The paths the runner keeps out of reach in every mode (keel's own files, the user's
+    /// private ones): a denial that names one is no case for escalation (issue 23 item 8).
+    #[serde(default)]
+    pub shielded: Vec<PathBuf>,
+}
+
+impl Confined {
+    /// The shielded path a denial line of `stderr` names, if one does: the fence refused that
+    /// path, and no wider mode would open it.
+    pub fn shielded_in<'a>(&'a self, stderr: &str) -> Option<&'a Path> {
+        stderr
+            .lines()
+            .filter(|l| {
+                self.denial_signatures
+                    .iter()
+                    .any(|d| l.contains(d.as_str()))
+            })
+            .find_map(|line| {
+                self.shielded
+                    .iter()
+                    .find(|p| line.contains(p.to_string_lossy().as_ref()))
+                    .map(PathBuf::as_path)
+            })
+    }
 }
 
 /// File access kinds for `check_path`.

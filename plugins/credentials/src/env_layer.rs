@@ -9,19 +9,51 @@
 //! shadowing check and `list`) reads without taking, so asking whether `PATH` is set never
 //! removes it.
 //!
+//! [`held_names`] answers the service's `held`: the held references plus every reference
+//! `resolve` found in any layer ([`note_resolved`]), the names no child may inherit.
+//!
 //! The held map is a process-wide static: a library is never unloaded (ARCHITECTURE §3), so a
 //! reloaded row finds what an earlier activation took.
 //!
 //! Taking a variable out is [`keel_plugin_api::sdk::environ::remove`]: the value's bytes in
 //! the exec block that `/proc/<pid>/environ` shows are overwritten, then the variable is unset.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
 
 use keel_plugin_api::services::credentials::{is_credential_like, is_valid_reference};
 
 /// Values taken from the environment, by reference.
 static HELD: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+
+/// References `resolve` found in any layer this process (names only).
+static RESOLVED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Notes that `name` was resolved (from any layer): no child inherits it (issue 23 item 1).
+pub fn note_resolved(name: &str) {
+    RESOLVED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(name.to_owned());
+}
+
+/// Every reference held from the environment or resolved from any layer, sorted.
+pub fn held_names() -> Vec<String> {
+    let mut names: BTreeSet<String> = HELD
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .keys()
+        .cloned()
+        .collect();
+    names.extend(
+        RESOLVED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned(),
+    );
+    names.into_iter().collect()
+}
 
 fn env_value(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
@@ -101,5 +133,10 @@ mod tests {
         assert!(std::env::var_os(cred).is_none());
         assert_eq!(std::env::var(plain).as_deref(), Ok("plain-value"));
         assert_eq!(take(cred).as_deref(), Some("s3cret-value"));
+        note_resolved("KEEL_CRED_HOLD_TEST_RESOLVED");
+        let names = held_names();
+        assert!(names.iter().any(|n| n == cred), "{names:?}");
+        assert!(names.iter().any(|n| n == "KEEL_CRED_HOLD_TEST_RESOLVED"));
+        assert!(!names.iter().any(|n| n == plain));
     }
 }

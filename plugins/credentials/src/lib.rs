@@ -26,8 +26,8 @@ use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::credentials::{
-    CredentialCode, CredentialRef, Credentials, CredentialsProvider, Description, ListCredentials,
-    Listed, ListedRef, RemoveCredential, Resolved, SetCredential,
+    CredentialCode, CredentialRef, Credentials, CredentialsProvider, Description, Held,
+    HeldRequest, ListCredentials, Listed, ListedRef, RemoveCredential, Resolved, SetCredential,
 };
 use keel_plugin_api::services::firewall::{Firewall, FirewallClient, RegisterCredential};
 use schemars::JsonSchema;
@@ -113,6 +113,7 @@ impl CredentialsProvider for Service {
             .store
             .resolve(&request.reference, request.cwd.as_deref())?;
         if let Some((value, _)) = &found {
+            env_layer::note_resolved(&request.reference);
             guard(&self.firewall, &request.reference, value).await?;
         }
         let (value, source) = found.map_or((None, None), |(v, s)| (Some(v), Some(s)));
@@ -132,6 +133,12 @@ impl CredentialsProvider for Service {
     async fn remove(&self, request: RemoveCredential) -> Result<()> {
         let store = self.store.clone();
         off_executor(move || store.remove(&request.reference)).await
+    }
+
+    async fn held(&self, _request: HeldRequest) -> Result<Held> {
+        Ok(Held {
+            refs: env_layer::held_names(),
+        })
     }
 
     async fn list(&self, request: ListCredentials) -> Result<Listed> {

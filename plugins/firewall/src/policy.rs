@@ -41,18 +41,16 @@ impl Default for PolicyConfig {
     }
 }
 
-/// The default `deny_paths`: private keys and cloud/credential files.
+/// The default `deny_paths`: private keys and cloud/credential files — the shared list
+/// [`PRIVATE_PATHS`] (which the sandbox masks for confined processes too, issue 23 item 4),
+/// each anywhere and everything beneath it.
+///
+/// [`PRIVATE_PATHS`]: keel_plugin_api::services::protected::PRIVATE_PATHS
 pub fn default_deny_paths() -> Vec<String> {
-    [
-        "**/.ssh",
-        "**/.ssh/**",
-        "**/.gnupg",
-        "**/.gnupg/**",
-        "**/.aws/credentials",
-        "**/.netrc",
-    ]
-    .map(String::from)
-    .to_vec()
+    keel_plugin_api::services::protected::PRIVATE_PATHS
+        .iter()
+        .flat_map(|p| [format!("**/{p}"), format!("**/{p}/**")])
+        .collect()
 }
 
 fn glob_set(

@@ -37,6 +37,12 @@ pub struct HooksConfig {
     /// Milliseconds between SIGTERM and SIGKILL for a hook's process group at its timeout.
     #[serde(default = "default_grace_ms")]
     pub grace_ms: u64,
+    /// Names passed through from keel's environment to every hook beside the base allow-list
+    /// (`HOME`, `PATH`, …; an entry ending in `*` is a prefix). A `KEEL_*`, credential-like or
+    /// held credential name never passes (issue 23 item 1).
+    #[serde(default)]
+    #[schemars(inner(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*\*?$")))]
+    pub pass_env: Vec<String>,
 }
 
 fn default_timeout() -> u64 {

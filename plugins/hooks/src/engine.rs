@@ -1,11 +1,13 @@
 //! Firing an event's hooks: the matching commands run in parallel, each confined by
 //! `keel.sandbox` when one is loaded (like the `shell` tool), in the session's working
-//! directory, with a scrubbed environment plus `CLAUDE_PROJECT_DIR` / `KEEL_PROJECT_DIR`, and
+//! directory, with the shared allow-listed environment (the base names and the row's
+//! `pass_env`, never a held credential: issue 23 item 1) plus `CLAUDE_PROJECT_DIR` /
+//! `KEEL_PROJECT_DIR`, and
 //! each invocation is audited in the session: `hook/invoked` before it runs and `hook/result`
 //! after (both `ignorable`; they go through `session/persist`, so the firewall scrubs a secret
 //! a hook printed). A non-blocking error also gets one `keel: hooks: …` line on stderr.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
@@ -15,7 +17,8 @@ use futures::future::join_all;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::line::one_line;
 use keel_plugin_api::services::approval::{Approval, ApprovalMode, ModeRequest};
-use keel_plugin_api::services::credentials::is_credential_like;
+use keel_plugin_api::services::child_env::{ChildEnv, held_references};
+use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::sandbox::{ConfineRequest, Sandbox};
 use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionRef, SessionsClient};
 use serde_json::{Map, Value, json};
@@ -204,12 +207,16 @@ impl Engine {
             invoked["call_id"] = id.into();
         }
         self.audit(session_id, "hook/invoked", invoked).await;
-        let outcome = match self.argv(hook, cwd).await {
-            Ok(argv) => {
+        let prepared = match self.argv(hook, cwd).await {
+            Ok(argv) => self.env().await.map(|env| (argv, env)),
+            Err(e) => Err(e),
+        };
+        let outcome = match prepared {
+            Ok((argv, env)) => {
                 runner::run_async(Spec {
                     argv,
                     cwd: PathBuf::from(cwd),
-                    env: self.env(),
+                    env,
                     stdin: stdin.to_vec(),
                     timeout: hook.timeout,
                     grace: Duration::from_millis(self.config.grace_ms),
@@ -266,19 +273,25 @@ impl Engine {
             .map_err(|e| format!("the sandbox refused to run it ({e})"))
     }
 
-    /// keel's environment without `KEEL_*` and credential-like names (as for `shell`), plus
-    /// the project directory under Claude Code's name and keel's.
-    fn env(&self) -> Vec<(OsString, OsString)> {
-        let mut env: BTreeMap<OsString, OsString> = std::env::vars_os()
-            .filter(|(k, _)| {
-                let name = k.to_string_lossy();
-                !name.to_ascii_uppercase().starts_with("KEEL_") && !is_credential_like(&name)
-            })
-            .collect();
+    /// The allow-listed environment ([`ChildEnv`]: the base names and the row's `pass_env`,
+    /// never what the credentials row holds), plus the project directory under Claude Code's
+    /// name and keel's.
+    ///
+    /// # Errors
+    /// The credentials row cannot say what it holds: the hook is not run.
+    async fn env(&self) -> Result<Vec<(OsString, OsString)>, String> {
+        let service = self
+            .ctx
+            .get_client::<Credentials>()
+            .map_err(|e| format!("keel.credentials cannot be reached: {e}"))?;
+        let held = held_references(service)
+            .await
+            .map_err(|e| format!("keel.credentials cannot say what it holds: {e}"))?;
+        let mut env = ChildEnv::from_process(&self.config.pass_env, &held);
         for key in ["CLAUDE_PROJECT_DIR", "KEEL_PROJECT_DIR"] {
-            env.insert(key.into(), self.root.clone().into_os_string());
+            env.set(key, self.root.clone().into_os_string());
         }
-        env.into_iter().collect()
+        Ok(env.into_vec())
     }
 
     /// Appends one audit event; a failure is logged (the hook's answer still counts).

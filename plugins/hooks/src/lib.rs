@@ -119,6 +119,8 @@ impl Plugin for HooksPlugin {
             .optional::<Sandbox>()
             .optional::<Approval>()
             .optional::<Tools>()
+            // What it holds never reaches a hook's environment (issue 23 item 1).
+            .optional::<keel_plugin_api::services::credentials::Credentials>()
             // A hook is a command keel runs on its own: no untrusted layer may add one.
             .guard_row()
             .config_type::<HooksConfig>()

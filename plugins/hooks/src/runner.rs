@@ -1,5 +1,5 @@
 //! Running one hook command: the argv (a sandbox runner's, or `bash -c`) as the leader of its
-//! own process group, a scrubbed environment, the event JSON on stdin and then end of file,
+//! own process group, an allow-listed environment, the event JSON on stdin and then end of file,
 //! stdout and stderr captured (capped), and a deadline: past it the whole group gets SIGTERM,
 //! then SIGKILL after the grace, and the run returns only once the group is gone. When the
 //! hook exits on its own, whatever it left in its group is killed too (the same rules as the

@@ -164,6 +164,12 @@ mod tests {
         async fn list(&self, _: ListCredentials) -> Result<Listed, Error> {
             Err(Error::msg("not in this test"))
         }
+        async fn held(
+            &self,
+            _: keel_plugin_api::services::credentials::HeldRequest,
+        ) -> Result<keel_plugin_api::services::credentials::Held, Error> {
+            Err(Error::msg("not in this test"))
+        }
     }
 
     fn client(stand_in: StandIn) -> CredentialsClient {

@@ -44,10 +44,16 @@ pub struct ServerConfig {
     /// stdio: its arguments.
     #[serde(default)]
     pub args: Vec<String>,
-    /// stdio: variables added to the (scrubbed) environment; values may hold
-    /// `${credential:NAME}`.
+    /// stdio: variables set in the server's environment (explicit: they win); values may
+    /// hold `${credential:NAME}`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// stdio: names passed through from keel's environment beside the base allow-list
+    /// (`HOME`, `PATH`, …; an entry ending in `*` is a prefix). A `KEEL_*`, credential-like or
+    /// held credential name never passes (issue 23 item 1).
+    #[serde(default)]
+    #[schemars(inner(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*\*?$")))]
+    pub pass_env: Vec<String>,
     /// stdio: working directory (absolute; default: keel's).
     #[serde(default)]
     pub cwd: Option<PathBuf>,
@@ -159,9 +165,14 @@ impl ServerConfig {
                         "`url` must be http:// or https://, not {url:?}"
                     )));
                 }
-                if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() {
+                if !self.args.is_empty()
+                    || !self.env.is_empty()
+                    || !self.pass_env.is_empty()
+                    || self.cwd.is_some()
+                {
                     return Err(at(
-                        "`args`, `env` and `cwd` are for stdio servers (`command`)".into(),
+                        "`args`, `env`, `pass_env` and `cwd` are for stdio servers (`command`)"
+                            .into(),
                     ));
                 }
                 if self.sandbox == SandboxChoice::None {
@@ -174,6 +185,7 @@ impl ServerConfig {
                 placeholders(v).map_err(|e| at(format!("`{key}.{k}`: {e}")))?;
             }
         }
+        keel_plugin_api::services::child_env::check_pass_env(&self.pass_env).map_err(at)?;
         for a in &self.args {
             if a.contains("${credential:") {
                 return Err(at(

@@ -10,27 +10,31 @@
 //! "none"` the child is spawned as is, and that is said on stderr at every start. The child
 //! leads its own process group, so a stop reaches its whole tree.
 //!
-//! The environment is keel's minus credential-like names and `KEEL_*` (the shared rule of
-//! `shell`), plus the row's `env` with `${credential:NAME}` resolved through
-//! `keel.credentials` (which registers each value with the firewall, so it is scrubbed from
-//! anything model-bound) or, without a credentials row, from keel's own environment.
+//! The environment is the shared allow-list ([`ChildEnv`]: the base names and the server's
+//! `pass_env` taken from keel's environment, never a `KEEL_*`, credential-like or held
+//! credential name: issue 23 item 1), plus the server's `env` with `${credential:NAME}`
+//! resolved through `keel.credentials` (which registers each value with the firewall, so it is
+//! scrubbed from anything model-bound) or, without a credentials row, from keel's own
+//! environment. The child speaks over [`stdio::Stdio`], which fails a message past 16 MiB at once
+//! and keeps the child's exit status for the failure reason (issue 23 items 8 and 17).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::credentials::{self, Credentials, is_credential_like};
-use keel_plugin_api::services::sandbox::{ConfineRequest, Sandbox};
+use keel_plugin_api::services::child_env::{ChildEnv, held_references};
+use keel_plugin_api::services::credentials::{self, Credentials};
+use keel_plugin_api::services::sandbox::{ConfineRequest, PolicyRequest, Sandbox};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
 use crate::config::{Piece, SandboxChoice, ServerConfig, Transport, placeholders};
+use crate::stdio::{self, Fault};
 
 /// Lines of a server's stderr kept, and the longest line kept.
 const LOG_LINES: usize = 200;
@@ -166,13 +170,20 @@ pub fn find_program(command: &str, cwd: &Path) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("command `{command}` not found on PATH"))
 }
 
-/// The child's environment: keel's without credential-like names and `KEEL_*`, plus `extra`.
-fn child_env(extra: BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let mut env: BTreeMap<String, String> = std::env::vars()
-        .filter(|(k, _)| !k.to_ascii_uppercase().starts_with("KEEL_") && !is_credential_like(k))
-        .collect();
-    env.extend(extra);
-    env
+/// The child's environment: the allow-list of keel's (never a held credential), plus
+/// `explicit` (the resolved `env`, the user's deliberate choice).
+async fn child_env(
+    ctx: &Context,
+    config: &ServerConfig,
+    explicit: BTreeMap<String, String>,
+) -> Result<Vec<(std::ffi::OsString, std::ffi::OsString)>, String> {
+    let service = ctx.get_client::<Credentials>().ok().flatten();
+    let held = held_references(service)
+        .await
+        .map_err(|e| format!("cannot ask keel.credentials what it holds: {e}"))?;
+    let mut env = ChildEnv::from_process(&config.pass_env, &held);
+    env.extend(explicit);
+    Ok(env.into_vec())
 }
 
 /// Spawns (stdio) or connects (HTTP) and runs the handshake. The caller bounds the time.
@@ -185,10 +196,11 @@ pub async fn open(
     config: &ServerConfig,
     handler: Handler,
     log: Arc<StderrLog>,
+    fault: Arc<Fault>,
 ) -> Result<(Live, Started), String> {
     match config.transport() {
         Transport::Http => open_http(ctx, config, handler).await,
-        Transport::Stdio => open_stdio(ctx, server, config, handler, log).await,
+        Transport::Stdio => open_stdio(ctx, server, config, handler, log, fault).await,
     }
 }
 
@@ -269,6 +281,7 @@ async fn open_stdio(
     config: &ServerConfig,
     handler: Handler,
     log: Arc<StderrLog>,
+    fault: Arc<Fault>,
 ) -> Result<(Live, Started), String> {
     let command = config.command.clone().unwrap_or_default();
     let cwd = match &config.cwd {
@@ -276,25 +289,31 @@ async fn open_stdio(
         None => std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?,
     };
     let program = find_program(&command, &cwd)?;
-    let env = child_env(resolve_map(ctx, &config.env).await?);
+    let explicit = resolve_map(ctx, &config.env).await?;
+    let env = child_env(ctx, config, explicit).await?;
     let mut argv = vec![program.to_string_lossy().into_owned()];
     argv.extend(config.args.iter().cloned());
-    let (argv, confinement) = confine(ctx, server, config.sandbox, argv, &cwd).await?;
+    let (argv, confinement) = confine(ctx, server, config.sandbox, argv, &cwd, &fault).await?;
     let Some((bin, args)) = argv.split_first() else {
         return Err("the sandbox answered an empty argv".to_owned());
     };
     let mut cmd = tokio::process::Command::new(bin);
     cmd.args(args)
         .env_clear()
-        .envs(&env)
+        .envs(env)
         .current_dir(&cwd)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let (child, stderr) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::piped())
+    let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-    let pid = child.id();
+    let stderr = child.stderr.take();
+    let transport = stdio::Stdio::new(child, Arc::clone(&fault))
+        .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+    let pid = transport.id();
     if let Some(stderr) = stderr {
         let log = Arc::clone(&log);
         let name = server.to_owned();
@@ -306,16 +325,19 @@ async fn open_stdio(
             }
         });
     }
-    match handler.serve(child).await {
+    match handler.serve(transport).await {
         Ok(live) => Ok((live, Started { pid, confinement })),
         Err(e) => {
             // Give the stderr reader a moment: the reason is usually its last line.
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let ended = fault.get().map(|f| format!("; {f}")).unwrap_or_default();
             let tail = log
                 .last()
                 .map(|l| format!("; its stderr: {l}"))
                 .unwrap_or_default();
-            Err(format!("no MCP handshake with `{command}`: {e}{tail}"))
+            Err(format!(
+                "no MCP handshake with `{command}`: {e}{ended}{tail}"
+            ))
         }
     }
 }
@@ -327,6 +349,7 @@ async fn confine(
     choice: SandboxChoice,
     argv: Vec<String>,
     cwd: &Path,
+    fault: &Fault,
 ) -> Result<(Vec<String>, String), String> {
     if choice == SandboxChoice::None {
         let line = format!(
@@ -353,6 +376,17 @@ async fn confine(
                 e.code, e.message
             )
         })?;
+    // Issue 23 item 17: a start that times out offline says so (`npx -y` waits for a registry
+    // it cannot reach without a word).
+    let policy = sandbox
+        .policy(PolicyRequest {
+            cwd: cwd.to_path_buf(),
+            mode: Some(confined.mode),
+        })
+        .await;
+    if policy.is_ok_and(|p| !p.network) {
+        fault.set_offline();
+    }
     let how = if confined.runner == "none" {
         format!("none ({})", confined.mode.as_str())
     } else {

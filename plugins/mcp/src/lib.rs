@@ -21,6 +21,7 @@ pub mod config;
 pub mod connect;
 pub mod result;
 pub mod server;
+pub mod stdio;
 pub mod tools;
 
 use std::sync::Arc;

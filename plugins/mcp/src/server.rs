@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use crate::config::{ServerConfig, Transport};
 use crate::connect::{self, Handler, Live, StderrLog};
 use crate::result::{McpError, to_tool_result};
+use crate::stdio::Fault;
 use crate::tools::{McpTool, map_tools};
 
 /// Where a server is in its life.
@@ -88,6 +89,9 @@ pub struct Server {
     pub changes: watch::Sender<u64>,
     /// Its stderr.
     pub stderr: Arc<StderrLog>,
+    /// What the current connection's start and transport saw (exit status, an oversized
+    /// message, no network).
+    pub fault: Arc<Fault>,
 }
 
 impl Server {
@@ -111,6 +115,7 @@ impl Server {
             registration: Mutex::new(None),
             changes: watch::channel(0).0,
             stderr: Arc::default(),
+            fault: Arc::default(),
         }
     }
 
@@ -131,7 +136,13 @@ impl Server {
         self.set(|s| s.phase = phase);
     }
 
+    /// `reason`, then what the transport saw (its exit code, an oversized message) and the
+    /// server's last stderr line (issue 23 item 17).
     fn with_tail(&self, reason: String) -> String {
+        let reason = match self.fault.get() {
+            Some(f) if !reason.contains(&f) => format!("{reason}; {f}"),
+            _ => reason,
+        };
         match (self.config.transport(), self.stderr.last()) {
             (Transport::Stdio, Some(l)) if !reason.contains(&l) => {
                 format!("{reason}; its stderr: {l}")
@@ -143,6 +154,14 @@ impl Server {
     fn start_timeout(&self) -> String {
         let ms = self.config.startup_timeout_ms;
         match self.config.transport() {
+            // Issue 23 item 17: a package runner (`npx -y`, `uvx`) fetching offline waits
+            // silently for a registry it cannot reach.
+            Transport::Stdio if self.fault.offline() => format!(
+                "no MCP answer within startup_timeout_ms = {ms}; it runs without network (the \
+                 sandbox row's network = false), so a command that downloads its package \
+                 first (npx -y, uvx) cannot reach the registry: install the server and point \
+                 `command` at it, or allow the network"
+            ),
             Transport::Stdio => format!(
                 "no MCP answer within startup_timeout_ms = {ms} (does it speak MCP on stdout?)"
             ),
@@ -203,6 +222,7 @@ impl Server {
             changed: Arc::clone(&changed),
         };
         let limit = Duration::from_millis(self.config.startup_timeout_ms);
+        self.fault.clear();
         let start = async {
             let (live, started) = connect::open(
                 ctx,
@@ -210,6 +230,7 @@ impl Server {
                 &self.config,
                 handler,
                 Arc::clone(&self.stderr),
+                Arc::clone(&self.fault),
             )
             .await?;
             let tools = list(&self.name, &live).await?;

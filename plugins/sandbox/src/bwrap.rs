@@ -4,16 +4,20 @@
 //!
 //! The whole file system is bound read-only, `/dev` and `/proc` are fresh, and each writable
 //! root is bound read-write onto itself (so `/tmp` stays the host's `/tmp`, shared with the
-//! file tools). Then keel's own files (ARCHITECTURE §9): `$KEEL_HOME` is masked by an empty
-//! read-only tmpfs and the project's `.keel/` is bound read-only — last, so no writable bind
-//! re-opens them. A missing one that a writable root could create gets the empty read-only
-//! tmpfs too (bwrap leaves its mount point behind: an empty directory, which git ignores). The
-//! child gets its own pid namespace and session and dies with its parent; the network
-//! namespace is unshared unless the row allows the network.
+//! file tools). Then keel's own files (ARCHITECTURE §9) and the user's private ones (issue 23
+//! item 4: `~/.ssh`, `~/.gnupg`, `~/.aws/credentials`, `~/.netrc`): `$KEEL_HOME` and each
+//! private directory are masked by an empty read-only tmpfs, a private file by `/dev/null`,
+//! and the project's `.keel/` and `.claude/` are bound read-only — last, so no writable bind
+//! re-opens them. Only paths that exist are mounted over (issue 23 item 18): a mount point
+//! bwrap had to create would be an empty directory left in the user's workspace. A `.keel/`
+//! the command creates during the run is the project-trust check's to catch: a file changed
+//! during a run is not trusted later. The child gets its own pid namespace and session and
+//! dies with its parent; the network namespace is unshared unless the row allows the network.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use keel_plugin_api::services::child_env::ChildEnv;
 use keel_plugin_api::services::protected::Shield;
 use keel_plugin_api::services::sandbox::{
     Confined, Enforcement, Policy, RunnerFailureRule, SandboxMode,
@@ -63,28 +67,30 @@ pub fn argv(program: &str, policy: &Policy, argv: &[String]) -> Vec<String> {
     out
 }
 
-/// Masks `$KEEL_HOME` and binds the project's `.keel/` read-only, after every writable bind.
+/// Masks `$KEEL_HOME` and the private paths and binds the project's `.keel/` and `.claude/`
+/// read-only, after every writable bind; a path that does not exist is left alone (nothing is
+/// created in the workspace).
 fn shield_keel_files(policy: &Policy, out: &mut Vec<String>) {
     let mut remount = Vec::new();
-    for p in &policy.protected {
-        let path = p.path.to_string_lossy().into_owned();
-        let creatable = policy.writable_roots.iter().any(|r| p.path.starts_with(r));
-        match (p.shield, p.path.is_dir(), p.path.exists()) {
+    let hidden = policy
+        .protected
+        .iter()
+        .map(|p| (p.path.as_path(), p.shield))
+        .chain(policy.private.iter().map(|p| (p.as_path(), Shield::Hidden)));
+    for (path, shield) in hidden {
+        let text = path.to_string_lossy().into_owned();
+        match (shield, path.is_dir(), path.exists()) {
+            (_, _, false) => {}
             (Shield::Hidden, true, _) => {
-                out.extend(["--tmpfs".to_owned(), path.clone()]);
-                remount.push(path);
+                out.extend(["--tmpfs".to_owned(), text.clone()]);
+                remount.push(text);
             }
             (Shield::Hidden, false, true) => {
-                out.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), path]);
+                out.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text]);
             }
             (Shield::ReadOnly, _, true) => {
-                out.extend(["--ro-bind".to_owned(), path.clone(), path]);
+                out.extend(["--ro-bind".to_owned(), text.clone(), text]);
             }
-            (_, _, false) if creatable => {
-                out.extend(["--tmpfs".to_owned(), path.clone()]);
-                remount.push(path);
-            }
-            (_, _, false) => {}
         }
     }
     for path in remount {
@@ -105,6 +111,7 @@ pub fn confined(program: &str, policy: &Policy, command: &[String]) -> Confined 
             fatal_signatures: vec![FATAL_SIGNATURE.to_owned()],
             informational_lines: Vec::new(),
         },
+        shielded: crate::runner::shielded(policy),
     }
 }
 
@@ -120,6 +127,7 @@ pub fn probe(program: &str, root: &Path, network: bool) -> Result<(), String> {
         writable_roots: vec![root.to_path_buf()],
         network,
         protected: Vec::new(),
+        private: Vec::new(),
     };
     let full = argv(program, &policy, &["true".to_owned()]);
     let Some((bin, args)) = full.split_first() else {
@@ -127,6 +135,8 @@ pub fn probe(program: &str, root: &Path, network: bool) -> Result<(), String> {
     };
     let out = Command::new(bin)
         .args(args)
+        .env_clear()
+        .envs(ChildEnv::from_process(&[], &[]).into_vec())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -155,6 +165,7 @@ mod tests {
             writable_roots: vec![PathBuf::from("/tmp/ws"), PathBuf::from("/tmp")],
             network,
             protected: Vec::new(),
+            private: Vec::new(),
         }
     }
 
@@ -198,8 +209,8 @@ mod tests {
         assert!(!argv("bwrap", &ro, &cmd).iter().any(|a| a == "--bind"));
     }
 
-    // Issue 10 items 1-3: keel's home masked, the project's .keel read-only, after the binds;
-    // a missing .keel under a writable root gets a read-only mount point.
+    // Issue 10 items 1-3, issue 23 items 4 and 18: keel's home and the private paths masked,
+    // the project's .keel read-only, after the binds; a missing path gets no mount point.
     #[test]
     fn keel_files_are_masked_after_the_writable_binds() {
         use keel_plugin_api::services::protected::Protected;
@@ -208,8 +219,12 @@ mod tests {
         std::fs::create_dir_all(&home).unwrap();
         let ws = root.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
+        let ssh = root.path().join("user/.ssh");
+        std::fs::create_dir_all(&ssh).unwrap();
+        let netrc = root.path().join("user/.netrc");
+        std::fs::write(&netrc, "machine x").unwrap();
         let s = |p: &std::path::Path| p.to_string_lossy().into_owned();
-        let mut p = Policy {
+        let p = Policy {
             mode: SandboxMode::WorkspaceWrite,
             workspace_root: ws.clone(),
             writable_roots: vec![ws.clone()],
@@ -224,6 +239,7 @@ mod tests {
                     shield: Shield::ReadOnly,
                 },
             ],
+            private: vec![ssh.clone(), netrc.clone()],
         };
         let got = argv("bwrap", &p, &["true".to_owned()]);
         let tail: Vec<String> = got
@@ -241,11 +257,14 @@ mod tests {
                 "--tmpfs".to_owned(),
                 s(&home),
                 "--tmpfs".to_owned(),
-                s(&ws.join(".keel")),
+                s(&ssh),
+                "--ro-bind".to_owned(),
+                "/dev/null".to_owned(),
+                s(&netrc),
                 "--remount-ro".to_owned(),
                 s(&home),
                 "--remount-ro".to_owned(),
-                s(&ws.join(".keel")),
+                s(&ssh),
             ]
         );
         std::fs::create_dir_all(ws.join(".keel")).unwrap();
@@ -256,11 +275,6 @@ mod tests {
                 .any(|w| w[0] == "--ro-bind" && w[1] == keel && w[2] == keel),
             "{got:?}"
         );
-        // Read-only mode: nothing can create a missing .keel, so nothing is mounted for it.
-        std::fs::remove_dir(ws.join(".keel")).unwrap();
-        p.writable_roots.clear();
-        let got = argv("bwrap", &p, &["true".to_owned()]);
-        assert!(!got.contains(&keel), "{got:?}");
     }
 
     // SBX-06: a missing binary is reported, never treated as usable.

@@ -9,8 +9,9 @@
 //! from 10), which is why the launcher's probe reports `partial` on older kernels (SBX-07).
 //!
 //! keel's own files (ARCHITECTURE §9): Landlock only ever allows, so a hidden path
-//! (`$KEEL_HOME`) is passed as `--hide` and the launcher grants reading everything *beside*
-//! the path to it instead of `/`. For the same reason it cannot keep a hidden path that lies
+//! (`$KEEL_HOME`, and each of the user's private paths that exists: issue 23 item 4) is passed
+//! as `--hide` and the launcher grants reading everything *beside* the path to it instead of
+//! `/`. For the same reason it cannot keep a hidden path that lies
 //! inside a writable root out of reach: such a policy is refused here (`SANDBOX_UNAVAILABLE`),
 //! never run half-fenced. The project's read-only `.keel/` inside the writable workspace cannot
 //! be carved out either: under Landlock the trust check on the project layer is its defence.
@@ -53,20 +54,33 @@ pub fn launcher_path(configured: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(LAUNCHER))
 }
 
+/// Every path Landlock must leave out of its grants: the hidden protected ones and the
+/// private ones.
+fn hidden(policy: &Policy) -> impl Iterator<Item = &Path> {
+    policy
+        .protected
+        .iter()
+        .filter(|p| p.shield == Shield::Hidden)
+        .map(|p| p.path.as_path())
+        .chain(policy.private.iter().map(PathBuf::as_path))
+}
+
+/// `--parent PID` (this process: keel), which the launcher watches (B12).
+fn parent_args() -> [String; 2] {
+    ["--parent".to_owned(), std::process::id().to_string()]
+}
+
 /// The argv running `argv` under the launcher with `policy`.
 pub fn argv(launcher: &str, policy: &Policy, argv: &[String]) -> Vec<String> {
     let mut out = vec![launcher.to_owned()];
+    out.extend(parent_args());
     for root in &policy.writable_roots {
         out.push("--rw".to_owned());
         out.push(root.to_string_lossy().into_owned());
     }
-    for hidden in policy
-        .protected
-        .iter()
-        .filter(|p| p.shield == Shield::Hidden)
-    {
+    for hidden in hidden(policy) {
         out.push("--hide".to_owned());
-        out.push(hidden.path.to_string_lossy().into_owned());
+        out.push(hidden.to_string_lossy().into_owned());
     }
     if policy.network {
         out.push("--net".to_owned());
@@ -79,22 +93,15 @@ pub fn argv(launcher: &str, policy: &Policy, argv: &[String]) -> Vec<String> {
 /// Why Landlock cannot enforce `policy`, if it cannot: a hidden path inside a writable root
 /// (a grant on the root would open it, and Landlock has no way to take part of a grant back).
 pub fn unenforceable(policy: &Policy) -> Option<String> {
-    policy
-        .protected
-        .iter()
-        .filter(|p| p.shield == Shield::Hidden)
-        .find_map(|p| {
-            let root = policy
-                .writable_roots
-                .iter()
-                .find(|r| p.path.starts_with(r))?;
-            Some(format!(
-                "landlock cannot keep {} out of reach: it lies inside the writable root {} \
-                 (move KEEL_HOME out of it, or install bubblewrap)",
-                p.path.display(),
-                root.display()
-            ))
-        })
+    hidden(policy).find_map(|p| {
+        let root = policy.writable_roots.iter().find(|r| p.starts_with(r))?;
+        Some(format!(
+            "landlock cannot keep {} out of reach: it lies inside the writable root {} \
+             (move it, or the workspace, out of there, or install bubblewrap)",
+            p.display(),
+            root.display()
+        ))
+    })
 }
 
 /// The `confine` answer for a Landlock-wrapped command.
@@ -112,6 +119,7 @@ pub fn confined(
         // Landlock refuses with EACCES; shells and coreutils print it like this.
         denial_signatures: vec!["Permission denied".to_owned()],
         runner_failure: launcher_failure(),
+        shielded: crate::runner::shielded(policy),
     }
 }
 
@@ -119,11 +127,7 @@ pub fn confined(
 /// the launcher supervises the command (`--unrestricted`), so a keel killed outright leaves no
 /// orphans (B12).
 pub fn supervised(launcher: &str, command: &[String]) -> Confined {
-    let mut argv = vec![
-        launcher.to_owned(),
-        "--unrestricted".to_owned(),
-        "--".to_owned(),
-    ];
+    let mut argv = supervisor_prefix(launcher);
     argv.extend(command.iter().cloned());
     Confined {
         argv,
@@ -132,7 +136,28 @@ pub fn supervised(launcher: &str, command: &[String]) -> Confined {
         mode: keel_plugin_api::services::sandbox::SandboxMode::DangerFullAccess,
         denial_signatures: Vec::new(),
         runner_failure: launcher_failure(),
+        shielded: Vec::new(),
     }
+}
+
+/// The launcher as a supervisor only (no fence), up to and including `--`: what runs in front
+/// of `danger-full-access` commands and of bubblewrap, so a keel killed outright takes every
+/// descendant with it (issue 23 item 7).
+pub fn supervisor_prefix(launcher: &str) -> Vec<String> {
+    let mut argv = vec![launcher.to_owned()];
+    argv.extend(parent_args());
+    argv.extend(["--unrestricted".to_owned(), "--".to_owned()]);
+    argv
+}
+
+/// [`launcher_failure`] added to `rule` (bubblewrap under the supervisor).
+pub fn with_launcher_failure(mut rule: RunnerFailureRule) -> RunnerFailureRule {
+    let ours = launcher_failure();
+    if let Some(codes) = rule.allowed_exit_codes.as_mut() {
+        codes.extend(ours.allowed_exit_codes.unwrap_or_default());
+    }
+    rule.fatal_signatures.extend(ours.fatal_signatures);
+    rule
 }
 
 #[derive(Deserialize)]
@@ -148,7 +173,9 @@ struct ProbeAnswer {
 /// A description of why Landlock is unusable (no launcher, kernel without Landlock, …).
 pub fn probe(launcher: &Path, network: bool) -> Result<(Enforcement, u32), String> {
     let mut cmd = Command::new(launcher);
-    cmd.arg("--probe");
+    cmd.arg("--probe")
+        .env_clear()
+        .envs(keel_plugin_api::services::child_env::ChildEnv::from_process(&[], &[]).into_vec());
     if network {
         cmd.arg("--net");
     }
@@ -191,7 +218,9 @@ mod tests {
                 path: PathBuf::from("/home/u/.keel"),
                 shield: Shield::Hidden,
             }],
+            private: vec![PathBuf::from("/home/u/.ssh")],
         };
+        let pid = std::process::id().to_string();
         let got = argv(
             "/bin/keel-landlock",
             &policy,
@@ -201,12 +230,16 @@ mod tests {
             got,
             [
                 "/bin/keel-landlock",
+                "--parent",
+                &pid,
                 "--rw",
                 "/w",
                 "--rw",
                 "/tmp",
                 "--hide",
                 "/home/u/.keel",
+                "--hide",
+                "/home/u/.ssh",
                 "--",
                 "sh",
                 "-c",
@@ -220,15 +253,27 @@ mod tests {
         };
         let why = unenforceable(&inside).unwrap();
         assert!(why.contains("/home/u/.keel"), "{why}");
+        // Issue 23 item 4: a private path inside a writable root cannot be kept out either.
+        let private_inside = Policy {
+            writable_roots: vec![PathBuf::from("/home/u/.ssh")],
+            protected: Vec::new(),
+            ..policy.clone()
+        };
+        assert!(
+            unenforceable(&private_inside)
+                .unwrap()
+                .contains("/home/u/.ssh")
+        );
         let open = Policy {
             network: true,
             writable_roots: Vec::new(),
             protected: Vec::new(),
+            private: Vec::new(),
             ..policy
         };
         assert_eq!(
             argv("l", &open, &["true".into()]),
-            ["l", "--net", "--", "true"]
+            ["l", "--parent", &pid, "--net", "--", "true"]
         );
     }
 
@@ -242,6 +287,7 @@ mod tests {
             writable_roots: Vec::new(),
             network: false,
             protected: Vec::new(),
+            private: Vec::new(),
         };
         let c = confined("l", Enforcement::Partial, &policy, &["true".into()]);
         let rule = &c.runner_failure;

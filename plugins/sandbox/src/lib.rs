@@ -16,6 +16,7 @@ pub mod escalation;
 pub mod landlock;
 pub mod policy;
 pub mod runner;
+pub mod supervise;
 
 #[cfg(test)]
 mod run_tests;
@@ -206,6 +207,7 @@ impl State {
                     mode: policy.mode,
                     denial_signatures: Vec::new(),
                     runner_failure: RunnerFailureRule::default(),
+                    shielded: Vec::new(),
                 },
             });
         }
@@ -219,7 +221,7 @@ impl State {
                     None => Ok(chosen.confined(&policy, &req.argv)),
                 }
             }
-            Ok(chosen) => Ok(chosen.confined(&policy, &req.argv)),
+            Ok(chosen) => Ok(self.supervise(chosen.confined(&policy, &req.argv))),
             Err(why) => Err(Error::coded(
                 SandboxCode::Unavailable,
                 format!(
@@ -228,6 +230,22 @@ impl State {
                 ),
             )),
         }
+    }
+}
+
+impl State {
+    /// bubblewrap under the launcher as supervisor (issue 23 item 7), when it is installed: a
+    /// subreaper outside the sandbox that takes every descendant down when keel dies, however
+    /// narrow the window between keel's fork and bwrap's own parent-death signal was.
+    fn supervise(&self, mut confined: Confined) -> Confined {
+        let Some(launcher) = &self.supervisor else {
+            return confined;
+        };
+        let mut argv = landlock::supervisor_prefix(launcher);
+        argv.append(&mut confined.argv);
+        confined.argv = argv;
+        confined.runner_failure = landlock::with_launcher_failure(confined.runner_failure);
+        confined
     }
 }
 
@@ -367,6 +385,7 @@ impl Plugin for SandboxPlugin {
                 network: config.network,
                 tmpdir: std::env::var_os("TMPDIR").map(PathBuf::from),
                 keel_home: Some(keel_home(&ctx)?),
+                home: std::env::var_os("HOME").map(PathBuf::from),
             },
             runner,
             override_mode: Arc::default(),

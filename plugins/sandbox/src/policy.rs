@@ -8,7 +8,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use keel_plugin_api::services::protected::{protected_paths, refuse_read, refuse_write};
+use keel_plugin_api::services::protected::{
+    private_paths, protected_paths, refuse_read, refuse_write,
+};
 use keel_plugin_api::services::sandbox::{
     Access, PathVerdict, Policy, SandboxMode, denial_marker, escalation_marker, resolve_fresh,
     writable_roots,
@@ -25,6 +27,11 @@ pub struct Rules {
     pub tmpdir: Option<PathBuf>,
     /// `$KEEL_HOME`, which no tool reaches in a confined mode (ARCHITECTURE §9).
     pub keel_home: Option<PathBuf>,
+    /// The user's `$HOME`, whose private files ([`PRIVATE_PATHS`]) every confined process is
+    /// kept from (issue 23 item 4). Read once at activation.
+    ///
+    /// [`PRIVATE_PATHS`]: keel_plugin_api::services::protected::PRIVATE_PATHS
+    pub home: Option<PathBuf>,
 }
 
 impl Rules {
@@ -33,10 +40,13 @@ impl Rules {
         let mode = mode.unwrap_or(self.mode);
         let workspace_root = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
         let writable_roots = writable_roots(mode, &workspace_root, self.tmpdir.as_deref());
-        let protected = if mode.is_confined() {
-            protected_paths(self.keel_home.as_deref(), &workspace_root)
+        let (protected, private) = if mode.is_confined() {
+            (
+                protected_paths(self.keel_home.as_deref(), &workspace_root),
+                private_paths(self.home.as_deref()),
+            )
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
         Policy {
             mode,
@@ -44,6 +54,7 @@ impl Rules {
             writable_roots,
             network: self.network || !mode.is_confined(),
             protected,
+            private,
         }
     }
 
@@ -132,6 +143,7 @@ mod tests {
             network: false,
             tmpdir: None,
             keel_home: None,
+            home: None,
         }
     }
 

@@ -37,6 +37,7 @@ fn state(mode: SandboxMode, network: bool, runner: Result<String, String>) -> St
             network,
             tmpdir: None,
             keel_home: None,
+            home: None,
         },
         runner: crate::Runner::ready(runner.map(|program| crate::Chosen {
             kind: crate::RunnerKind::Bwrap,

@@ -57,6 +57,17 @@ impl Chosen {
     }
 }
 
+/// The paths a runner keeps out of reach in every mode, for [`Confined::shielded`]: keel's
+/// own (hidden and read-only) and the user's private ones.
+pub fn shielded(policy: &Policy) -> Vec<PathBuf> {
+    policy
+        .protected
+        .iter()
+        .map(|p| p.path.clone())
+        .chain(policy.private.iter().cloned())
+        .collect()
+}
+
 /// Tries each `(kind, program)` in order and picks the first that confines a test command
 /// fully; a runner that enforces only part of the policy here (Landlock below the ABI keel
 /// asks for: no UDP fence below ABI 10) is used only when no link of the chain enforces fully,

@@ -21,6 +21,7 @@ fn parent_env() -> Vec<(OsString, OsString)> {
         ("KEEL_X".into(), "keel-internal".into()),
         ("Github_Token".into(), "ghp-value".into()),
         ("VISIBLE".into(), "yes".into()),
+        ("UNLISTED".into(), "unlisted-value".into()),
     ]
 }
 
@@ -129,11 +130,13 @@ fn b12_output_is_capped_per_stream_keeping_head_and_tail() {
     assert_eq!(r.meta.unwrap()["truncated"], true);
 }
 
-// SBX-03: the child sees no credential and nothing of KEEL_*; explicit env is merged after.
+// SBX-03, issue 23 item 1: the child sees the allow-list and `pass_env`, no credential and
+// nothing of KEEL_* even when passed; explicit env is merged after.
 #[test]
 fn sbx03_child_env_is_scrubbed() {
     let s = shell(ShellConfig {
         env: BTreeMap::from([("ADDED".to_owned(), "by-config".to_owned())]),
+        pass_env: vec!["VISIBLE".into(), "MY_API_KEY".into(), "KEEL_*".into()],
         ..ShellConfig::default()
     });
     let r = run(&s, json!({ "command": "env" }));
@@ -144,6 +147,7 @@ fn sbx03_child_env_is_scrubbed() {
         "KEEL_X",
         "keel-internal",
         "ghp-value",
+        "unlisted-value",
     ] {
         assert!(
             !r.content.contains(secret),

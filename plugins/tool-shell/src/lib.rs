@@ -2,7 +2,7 @@
 //!
 //! The run itself is plain blocking Rust ([`Shell`], [`run`]); this file adapts it to the
 //! kernel: the manifest and row config (`default_timeout_ms`, `max_timeout_ms`, `grace_ms`,
-//! `max_output_bytes`, `env`), the [`ToolProvider`] served as `keel.tool.tool-shell` whose `execute` runs
+//! `max_output_bytes`, `env`, `pass_env`), the [`ToolProvider`] served as `keel.tool.tool-shell` whose `execute` runs
 //! each call on a std thread and hands the result back over a oneshot channel (no tokio: the
 //! kernel's executor only ever awaits the channel), the registration with `keel.tools`, and
 //! disposal, which terminates and joins every process tree still running (SBX-02). When a
@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::child_env::{PASS_ENV_KEY, check_pass_env, held_references};
+use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::tools::{
     ToolCode, ToolExecutor, ToolInvocation, ToolProvider, ToolResult, Tools, provider_service_name,
@@ -55,6 +57,8 @@ impl ToolExecutor for Provider {
     async fn execute(&self, call: ToolInvocation) -> Result<ToolResult> {
         // Looked up per call: the sandbox row may come and go with reloads.
         let sandbox = self.ctx.get_client::<Sandbox>()?.map(SandboxService);
+        // Issue 23 item 1: what the credentials row holds never reaches the command.
+        let held = held_references(self.ctx.get_client::<Credentials>()?).await?;
         let shell = Arc::clone(&self.shell);
         let (tx, rx) = oneshot::channel();
         std::thread::Builder::new()
@@ -62,7 +66,7 @@ impl ToolExecutor for Provider {
             .spawn(move || {
                 // The receiver is dropped when the caller stops waiting: terminate the tree.
                 let confiner = sandbox.as_ref().map(|s| s as &dyn Confiner);
-                let result = shell.execute_with(&call, &|| tx.is_canceled(), confiner);
+                let result = shell.execute_holding(&call, &|| tx.is_canceled(), confiner, &held);
                 let _ = tx.send(result);
             })?;
         rx.await
@@ -77,17 +81,21 @@ struct ToolShell;
 impl Plugin for ToolShell {
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
-            .description("shell tool: bash -c in its own process group, scrubbed environment")
+            .description("shell tool: bash -c in its own process group, allow-listed environment")
             .provides_named(&provider_service_name(PLUGIN_ID), false)
             .requires::<Tools>()
             .optional::<Sandbox>()
-            // `env` reaches the runner process itself, before it confines anything.
-            .guard_keys(&["env"])
+            .optional::<Credentials>()
+            // `env` and `pass_env` reach the runner process itself, before it confines
+            // anything.
+            .guard_keys(&["env", PASS_ENV_KEY])
             .config_type::<ShellConfig>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: ShellConfig = ctx.config()?;
+        check_pass_env(&config.pass_env)
+            .map_err(|e| Error::new("CONFIG", format!("row config: {e}")))?;
         let groups = Arc::new(LiveGroups::default());
         let grace = Duration::from_millis(config.grace_ms);
         let tools = vec![definition(&config)];

@@ -37,6 +37,7 @@ impl Confiner for Prefix {
                 fatal_signatures: vec!["bwrap: ".into()],
                 informational_lines: Vec::new(),
             },
+            shielded: vec!["/keel-home".into()],
         })
     }
 }

@@ -24,7 +24,7 @@ use keel_plugin_api::services::sandbox::{
 use keel_plugin_api::services::secret_env::{SHELL_SCRIPT, SecretEnv};
 
 use crate::confine::{Confiner, pick_shell};
-use crate::env::{scrubbed, with_secrets};
+use crate::env::{child_env, with_secrets};
 use crate::group::LiveGroups;
 use crate::run::{Ending, Outcome, RunSpec, run};
 
@@ -54,9 +54,15 @@ pub struct ShellConfig {
     #[serde(default = "max_output_bytes")]
     #[schemars(range(min = 1))]
     pub max_output_bytes: usize,
-    /// Variables added to the scrubbed environment.
+    /// Variables set in the command's environment (explicit values: they win).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Names passed through from keel's environment beside the base allow-list (`HOME`,
+    /// `PATH`, …; an entry ending in `*` is a prefix). A `KEEL_*`, credential-like or held
+    /// credential name never passes (issue 23 item 1).
+    #[serde(default)]
+    #[schemars(inner(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*\*?$")))]
+    pub pass_env: Vec<String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -80,6 +86,7 @@ impl Default for ShellConfig {
             grace_ms: grace_ms(),
             max_output_bytes: max_output_bytes(),
             env: BTreeMap::new(),
+            pass_env: Vec::new(),
         }
     }
 }
@@ -141,6 +148,18 @@ impl Shell {
         cancelled: &dyn Fn() -> bool,
         confiner: Option<&dyn Confiner>,
     ) -> ToolResult {
+        self.execute_holding(call, cancelled, confiner, &[])
+    }
+
+    /// [`Shell::execute_with`] where `held` names the credentials the run holds or resolved:
+    /// never inherited by the command, whatever the allow-list says (issue 23 item 1).
+    pub fn execute_holding(
+        &self,
+        call: &ToolInvocation,
+        cancelled: &dyn Fn() -> bool,
+        confiner: Option<&dyn Confiner>,
+        held: &[String],
+    ) -> ToolResult {
         if call.name != SHELL_SCRIPT.tool {
             return ToolResult::error(
                 ToolCode::UnknownTool,
@@ -174,7 +193,10 @@ impl Shell {
             Some(env) => env.clone(),
             None => std::env::vars_os().collect(),
         };
-        let env = with_secrets(scrubbed(parent, &self.config.env), &secrets);
+        let env = with_secrets(
+            child_env(parent, &self.config.pass_env, held, &self.config.env),
+            &secrets,
+        );
         // SBX-08: the mode asked for travels with the call; the sandbox honours a wider one
         // only with this call's approved grant.
         let escalation = match EscalationRequest::from_args(&call.args) {
@@ -273,12 +295,23 @@ fn sandboxed(result: ToolResult, o: &Outcome, c: &Confined) -> ToolResult {
         && c.denial_signatures
             .iter()
             .any(|d| o.stderr.contains(d.as_str()));
-    let content = if denied {
+    let content = if denied && let Some(path) = c.shielded_in(&o.stderr) {
+        // Issue 23 item 8: keel's own files and the user's private ones are out of reach in
+        // every mode (Landlock refuses a read of them too): no escalation would help.
+        format!(
+            "{}[sandbox: protected path] access to {} was refused: keel keeps it out of reach \
+             of every tool (keel's own files, or the user's private keys and credentials); no \
+             sandbox mode allows it\n",
+            result.content,
+            path.display()
+        )
+    } else if denied {
         let hint = escalation_marker(c.mode, "command")
             .map(|h| format!("{h}\n"))
             .unwrap_or_default();
         format!(
-            "{}{} a write outside the writable roots was refused by the sandbox\n{hint}",
+            "{}{} a file access the mode does not allow (a write outside the writable roots) \
+             was refused by the sandbox\n{hint}",
             result.content,
             denial_marker(c.mode)
         )
@@ -378,8 +411,9 @@ pub fn definition(config: &ShellConfig) -> ToolDefinition {
             The command is killed with its whole process group when it exceeds `timeout_ms` \
             (SHELL_TIMEOUT); background jobs (`cmd &`) are killed when the command exits, so \
             do not start servers or daemons expecting them to keep running. A non-zero exit is \
-            reported as an error (SHELL_EXIT) with the output. Credentials in the environment \
-            (names containing KEY, SECRET, TOKEN, PASSWORD) are not passed on."
+            reported as an error (SHELL_EXIT) with the output. The environment holds only \
+            HOME, PATH, USER, SHELL, the temp dir, locale and terminal names and what the \
+            profile passes on; no credential is in it."
             .into(),
         parameters,
         parallel_safe: false,

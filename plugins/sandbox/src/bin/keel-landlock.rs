@@ -7,18 +7,19 @@
 //! kernel can) refused unless `--net`, no signals to processes outside its domain (keel, the
 //! user's programs) and, without `--net`, no abstract Unix sockets (SBX-11: the command is a
 //! layer apart, as bwrap's PID and network namespaces make it) — then runs the command as its
-//! child, which inherits all of it, and stays as its supervisor (B12, no orphans): it exits with the command's status,
-//! and if keel goes away first (killed outright), it kills the command's whole process group,
-//! grandchildren included, instead of leaving them to PID 1. With `--unrestricted` it only
-//! supervises (the sandbox uses that for `danger-full-access`).
+//! child, which inherits all of it, and stays as its supervisor (B12, no orphans,
+//! [`keel_plugin_sandbox::supervise`]): a subreaper that, when the command ends or keel (the
+//! `--parent` pid) goes away, kills every descendant — whatever group or session it moved to —
+//! and exits with the command's status. With `--unrestricted` it only supervises (the sandbox
+//! runs `danger-full-access` commands and bubblewrap itself under it).
 //!
 //! With `--hide PATH` (keel's home), reading is granted on everything beside the way from `/`
 //! to PATH instead of on `/` itself — Landlock only allows, so a path is kept out by never
 //! granting it — and the directories on that way are granted for listing only; a symlink is
 //! judged by its target. A hidden path inside a `--rw` root cannot be kept out: refused.
 //!
-//! Usage: `keel-landlock [--rw PATH]... [--hide PATH]... [--net] [--unrestricted] -- PROGRAM
-//! [ARG]...`;
+//! Usage: `keel-landlock [--parent PID] [--rw PATH]... [--hide PATH]... [--net]
+//! [--unrestricted] -- PROGRAM [ARG]...` (`--parent` defaults to the parent at start);
 //! `keel-landlock --probe [--net]` restricts itself the same way and prints
 //! `{"abi":N,"enforcement":"full"|"partial"}`.
 //! Its own failures print one `keel-landlock: …` line and exit 125 (the runner-failure rule
@@ -29,7 +30,8 @@ use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::time::Duration;
+
+use keel_plugin_sandbox::supervise;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, Ruleset,
@@ -44,6 +46,7 @@ const LAUNCHER_FAILURE: u8 = 125;
 const REQUESTED: ABI = ABI::V10;
 
 struct Args {
+    parent: Option<i32>,
     rw: Vec<PathBuf>,
     hide: Vec<PathBuf>,
     net: bool,
@@ -52,11 +55,9 @@ struct Args {
     command: Vec<OsString>,
 }
 
-/// How often the supervisor checks that keel is still its parent.
-const PARENT_POLL: Duration = Duration::from_millis(50);
-
 fn parse(mut raw: impl Iterator<Item = OsString>) -> Result<Args, String> {
     let mut args = Args {
+        parent: None,
         rw: Vec::new(),
         hide: Vec::new(),
         net: false,
@@ -66,6 +67,15 @@ fn parse(mut raw: impl Iterator<Item = OsString>) -> Result<Args, String> {
     };
     while let Some(a) = raw.next() {
         match a.to_str() {
+            Some("--parent") => {
+                let pid = raw.next().ok_or("--parent needs a pid")?;
+                let pid = pid
+                    .to_str()
+                    .and_then(|p| p.parse().ok())
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("--parent {}: not a pid", pid.to_string_lossy()))?;
+                args.parent = Some(pid);
+            }
             Some("--rw") => {
                 let path = raw.next().ok_or("--rw needs a path")?;
                 args.rw.push(PathBuf::from(path));
@@ -212,42 +222,70 @@ fn visit(dir: &std::path::Path, hidden: &[PathBuf], grants: &mut ReadGrants) {
 }
 
 fn launch(args: &Args) -> Result<ExitCode, String> {
-    let keel = rustix::process::getppid();
-    // keel's shell tool armed a parent-death SIGKILL before exec; it would kill this supervisor
-    // before it could kill the group. The watch below replaces it.
-    if !args.probe {
-        rustix::process::set_parent_process_death_signal(None)
-            .map_err(|e| format!("cannot clear the parent-death signal: {e}"))?;
-        if keel.is_none_or(|p| p.as_raw_nonzero().get() == 1) {
-            return Err("keel exited before the command started".to_owned());
-        }
-    }
-    if !args.unrestricted || args.probe {
+    if args.probe {
         let (partial, abi) = restrict(args)?;
-        if args.probe {
-            let enforcement = if partial { "partial" } else { "full" };
-            println!("{{\"abi\":{abi},\"enforcement\":\"{enforcement}\"}}");
-            return Ok(ExitCode::SUCCESS);
-        }
+        let enforcement = if partial { "partial" } else { "full" };
+        println!("{{\"abi\":{abi},\"enforcement\":\"{enforcement}\"}}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    // B12: keel's shell tool armed a parent-death SIGKILL before exec; it would kill this
+    // supervisor before it could sweep. The watch below replaces it.
+    let parent = match args.parent {
+        Some(p) => rustix::process::Pid::from_raw(p),
+        None => rustix::process::getppid(),
+    }
+    .ok_or("keel exited before the command started")?;
+    supervise::take_over_from(parent)?;
+    supervise::become_subreaper()?;
+    supervise::watch_parent(parent, i32::from(LAUNCHER_FAILURE));
+    supervise::forward_signals()?;
+    if !args.unrestricted {
+        restrict(args)?;
         drop_capabilities()?;
     }
     let Some((program, rest)) = args.command.split_first() else {
         return Err("no command after --".to_owned());
     };
-    let mut child = Command::new(program)
-        .args(rest)
+    let mut command = Command::new(program);
+    command.args(rest);
+    die_with_launcher(&mut command);
+    let mut child = command
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", program.to_string_lossy()))?;
-    watch_parent(keel, child.id());
-    let status = child
-        .wait()
-        .map_err(|e| format!("cannot wait for {}: {e}", program.to_string_lossy()))?;
+    let status = child.wait();
+    // Nothing the command started outlives it, whatever group or session it moved to.
+    supervise::sweep();
+    let status =
+        status.map_err(|e| format!("cannot wait for {}: {e}", program.to_string_lossy()))?;
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
         (None, None) => 1,
     };
     Ok(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)))
+}
+
+/// The command gets SIGKILL if this launcher is killed outright (its thread, the main one,
+/// lives as long as the launcher).
+#[allow(
+    unsafe_code,
+    reason = "pre_exec is the only way to run prctl in the child before exec"
+)]
+fn die_with_launcher(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt as _;
+    let launcher = rustix::process::getpid();
+    // SAFETY: the hook runs between fork and exec and makes only the raw prctl(2) and
+    // getppid(2) syscalls through rustix (no allocation, no locks): async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)?;
+            if rustix::process::getppid() != Some(launcher) {
+                return Err(std::io::Error::other("the launcher exited first"));
+            }
+            Ok(())
+        });
+    }
 }
 
 /// A root keel's confined command would keep root's capabilities, and Landlock fences files,
@@ -282,38 +320,6 @@ fn drop_capabilities() -> Result<(), String> {
         },
     )
     .map_err(|e| format!("cannot drop capabilities: {e}"))
-}
-
-/// B12: when keel is no longer this process's parent (it died, even by SIGKILL), kill this
-/// process group — the command and everything it started (keel's shell tool made this process
-/// the group's leader) — so nothing is left to PID 1. A launcher that does not lead its group
-/// (started by hand) kills only its command.
-fn watch_parent(keel: Option<rustix::process::Pid>, child: u32) {
-    let spawned = std::thread::Builder::new()
-        .name("keel-landlock-watch".into())
-        .spawn(move || {
-            loop {
-                std::thread::sleep(PARENT_POLL);
-                if rustix::process::getppid() != keel {
-                    let group = rustix::process::getpgrp();
-                    if group == rustix::process::getpid() {
-                        let _ = rustix::process::kill_process_group(
-                            group,
-                            rustix::process::Signal::KILL,
-                        );
-                    } else if let Some(pid) = i32::try_from(child)
-                        .ok()
-                        .and_then(rustix::process::Pid::from_raw)
-                    {
-                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                    }
-                    std::process::exit(i32::from(LAUNCHER_FAILURE));
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        eprintln!("keel-landlock: no parent watch, orphans possible: {e}");
-    }
 }
 
 fn main() -> ExitCode {
@@ -388,6 +394,11 @@ mod tests {
         assert_eq!(args(&["--rw"]).err().unwrap(), "--rw needs a path");
         assert_eq!(args(&["--rw", "/w"]).err().unwrap(), "no command after --");
         assert!(args(&["--bogus"]).err().unwrap().contains("--bogus"));
+        assert_eq!(
+            args(&["--parent", "42", "--", "true"]).unwrap().parent,
+            Some(42)
+        );
+        assert!(args(&["--parent", "x", "--", "true"]).is_err());
         let h = args(&["--hide", "/h", "--", "true"]).unwrap();
         assert_eq!(h.hide, vec![PathBuf::from("/h")]);
         assert_eq!(args(&["--hide"]).err().unwrap(), "--hide needs a path");
