@@ -56,14 +56,15 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     } else {
         None
     };
-    let entry = lock_file
-        .as_ref()
-        .and_then(|l| l.profiles.get(&profile.name).cloned());
+    // Errors name what `keel lock --profile` takes to write the entry (issue 23 item 9).
+    let lock_key = lock::LockKey::of(&profile);
+    let key = lock_key.name(true);
+    let entry = lock_file.as_ref().and_then(|l| l.entry(&lock_key).cloned());
     match (&lock_file, &entry) {
-        (_, Some(entry)) => lock::verify_digests(&lock_path, &profile.name, entry, &located)?,
+        (_, Some(entry)) => lock::verify_digests(&lock_path, &key, entry, &located)?,
         // A lock covers every library on its search path, whichever profile loads it.
         (Some(lock_file), None) => {
-            lock::verify_libraries(&lock_path, &profile.name, lock_file, &located)?;
+            lock::verify_libraries(&lock_path, &key, lock_file, &located)?;
         }
         (None, None) => {}
     }
@@ -88,7 +89,7 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     let plan = plan(&graph_rows)?;
     let lock_state = match (&entry, &lock_file, check_lock) {
         (Some(entry), _, _) => {
-            lock::verify_graph(&lock_path, &profile.name, entry, &plan)?;
+            lock::verify_graph(&lock_path, &key, entry, &plan)?;
             LockState::Locked(lock_path)
         }
         (None, Some(_), _) => LockState::Libraries(lock_path),

@@ -9,6 +9,9 @@
 //! library changed or added since then is refused before it is opened, whichever profile loads
 //! it (issue 10 item 10); only that profile's graph is unpinned. No lock at all means
 //! "unlocked". `keel doctor` says which of the three applies.
+//!
+//! Entries are keyed by [`LockKey`]: a patch that swaps a row changes the graph, so a patched
+//! run has its own (`default --patch anthropic`; issue 23 item 9), else meets the profile's.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +22,7 @@ use crate::error::{KernelError, Result};
 use crate::graph::{Edge, Plan};
 use crate::loader::{Located, PluginLibrary, digest_files};
 use crate::paths::Paths;
+use keel_config::{LayerKind, ResolvedProfile};
 
 /// Format version of `keel.lock`.
 pub const LOCK_VERSION: u32 = 1;
@@ -65,6 +69,50 @@ pub struct PluginLock {
     pub file: String,
     /// The manifest JSON.
     pub manifest: String,
+}
+
+/// The lock entry of an assembly: its profile and the `--patch` files (as given) it applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockKey {
+    /// The profile name.
+    pub profile: String,
+    /// The `--patch` layers' files, in the order applied.
+    pub patches: Vec<String>,
+}
+
+impl LockKey {
+    /// The key of a resolved profile.
+    pub fn of(profile: &ResolvedProfile) -> LockKey {
+        let patches = profile.layers.iter().filter(|l| l.kind == LayerKind::Patch);
+        LockKey {
+            profile: profile.name.clone(),
+            patches: patches.map(|l| l.source.clone()).collect(),
+        }
+    }
+
+    /// The entry's name under `[profiles]`, each patch by its file stem however it was named:
+    /// `default --patch anthropic`. With `as_given`, the patch files as given instead: what
+    /// follows `keel lock --profile` to write the entry, for messages.
+    pub fn name(&self, as_given: bool) -> String {
+        let stem = |f: &String| {
+            Path::new(f)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+        };
+        self.patches.iter().fold(self.profile.clone(), |name, f| {
+            let patch = if as_given { None } else { stem(f) };
+            format!("{name} --patch {}", patch.unwrap_or_else(|| f.clone()))
+        })
+    }
+}
+
+impl LockFile {
+    /// The entry an assembly under `key` is checked against: its own, else (a patched run) the
+    /// profile's, whose graph check refuses a patch that changed rows or edges.
+    pub fn entry(&self, key: &LockKey) -> Option<&ProfileLock> {
+        let own = self.profiles.get(&key.name(false));
+        own.or_else(|| self.profiles.get(&key.profile))
+    }
 }
 
 /// Reads the lock; `Ok(None)` when there is none.
@@ -331,14 +379,15 @@ pub fn entry_for(
 }
 
 /// Writes (or updates) the lock atomically (temp file in the same directory, then rename): the
-/// profile's entry, and the library table replaced by `libraries`. Returns the table it
-/// replaced, if any (so `keel lock` can say what it re-pinned).
+/// entry named `entry_name` ([`LockKey::name`]), and the library table replaced by
+/// `libraries`. Returns the table it replaced, if any (so `keel lock` can say what it
+/// re-pinned).
 ///
 /// # Errors
 /// [`KernelError::LockFile`] for an existing lock it cannot read; [`KernelError::Io`].
 pub fn write(
     path: &Path,
-    profile: &str,
+    entry_name: &str,
     entry: ProfileLock,
     libraries: BTreeMap<String, String>,
 ) -> Result<Option<BTreeMap<String, String>>> {
@@ -347,7 +396,7 @@ pub fn write(
         libraries: None,
         profiles: BTreeMap::new(),
     });
-    lock.profiles.insert(profile.to_owned(), entry);
+    lock.profiles.insert(entry_name.to_owned(), entry);
     let previous = lock.libraries.replace(libraries);
     let body = toml::to_string_pretty(&lock).map_err(|e| KernelError::Io {
         path: path.to_owned(),
@@ -373,6 +422,48 @@ mod tests {
             .iter()
             .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
             .collect()
+    }
+
+    fn entry(digest: &str) -> ProfileLock {
+        ProfileLock {
+            graph_digest: digest.to_owned(),
+            plugins: Vec::new(),
+            edges: Vec::new(),
+        }
+    }
+
+    // Issue 23 item 9: a patched run is checked against its own entry, else the profile's.
+    #[test]
+    fn a_patched_key_finds_its_own_entry_or_falls_back_to_the_profiles() {
+        let key = LockKey {
+            profile: "default".to_owned(),
+            patches: vec!["share/profiles/patches/anthropic.toml".to_owned()],
+        };
+        assert_eq!(key.name(false), "default --patch anthropic");
+        assert_eq!(
+            key.name(true),
+            "default --patch share/profiles/patches/anthropic.toml"
+        );
+        let mut lock = LockFile {
+            version: LOCK_VERSION,
+            libraries: None,
+            profiles: BTreeMap::from([("default".to_owned(), entry("base"))]),
+        };
+        assert_eq!(
+            lock.entry(&key).map(|e| e.graph_digest.as_str()),
+            Some("base")
+        );
+        lock.profiles
+            .insert("default --patch anthropic".to_owned(), entry("patched"));
+        assert_eq!(
+            lock.entry(&key).map(|e| e.graph_digest.as_str()),
+            Some("patched")
+        );
+        let other = LockKey {
+            profile: "headless".to_owned(),
+            ..key
+        };
+        assert!(lock.entry(&other).is_none());
     }
 
     // Issue 10 item 10: what `keel lock` and `keel doctor` report between two tables.

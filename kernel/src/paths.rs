@@ -1,13 +1,13 @@
 //! Where the kernel looks for things: plugin libraries, profiles and bundles, the lock, and
 //! `$KEEL_HOME`.
 //!
-//! Search order is fixed and documented (ARCHITECTURE §4.1): `KEEL_PLUGIN_PATH`, then `lib/`
-//! beside the binary (dist layout), then the binary's own directory (a cargo target dir in a
-//! dev checkout). The lock is only ever read from beside the binary, never from the data dir
-//! (KRN-05): a lock elsewhere is ignored.
+//! The search path is handed in: the `keel` binary (crate `keel-cli`, `layout.rs`) derives it
+//! from where it runs (ARCHITECTURE §4.1). Search order within each list is the order given;
+//! for each library name the first file wins. The lock is only ever read from beside the
+//! binary, never from the data dir (KRN-05): a lock elsewhere is ignored.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Resolved locations for one kernel invocation.
 #[derive(Debug, Clone)]
@@ -40,52 +40,7 @@ pub fn is_plugin_library(name: &str) -> bool {
         && name.ends_with(std::env::consts::DLL_SUFFIX)
 }
 
-fn split_path_var(var: &str) -> Vec<PathBuf> {
-    std::env::var_os(var)
-        .map(|v| {
-            std::env::split_paths(&v)
-                .filter(|p| !p.as_os_str().is_empty())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 impl Paths {
-    /// Discovers paths from the environment and the executable's location.
-    pub fn discover() -> Paths {
-        let exe_dir = std::env::current_exe()
-            .ok()
-            .and_then(|p| p.canonicalize().ok())
-            .and_then(|p| p.parent().map(Path::to_path_buf))
-            .unwrap_or_else(|| PathBuf::from("."));
-        let mut plugin_path = split_path_var("KEEL_PLUGIN_PATH");
-        if let Some(prefix) = exe_dir.parent() {
-            plugin_path.push(prefix.join("lib"));
-        }
-        plugin_path.push(exe_dir.clone());
-
-        let mut config_roots = split_path_var("KEEL_CONFIG_PATH");
-        if let Some(prefix) = exe_dir.parent() {
-            config_roots.push(prefix.join("share"));
-        }
-        // A dev checkout: the workspace this binary was built from.
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        if workspace.join("profiles").is_dir() {
-            config_roots.push(workspace);
-        }
-
-        let keel_home = std::env::var_os("KEEL_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".keel")))
-            .unwrap_or_else(|| PathBuf::from(".keel"));
-        Paths {
-            exe_dir,
-            plugin_path,
-            config_roots,
-            keel_home,
-        }
-    }
-
     /// The lock file: always beside the binary (KRN-05).
     pub fn lock_file(&self) -> PathBuf {
         self.exe_dir.join("keel.lock")

@@ -131,6 +131,14 @@ mod sessions_crash;
 mod sessions_reports;
 /// Helpers shared by the session suites (writer profile, log checks, B7 closers, projection).
 mod sessions_support;
+/// What `cargo xtask dist` ships runs the shipped patch under the shipped lock, and searches
+/// only its own tree (issue 23 items 8 and 9).
+mod ship_dist;
+/// `cargo xtask install`: a locked `keel` on PATH that runs from any directory, README's real
+/// model path as written (issue 23 item 14).
+mod ship_install;
+/// Helpers for the shipping suites: a real dist tree or install prefix from the debug build.
+mod ship_support;
 /// SIGINT, SIGTERM, SIGHUP during a running tool: its tree stops, the session closes (§11).
 mod signals;
 /// One stderr line per failure, whatever the quoted text holds (issue 11 item 9, §11).

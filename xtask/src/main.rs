@@ -1,7 +1,7 @@
 //! `cargo xtask`: keel's project automation, in Rust instead of shell scripts.
 //!
 //! This file owns argument dispatch and the help text only; each command lives in its own module
-//! (`build`, `dist`, `test`, `bench`, `docs`, `tidy`, `ci`, `demo`, `compat`, `new_plugin`) and shares process plumbing
+//! (`build`, `dist`, `install`, `test`, `bench`, `docs`, `tidy`, `ci`, `demo`, `compat`, `new_plugin`) and shares process plumbing
 //! from `shell`. Decision: no argument-parsing crate — a handful of commands with one or two flags each
 //! do not pay for a dependency, and xtask must build before anything else does. `cargo xtask` is
 //! an alias in `.cargo/config.toml`; `.ci/run` calls `cargo xtask ci`.
@@ -14,6 +14,7 @@ mod demo;
 mod dist;
 mod docs;
 mod errors_doc;
+mod install;
 mod mcp_servers;
 mod new_plugin;
 mod shell;
@@ -31,7 +32,13 @@ usage: cargo xtask <command> [options]
 
 commands:
   build [--release]      build the workspace: the `keel` binary and every cdylib plugin
-  dist [--out DIR]       release build into a relocatable layout (default dist/), locked per profile
+  dist [--out DIR] [--build-dir DIR]
+                         release build into a relocatable layout (default dist/), locked per
+                         profile and per profile with each shipped patch; --build-dir lays out
+                         an existing build (target/debug) instead of building release
+  install [--prefix DIR] [--build-dir DIR]
+                         the dist layout in PREFIX/lib/keel (default ~/.local), locked, and
+                         PREFIX/bin/keel linking to it; says whether PREFIX/bin is on PATH
   test [-- ARGS]         build, then run every test (nextest when installed) and the doctests
   bench [--quick]        release build, then the kernel and session benchmarks (tests/benches/)
   docs [--check]         generate docs/events.md from the event catalog; --check fails on drift
@@ -39,7 +46,7 @@ commands:
   ci [--checks-only]     fmt --check, clippy -D warnings, tidy, docs --check, then `test`
   new-plugin NAME [--dir DIR]
                          write a new out-of-tree plugin crate (tool, typed config, listener, tests)
-  demo [TASK]            build, then run the offline `demo` profile (the kernel tour until it ships)
+  demo [TASK]            build, then run the offline `demo` profile in target/xtask-demo/work
   compat [--keep]        keel against a real llama.cpp server and a small model (not in CI; minutes)
   help                   this message
 ";
@@ -69,6 +76,7 @@ fn dispatch(args: &[String]) -> Result {
     match command.as_str() {
         "build" => build::run(rest),
         "dist" => dist::run(rest),
+        "install" => install::run(rest),
         "test" => test::run(rest),
         "bench" => bench::run(rest),
         "docs" => docs::run(rest),

@@ -121,7 +121,8 @@ pub(super) fn plugins_list(paths: &Paths, args: &ProfileArgs, json: bool) -> Res
 
 pub(super) fn lock(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
     let profile = args.resolve(paths)?;
-    let name = profile.name.clone();
+    // `default`, or `default --patch anthropic` for a patched profile (issue 23 item 9).
+    let name = lock::LockKey::of(&profile).name(false);
     let assembly = assemble(paths, profile, false)?;
     let entry = lock::entry_for(&assembly.plan, &assembly.libraries);
     let n = entry.plugins.len();

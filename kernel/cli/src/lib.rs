@@ -13,6 +13,7 @@ mod doctor;
 mod grammar;
 pub mod hardening;
 mod inspect;
+mod layout;
 mod prescan;
 mod run;
 mod trust;
@@ -220,7 +221,7 @@ impl ProfileArgs {
 /// help, which lists the profile's commands) the profile named by the profile options is
 /// assembled first — once: the hand-off reuses it. The kernel's other commands parse without it.
 pub fn execute(argv: Vec<OsString>) -> i32 {
-    let paths = Paths::discover();
+    let paths = layout::discover();
     let (scanned, word) = prescan::profile_args(&argv);
     let word = word.as_deref();
     let asking_help = word.is_none_or(|w| w == "help")
