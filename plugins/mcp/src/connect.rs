@@ -314,6 +314,7 @@ async fn open_stdio(
     let transport = stdio::Stdio::new(child, Arc::clone(&fault))
         .map_err(|e| format!("cannot start `{command}`: {e}"))?;
     let pid = transport.id();
+    let exit = transport.exit_watch();
     if let Some(stderr) = stderr {
         let log = Arc::clone(&log);
         let name = server.to_owned();
@@ -328,7 +329,10 @@ async fn open_stdio(
     match handler.serve(transport).await {
         Ok(live) => Ok((live, Started { pid, confinement })),
         Err(e) => {
-            // Give the stderr reader a moment: the reason is usually its last line.
+            // A server that died before the handshake fails the send, not the receive: wait
+            // for the reaper to have its status, then give the stderr reader a moment, since
+            // the reason is usually its last line.
+            exit.wait().await;
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             let ended = fault.get().map(|f| format!("; {f}")).unwrap_or_default();
             let tail = log

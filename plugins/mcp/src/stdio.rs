@@ -8,6 +8,11 @@
 //! connection's [`Fault`], so the pending call fails with `MCP_CALL_FAILED` naming the limit
 //! and the server is restarted. When the server's stdout closes, the child's exit status is
 //! kept there too, so "it went away" says its exit code (or signal) beside its last stderr line.
+//!
+//! The child is owned by a reaper task, not by the transport: a server that dies before the
+//! handshake fails rmcp's *send* (a broken pipe), which never reaches `receive`, so only a task
+//! that waits on the child sees its status whichever side noticed first. Dropping or closing the
+//! transport tells the reaper to kill the child; an exit it caused itself is not a fault.
 
 use std::io;
 use std::pin::Pin;
@@ -22,6 +27,7 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::{oneshot, watch};
 
 /// The longest message a server may send (one JSON-RPC line), bytes: rmcp's own cap, which the
 /// streamable HTTP client applies too.
@@ -147,15 +153,18 @@ impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
     }
 }
 
-/// A stdio server: the transport over its pipes and the child itself (killed when dropped).
+/// A stdio server: the transport over its pipes; the child itself lives in a reaper task that
+/// kills it when the transport is closed or dropped.
 pub struct Stdio {
     transport: AsyncRwTransport<RoleClient, Capped<ChildStdout>, ChildStdin>,
-    child: Child,
-    fault: Arc<Fault>,
+    pid: Option<u32>,
+    exited: watch::Receiver<bool>,
+    kill: Option<oneshot::Sender<()>>,
 }
 
 impl Stdio {
-    /// The transport over `child`'s piped stdin and stdout.
+    /// The transport over `child`'s piped stdin and stdout. Must be called inside a tokio
+    /// runtime (the reaper is spawned on it).
     ///
     /// # Errors
     /// stdin or stdout was not piped.
@@ -171,24 +180,67 @@ impl Stdio {
         let capped = Capped::new(stdout, MAX_MESSAGE_BYTES, Arc::clone(&fault));
         // The cap is ours (it fails the connection); rmcp's would drop the line silently.
         let transport = AsyncRwTransport::new(capped, stdin).with_max_line_length(usize::MAX);
+        let pid = child.id();
+        let (kill, killed) = oneshot::channel::<()>();
+        let (exit_tx, exited) = watch::channel(false);
+        tokio::spawn(reap(child, fault, killed, exit_tx));
         Ok(Stdio {
             transport,
-            child,
-            fault,
+            pid,
+            exited,
+            kill: Some(kill),
         })
     }
 
     /// The child's pid.
     pub fn id(&self) -> Option<u32> {
-        self.child.id()
+        self.pid
     }
 
-    /// Keeps how the child ended, when it ends within [`EXIT_WAIT`].
+    /// Resolves once the child has ended (whoever ended it); for a failure reason that needs
+    /// its exit status after the transport itself is gone.
+    pub fn exit_watch(&self) -> ExitWatch {
+        ExitWatch(self.exited.clone())
+    }
+
+    /// Waits up to [`EXIT_WAIT`] for the reaper to have recorded how the child ended.
     async fn note_exit(&mut self) {
-        if let Ok(Ok(status)) = tokio::time::timeout(EXIT_WAIT, self.child.wait()).await {
-            self.fault.set(describe_exit(status));
+        self.exit_watch().wait().await;
+    }
+}
+
+/// A handle that tells when a [`Stdio`]'s child has ended.
+#[derive(Clone)]
+pub struct ExitWatch(watch::Receiver<bool>);
+
+impl ExitWatch {
+    /// Waits up to [`EXIT_WAIT`] for the child to end; its status (when it ended on its own)
+    /// is in the connection's [`Fault`] by then.
+    pub async fn wait(mut self) {
+        let _ = tokio::time::timeout(EXIT_WAIT, self.0.wait_for(|ended| *ended)).await;
+    }
+}
+
+/// Owns the child: records how it ended on its own in `fault`, or kills it when the transport
+/// asks (or is dropped) without calling that a fault.
+async fn reap(
+    mut child: Child,
+    fault: Arc<Fault>,
+    killed: oneshot::Receiver<()>,
+    exited: watch::Sender<bool>,
+) {
+    tokio::select! {
+        status = child.wait() => {
+            if let Ok(status) = status {
+                fault.set(describe_exit(status));
+            }
+        }
+        _ = killed => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
         }
     }
+    let _ = exited.send(true);
 }
 
 /// "it exited with code 3", "it was killed by signal 9".
@@ -221,7 +273,9 @@ impl Transport<RoleClient> for Stdio {
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         let closed = self.transport.close().await;
-        let _ = self.child.start_kill();
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
+        }
         closed
     }
 }
