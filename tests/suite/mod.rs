@@ -118,6 +118,8 @@ mod scheduler;
 /// Secrets in flight: resolved credentials scrubbed, keel's environment emptied of them,
 /// base64 at every alignment, hostile values through bash (issue 10, SEC-01/02/03/09).
 mod secrets_in_flight;
+/// Placeholder keys are sent but never scrubbed, `SECRET_WEAK`, no key at all (issue 23 item 2).
+mod secrets_weak;
 /// Sandbox escapes, the secret canary, firewall facts on the real chain (SBX, SEC).
 mod security;
 /// Sessions through the binary: `keel sessions list|show`, `keel fork` (C6, B7, B8).

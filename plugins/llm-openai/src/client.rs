@@ -35,10 +35,11 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// The most of a non-streamed answer that is read.
 const MAX_COMPLETION_BODY: usize = 32 * 1024 * 1024;
 
-/// What every HTTP request of one attempt carries: the key (for redaction) and its header.
+/// What every HTTP request of one attempt carries: the key (for redaction) and its header
+/// (none for a row whose `api_key_ref` is empty: a server that wants no key).
 struct Call<'a> {
     key: &'a str,
-    auth: HeaderValue,
+    auth: Option<HeaderValue>,
 }
 
 /// Which connections a request may use.
@@ -166,7 +167,9 @@ impl Adapter {
     /// `UNSUPPORTED_REASONING_EFFORT`; `CREDENTIAL_MISSING` naming the reference.
     pub fn check(&self, config: &LlmCallConfig) -> Result<(), Error> {
         request::check_capabilities(config).map_err(|f| Error::coded(f.code, f.message))?;
-        if credential::resolve(&self.config.api_key_ref).is_none() {
+        if !self.config.api_key_ref.is_empty()
+            && credential::resolve(&self.config.api_key_ref).is_none()
+        {
             return Err(Error::coded(
                 LlmCode::CredentialMissing,
                 credential::missing_message(&self.config.api_key_ref),
@@ -188,6 +191,9 @@ impl Adapter {
         cwd: Option<&str>,
     ) -> Result<(), Error> {
         request::check_capabilities(config).map_err(|f| Error::coded(f.code, f.message))?;
+        if self.config.api_key_ref.is_empty() {
+            return Ok(());
+        }
         if self
             .credentials
             .resolve(&self.config.api_key_ref, cwd)
@@ -217,6 +223,17 @@ impl Adapter {
         // Resolved now, for this request only (LLM-05). The request carries no working
         // directory, so the credentials service uses its default for the cwd `.env` layer.
         let reference = &self.config.api_key_ref;
+        if reference.is_empty() {
+            return self
+                .dispatch(
+                    request,
+                    &Call {
+                        key: "",
+                        auth: None,
+                    },
+                )
+                .await;
+        }
         let key = match self.credentials.resolve(reference, None).await {
             Ok(Some(key)) => key,
             Ok(None) => {
@@ -245,13 +262,25 @@ impl Adapter {
             )
         })?;
         auth.set_sensitive(true);
-        let call = Call { key: &key, auth };
+        let call = Call {
+            key: &key,
+            auth: Some(auth),
+        };
+        self.dispatch(request, &call).await
+    }
+
+    /// The attempt's requests, once its credential is known.
+    async fn dispatch(
+        &self,
+        request: &LlmRequest,
+        call: &Call<'_>,
+    ) -> Result<Vec<StreamChunk>, LlmFailure> {
         if !self.streams() {
-            return self.whole(request, &call, Channel::Pooled).await;
+            return self.whole(request, call, Channel::Pooled).await;
         }
-        match self.streamed(request, &call).await? {
+        match self.streamed(request, call).await? {
             Some(chunks) => Ok(chunks),
-            None => self.after_empty_stream(request, &call).await,
+            None => self.after_empty_stream(request, call).await,
         }
     }
 
@@ -332,10 +361,12 @@ impl Adapter {
             Channel::Pooled => &self.http,
             Channel::Fresh => &self.fresh,
         };
+        if let Some(auth) = &call.auth {
+            headers.insert(header::AUTHORIZATION, auth.clone());
+        }
         let send = client
             .post(&self.url)
             .headers(headers)
-            .header(header::AUTHORIZATION, call.auth.clone())
             .header(header::CONTENT_TYPE, "application/json")
             // The length is known, so hyper sends `Content-Length`, never chunked encoding.
             .header(header::CONTENT_LENGTH, body.len)
