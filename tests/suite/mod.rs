@@ -143,6 +143,8 @@ mod ship_install;
 mod ship_support;
 /// SIGINT, SIGTERM, SIGHUP during a running tool: its tree stops, the session closes (§11).
 mod signals;
+/// Small local models: usage in streams, unknown usage, children's step budgets (issue 23 item 19).
+mod small_models;
 /// One stderr line per failure, whatever the quoted text holds (issue 11 item 9, §11).
 mod stderr_lines;
 /// stream-json prints an event only once it is durable (issue 10 item 6, SES-04).
