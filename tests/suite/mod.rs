@@ -54,6 +54,8 @@ mod context_veto;
 mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).
 mod escalation;
+/// Hard links to keel's files refused by identity; no lock file left (issue 23 item 8).
+mod fs_links;
 /// Claude Code's own settings file under keel: aliases, stdin fields, formatters (issue 23
 /// items 10-12).
 mod hooks_claude;
