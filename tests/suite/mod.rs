@@ -54,6 +54,8 @@ mod context_veto;
 mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).
 mod escalation;
+/// Hard links to keel's files refused by identity; no lock file left (issue 23 item 8).
+mod fs_links;
 /// Claude Code's own settings file under keel: aliases, stdin fields, formatters (issue 23
 /// items 10-12).
 mod hooks_claude;
@@ -118,6 +120,8 @@ mod scheduler;
 /// Secrets in flight: resolved credentials scrubbed, keel's environment emptied of them,
 /// base64 at every alignment, hostile values through bash (issue 10, SEC-01/02/03/09).
 mod secrets_in_flight;
+/// Placeholder keys are sent but never scrubbed, `SECRET_WEAK`, no key at all (issue 23 item 2).
+mod secrets_weak;
 /// Sandbox escapes, the secret canary, firewall facts on the real chain (SBX, SEC).
 mod security;
 /// Sessions through the binary: `keel sessions list|show`, `keel fork` (C6, B7, B8).
@@ -141,6 +145,8 @@ mod ship_install;
 mod ship_support;
 /// SIGINT, SIGTERM, SIGHUP during a running tool: its tree stops, the session closes (§11).
 mod signals;
+/// Small local models: usage in streams, unknown usage, children's step budgets (issue 23 item 19).
+mod small_models;
 /// One stderr line per failure, whatever the quoted text holds (issue 11 item 9, §11).
 mod stderr_lines;
 /// stream-json prints an event only once it is durable (issue 10 item 6, SES-04).

@@ -15,7 +15,14 @@
 //!    not streamed, `400` `context_length_exceeded` with llama-cpp-python's wording;
 //! 5. streams carry no usage (`stream_options.include_usage` is ignored); a whole answer does.
 //!
-//! A refused request (2, 3, 4) consumes no reply: the model never ran.
+//!
+//! `RefusesStreamOptions` is an OpenAI-compatible server that validates its request strictly
+//! and does not know `stream_options` (older gateways and servers): a body carrying it is
+//! refused with `400` naming the field; without it, a stream carries no usage (issue 23 item
+//! 19).
+//!
+//! A refused request (2, 3, 4, and the `stream_options` refusal) consumes no reply: the model
+//! never ran.
 
 use serde_json::{Value, json};
 
@@ -36,6 +43,8 @@ pub enum Personality {
         /// Context window in tokens (estimated: 4 bytes of `messages` + `tools` a token).
         n_ctx: u64,
     },
+    /// A server that refuses `stream_options` with `400` (issue 23 item 19).
+    RefusesStreamOptions,
 }
 
 /// How a served reply is rendered.
@@ -71,6 +80,23 @@ impl Personality {
     /// The verdict on a chat-completions request body.
     pub(super) fn screen(self, body: &Value) -> Screen {
         let stream = body["stream"].as_bool().unwrap_or(false);
+        if self == Personality::RefusesStreamOptions {
+            if body.get("stream_options").is_some() {
+                return Screen::Status(
+                    400,
+                    error_body(
+                        "Unrecognized request argument supplied: stream_options",
+                        "invalid_request_error",
+                        "unknown_parameter",
+                    ),
+                );
+            }
+            return Screen::Serve(Shape {
+                stream,
+                usage: !stream,
+                tools_off: false,
+            });
+        }
         let Personality::LlamaCpp { n_ctx } = self else {
             return Screen::Serve(Shape {
                 stream,

@@ -129,6 +129,11 @@ pub struct AgentStatus {
     /// The agent's session is kept in memory only: its children must be too.
     #[serde(default)]
     pub ephemeral: bool,
+    /// Model requests the running turn may still make after the one in progress (its
+    /// `max_steps` less those made); `None` when no turn runs. A child's step budget is
+    /// drawn from it (issue 23 item 19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps_left: Option<u64>,
 }
 
 /// An interrupt level (SCH-01, B16). Only strictly higher preempts; L4 is the kernel's

@@ -131,6 +131,10 @@ crate::error_codes! {
         NameInvalid = "SECRET_NAME_INVALID", by "`keel secrets set`/`rm`, the store", retry Changed;
         /// `keel secrets set` read an empty value.
         Empty = "SECRET_EMPTY", by "`keel secrets set`", retry Changed;
+        /// `keel secrets set` read a value too short (under 8 bytes) or too common (`none`,
+        /// `dummy`, `changeme`, …) to be a secret: scrubbing it would rewrite every word that
+        /// contains it.
+        Weak = "SECRET_WEAK", by "`keel secrets set`", retry Changed;
         /// The value on stdin is not UTF-8.
         NotUtf8 = "SECRET_NOT_UTF8", by "`keel secrets set`", retry Changed;
         /// `keel secrets rm` of a name that is not stored.

@@ -7,7 +7,8 @@
 //! commands keel runs on its own; one that could read them would hold the user's keys. So the ONE derivation here is shared by
 //! every enforcer: the sandbox's runners (bubblewrap masks and read-only binds, Landlock leaves
 //! them out of its grants) and the file tools (refused targets, pruned walks), the same way
-//! [`super::sandbox::writable_roots`] is shared for writes (SBX-05).
+//! [`super::sandbox::writable_roots`] is shared for writes (SBX-05). A path is not all of a
+//! file's names: a hard link to a hidden file is refused by its identity ([`hidden_link`]).
 
 use std::path::{Path, PathBuf};
 
@@ -80,8 +81,13 @@ impl Protected {
             Shield::ReadOnly => "the project's keel config (.keel/)",
         };
         let verb = if writing { "writing" } else { "reading" };
+        let how = if target.starts_with(&self.path) {
+            "it is inside"
+        } else {
+            "it is a hard link to a file inside"
+        };
         format!(
-            "[sandbox: keel's own files are out of reach] {verb} {} is not allowed: it is inside \
+            "[sandbox: keel's own files are out of reach] {verb} {} is not allowed: {how} \
              {what} at {}; no sandbox mode allows it",
             target.display(),
             self.path.display()
@@ -126,19 +132,101 @@ pub fn covering<'a>(protected: &'a [Protected], target: &Path) -> Option<&'a Pro
         .max_by_key(|p| p.shield)
 }
 
-/// Whether `target` (canonical) may be read.
+/// Whether `target` (canonical) may be read: not inside a hidden path, and not a hard link to
+/// a file inside one ([`hidden_link`]).
 pub fn refuse_read<'a>(protected: &'a [Protected], target: &Path) -> Option<&'a Protected> {
-    covering(protected, target).filter(|p| p.shield == Shield::Hidden)
+    covering(protected, target)
+        .filter(|p| p.shield == Shield::Hidden)
+        .or_else(|| hidden_link(protected, target))
 }
 
-/// Whether `target` (canonical) may be written.
+/// Whether `target` (canonical) may be written: not inside a protected path, and not a hard
+/// link to a file inside a hidden one.
 pub fn refuse_write<'a>(protected: &'a [Protected], target: &Path) -> Option<&'a Protected> {
-    covering(protected, target)
+    covering(protected, target).or_else(|| hidden_link(protected, target))
+}
+
+/// The most entries of a hidden directory looked through for a hard link's other name;
+/// past it the link is refused (it cannot be ruled out).
+const LINK_SCAN_LIMIT: usize = 100_000;
+
+/// The hidden path holding another name of the regular file `target`, when `target` has more
+/// than one (issue 23 item 8): a hard link to `$KEEL_HOME/credentials.toml` made in the
+/// workspace is the same file under a path no prefix check sees, so the file's identity
+/// (device and inode) is compared with the files under each hidden path. Only a file with
+/// two or more links on the hidden path's device is looked up, so an ordinary read costs
+/// one `stat`.
+pub fn hidden_link<'a>(protected: &'a [Protected], target: &Path) -> Option<&'a Protected> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(target).ok()?;
+    if !meta.is_file() || meta.nlink() < 2 {
+        return None;
+    }
+    protected
+        .iter()
+        .filter(|p| p.shield == Shield::Hidden)
+        .find(|p| holds_inode(&p.path, meta.dev(), meta.ino()))
+}
+
+/// Whether a file under `dir` (symlinks not followed) is `(dev, ino)`; true when `dir` is too
+/// large to tell.
+fn holds_inode(dir: &Path, dev: u64, ino: u64) -> bool {
+    use std::os::unix::fs::{DirEntryExt as _, MetadataExt as _};
+    if std::fs::symlink_metadata(dir).map_or(true, |m| m.dev() != dev) {
+        return false;
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > LINK_SCAN_LIMIT {
+                return true;
+            }
+            let Ok(kind) = e.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(e.path());
+            } else if kind.is_file() && e.ino() == ino && e.metadata().is_ok_and(|m| m.dev() == dev)
+            {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Issue 23 item 8: a hard link in the workspace to a file in $KEEL_HOME is refused for
+    // reading and writing; an ordinary file with two links elsewhere is not.
+    #[test]
+    fn a_hard_link_to_a_hidden_file_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        let ws = root.path().join("ws");
+        std::fs::create_dir_all(home.join("secrets")).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.join("secrets/master.key"), "k").unwrap();
+        std::fs::hard_link(home.join("secrets/master.key"), ws.join("k.txt")).unwrap();
+        std::fs::write(ws.join("a.txt"), "a").unwrap();
+        std::fs::hard_link(ws.join("a.txt"), ws.join("b.txt")).unwrap();
+        let p = protected_paths(Some(&home), &ws);
+        let ws = ws.canonicalize().unwrap();
+        let link = ws.join("k.txt");
+        let refused = refuse_read(&p, &link).expect("the link is refused");
+        assert_eq!(refused.shield, Shield::Hidden);
+        assert!(refused.refusal(&link, false).contains("hard link"));
+        assert!(refuse_write(&p, &link).is_some());
+        assert!(refuse_read(&p, &ws.join("b.txt")).is_none());
+        assert!(refuse_write(&p, &ws.join("b.txt")).is_none());
+    }
 
     // Issue 10 items 1-3: $KEEL_HOME hidden, the project's .keel read-only, symlinks resolved.
     #[test]

@@ -110,6 +110,9 @@ pub struct State {
     pub report: RunReport,
     /// Model requests made in this interval (for `max_turns`).
     pub requests: u64,
+    /// Model requests the running turn may still make after the one in progress (the
+    /// `agent` tool draws a child's budget from it; issue 23 item 19).
+    pub steps_left: Option<u64>,
     /// Log bookkeeping.
     pub log: LogState,
 }
@@ -254,6 +257,7 @@ impl Agent {
             last_result: st.report.result.clone(),
             depth: self.depth,
             ephemeral: self.ephemeral,
+            steps_left: st.running.then_some(st.steps_left).flatten(),
         }
     }
 

@@ -191,6 +191,8 @@ impl Turn<'_> {
             if self.task.steps + self.step >= self.max_steps() {
                 return Ok(json!({ "kind": "max-steps" }));
             }
+            self.agent.state().steps_left =
+                Some(self.max_steps() - (self.task.steps + self.step) - 1);
             let batch = std::mem::take(&mut claimed);
             // Steering in a rejected batch stays parked for a later step (LOOP-02/09); a
             // followup that opened this turn is consumed by the rejection.

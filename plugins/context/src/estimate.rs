@@ -14,6 +14,16 @@
 /// separators a chat template inserts).
 pub const MESSAGE_OVERHEAD_BYTES: u64 = 12;
 
+/// The most bytes per token a real tokenizer was measured at on keel's requests (issue 23
+/// item 19; docs/context.md, "Counting tokens"): the 270M model's server counted 1,623 tokens
+/// for a first request of about 9,200 bytes (5.65), OpenAI's `o200k_base` and `cl100k_base`
+/// count keel's headless first request (9,649 bytes: system prompt, ten tool schemas, one
+/// user message) as 2,164 and 2,147 tokens (4.46 and 4.49). Before a provider has counted
+/// anything, a request is refused as over the window only when it is over at this ratio too:
+/// an estimate errs, and a server that counts fewer tokens than estimated must still get the
+/// request (its answer calibrates the meter, its refusal teaches the ratio).
+pub const UNCOUNTED_MAX_BYTES_PER_TOKEN: f64 = 6.0;
+
 /// The ratio is kept within these bounds whatever a provider reports.
 const MIN_BYTES_PER_TOKEN: f64 = 0.5;
 const MAX_BYTES_PER_TOKEN: f64 = 16.0;
@@ -31,6 +41,21 @@ impl Meter {
     /// The ratio in force: measured, else `fallback`.
     pub fn bytes_per_token(&self, fallback: f64) -> f64 {
         self.measured.unwrap_or(fallback)
+    }
+
+    /// Whether a provider's count (usage or a refusal) set the ratio.
+    pub fn is_measured(&self) -> bool {
+        self.measured.is_some()
+    }
+
+    /// The fewest tokens `bytes` can plausibly be: at the measured ratio once there is one,
+    /// else at the higher of `fallback` and [`UNCOUNTED_MAX_BYTES_PER_TOKEN`] (what a refusal
+    /// before any count is judged by).
+    pub fn fewest_tokens(&self, bytes: u64, fallback: f64) -> u64 {
+        match self.measured {
+            Some(r) => tokens_at(bytes, r),
+            None => tokens_at(bytes, fallback.max(UNCOUNTED_MAX_BYTES_PER_TOKEN)),
+        }
     }
 
     /// How the tokens are counted, for the log.
@@ -144,6 +169,22 @@ mod tests {
         assert!(m.method(4.0).starts_with("estimated"));
         m.calibrate(1);
         assert_eq!(m.bytes_per_token(4.0), 16.0, "clamped");
+    }
+
+    #[test]
+    fn before_any_count_the_fewest_tokens_are_at_the_highest_measured_ratio() {
+        let mut m = Meter::default();
+        // The issue's first request: 9,176 bytes, 2,294 tokens estimated, 1,623 counted.
+        assert_eq!(m.tokens(9_176, 4.0), 2_294);
+        assert_eq!(m.fewest_tokens(9_176, 4.0), 1_530);
+        assert!(
+            m.fewest_tokens(9_176, 4.0) < 2_048 - 256,
+            "a 2,048 window takes it"
+        );
+        m.sent(9_176);
+        m.calibrate(1_623);
+        assert!(m.is_measured());
+        assert_eq!(m.fewest_tokens(9_176, 4.0), 1_623);
     }
 
     #[test]

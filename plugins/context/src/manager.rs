@@ -219,8 +219,15 @@ impl Manager {
                 tracing::warn!(error = %e, "context/compacted could not be emitted");
             }
         }
+        // Refused only when it cannot fit: before the provider counted anything, at the
+        // most bytes per token a tokenizer was measured at (issue 23 item 19).
+        let fewest = self
+            .states()
+            .get(&sid)
+            .map_or_else(Meter::default, |s| s.meter.clone())
+            .fewest_tokens(after.bytes, fallback);
         if let (Some(u), Some(w)) = (usable, window)
-            && after.tokens > u
+            && fewest > u
         {
             return Err(overflow(format!(
                 "the request needs about {} tokens ({} bytes, {}) but the model's window is {w} tokens with {} kept for the answer, and nothing more can be compacted (user messages, the system prompt and the newest step are never cut){}",

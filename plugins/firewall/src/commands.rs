@@ -1,6 +1,7 @@
 //! `keel secrets set NAME | list [--json] | rm NAME` (ARCHITECTURE §11), as plain Rust over
 //! the [`SharedVault`]: `set` reads the value from the given stdin (trailing newlines trimmed;
-//! empty is an error), `list` prints names and aliases only. A change reloads the vault so the
+//! empty is an error, and so is a value too short or too common to be a secret,
+//! `SECRET_WEAK`), `list` prints names and aliases only. A change reloads the vault so the
 //! running process fills and scrubs the new set. Errors print one line `keel: error[CODE]: …`
 //! on stderr with exit code 2; no message ever carries a value.
 
@@ -53,6 +54,17 @@ fn read_value(name: &str, input: &mut (dyn Read + Send)) -> Result<SecretValue, 
             codes::SECRET_EMPTY,
             format!(
                 "no value for {name} on stdin (pipe it in: printf %s \"$VALUE\" | keel secrets set {name})"
+            ),
+        ));
+    }
+    if crate::weak::is_weak(&text) {
+        return Err(FirewallError::new(
+            codes::SECRET_WEAK,
+            format!(
+                "the value for {name} is too short (under {} bytes) or too common to be a secret; \
+                 scrubbing it would rewrite every word that contains it (a server that wants no \
+                 key needs no secret)",
+                crate::weak::MIN_SECRET_BYTES
             ),
         ));
     }
@@ -226,6 +238,16 @@ mod tests {
                 json!({"action":"set","name":"bad-name"}),
                 "v4lue",
                 codes::SECRET_NAME_INVALID,
+            ),
+            (
+                json!({"action":"set","name":"W"}),
+                "None\n",
+                codes::SECRET_WEAK,
+            ),
+            (
+                json!({"action":"set","name":"W"}),
+                "v4lue",
+                codes::SECRET_WEAK,
             ),
             (
                 json!({"action":"rm","name":"NOPE"}),

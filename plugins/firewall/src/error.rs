@@ -43,6 +43,8 @@ pub mod codes {
     pub const SECRET_NAME_INVALID: SecretsCode = SecretsCode::NameInvalid;
     /// `set` read an empty value.
     pub const SECRET_EMPTY: SecretsCode = SecretsCode::Empty;
+    /// `set` read a value too short or too common to be a secret.
+    pub const SECRET_WEAK: SecretsCode = SecretsCode::Weak;
     /// The value on stdin is not UTF-8.
     pub const SECRET_NOT_UTF8: SecretsCode = SecretsCode::NotUtf8;
     /// `rm` of a name that is not stored.

@@ -4,7 +4,8 @@
 //! bash source as quoted expansions of variables, [`bash`]) and scrubbed, with their simple
 //! encodings, from everything going back to the model ([`scrub`], [`hooks`]). The
 //! credentials keel resolves are registered here (`register_credential`) and scrubbed the
-//! same way, never filled ([`vault`]). The policy facts (the `keel.firewall` contract:
+//! same way, never filled ([`vault`]); a value too short or too common to be a secret is not
+//! registered, said once per run on stderr ([`weak`]). The policy facts (the `keel.firewall` contract:
 //! `check_tool`, `check_path`, `check_network`, `scan_content`) are owned by this row's config
 //! ([`policy`]) and called by this plugin's own `tools/guard` listener on every real call
 //! ([`guard`]). `keel secrets` is served here too ([`commands`]).
@@ -27,6 +28,7 @@ pub mod request_scrub;
 pub mod scrub;
 pub mod store;
 pub mod vault;
+pub mod weak;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -123,6 +125,20 @@ impl FirewallProvider for Facts {
     }
 
     async fn register_credential(&self, request: RegisterCredential) -> Result<Registered> {
+        if weak::is_weak(&request.value) {
+            // Scrubbing it would rewrite every word that contains it (issue 23 item 2): the
+            // request still sends it; it is not a secret, and it is not printed either.
+            if first_weak_notice(&request.reference) {
+                let _ = self.ctx.write_stderr(&format!(
+                    "keel: credential {} is too short or too common to be a secret (under {} \
+                     bytes, or a placeholder word): it is sent as configured but not scrubbed \
+                     from output\n",
+                    request.reference,
+                    weak::MIN_SECRET_BYTES
+                ));
+            }
+            return Ok(Registered { added: false });
+        }
         let added = self
             .vault
             .register_credential(&request.reference, &request.value)?;
@@ -131,6 +147,16 @@ impl FirewallProvider for Facts {
         }
         Ok(Registered { added })
     }
+}
+
+/// Whether this is the first weak registration of `reference` in this process (the notice is
+/// said once per run, however often the adapter resolves its key).
+fn first_weak_notice(reference: &str) -> bool {
+    static SAID: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    SAID.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(reference.to_owned())
 }
 
 /// Serves `keel secrets …` (`keel.command.secrets`).

@@ -2,7 +2,9 @@
 //! stream (or, with `stream = false`, the whole answer) under its idle watchdog, and every
 //! failure turned into a terminal chunk (B14: one attempt, no library retries). A stream that
 //! closes empty is asked once more without streaming within the same attempt (issue 11 items
-//! 2 and 4), and under `stream = "auto"` may turn the row's streaming off for the run. Three deadlines, each with its own key: `connect_timeout_ms`
+//! 2 and 4), and under `stream = "auto"` may turn the row's streaming off for the run. A 400
+//! naming `stream_options` (a server that does not know the usage request) is sent again
+//! without it, and the row asks no more for the run (issue 23 item 19). Three deadlines, each with its own key: `connect_timeout_ms`
 //! (TCP/TLS), `first_byte_timeout_ms` (request sent → response head, connecting included: an
 //! endpoint that accepts and never answers fails here, issue 10 item 15) and `timeout_ms`
 //! (silence between stream events once the head has arrived).
@@ -26,19 +28,18 @@ use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use crate::config::{Config, StreamMode};
 use crate::credential;
 use crate::decode::Decoder;
-use crate::failure::{self, ResponseInfo};
+use crate::failure::{self, ResponseInfo, header_text, read_error_body};
 use crate::request;
 use crate::wire_messages::MessageCache;
 
-/// The most of an error body that is read.
-const MAX_ERROR_BODY: usize = 64 * 1024;
 /// The most of a non-streamed answer that is read.
 const MAX_COMPLETION_BODY: usize = 32 * 1024 * 1024;
 
-/// What every HTTP request of one attempt carries: the key (for redaction) and its header.
+/// What every HTTP request of one attempt carries: the key (for redaction) and its header
+/// (none for a row whose `api_key_ref` is empty: a server that wants no key).
 struct Call<'a> {
     key: &'a str,
-    auth: HeaderValue,
+    auth: Option<HeaderValue>,
 }
 
 /// Which connections a request may use.
@@ -66,6 +67,9 @@ pub struct Adapter {
     /// Set once a stream came back empty for a request with tools and the same request was
     /// answered without streaming (`stream = "auto"`): the row streams no more this run.
     stream_off: AtomicBool,
+    /// Set once the server refused `stream_options` with a 400 naming it (issue 23 item 19):
+    /// streamed requests ask for no usage from then on, for the rest of the run.
+    stream_options_off: AtomicBool,
     /// Each history message's OpenAI text, translated once ([`MessageCache`]).
     messages: Mutex<MessageCache>,
 }
@@ -142,6 +146,7 @@ impl Adapter {
             accept_configured,
             credentials: credential::Resolver::env_only(),
             stream_off: AtomicBool::new(false),
+            stream_options_off: AtomicBool::new(false),
             messages: Mutex::new(MessageCache::default()),
         })
     }
@@ -166,7 +171,9 @@ impl Adapter {
     /// `UNSUPPORTED_REASONING_EFFORT`; `CREDENTIAL_MISSING` naming the reference.
     pub fn check(&self, config: &LlmCallConfig) -> Result<(), Error> {
         request::check_capabilities(config).map_err(|f| Error::coded(f.code, f.message))?;
-        if credential::resolve(&self.config.api_key_ref).is_none() {
+        if !self.config.api_key_ref.is_empty()
+            && credential::resolve(&self.config.api_key_ref).is_none()
+        {
             return Err(Error::coded(
                 LlmCode::CredentialMissing,
                 credential::missing_message(&self.config.api_key_ref),
@@ -188,6 +195,9 @@ impl Adapter {
         cwd: Option<&str>,
     ) -> Result<(), Error> {
         request::check_capabilities(config).map_err(|f| Error::coded(f.code, f.message))?;
+        if self.config.api_key_ref.is_empty() {
+            return Ok(());
+        }
         if self
             .credentials
             .resolve(&self.config.api_key_ref, cwd)
@@ -217,6 +227,17 @@ impl Adapter {
         // Resolved now, for this request only (LLM-05). The request carries no working
         // directory, so the credentials service uses its default for the cwd `.env` layer.
         let reference = &self.config.api_key_ref;
+        if reference.is_empty() {
+            return self
+                .dispatch(
+                    request,
+                    &Call {
+                        key: "",
+                        auth: None,
+                    },
+                )
+                .await;
+        }
         let key = match self.credentials.resolve(reference, None).await {
             Ok(Some(key)) => key,
             Ok(None) => {
@@ -245,13 +266,25 @@ impl Adapter {
             )
         })?;
         auth.set_sensitive(true);
-        let call = Call { key: &key, auth };
+        let call = Call {
+            key: &key,
+            auth: Some(auth),
+        };
+        self.dispatch(request, &call).await
+    }
+
+    /// The attempt's requests, once its credential is known.
+    async fn dispatch(
+        &self,
+        request: &LlmRequest,
+        call: &Call<'_>,
+    ) -> Result<Vec<StreamChunk>, LlmFailure> {
         if !self.streams() {
-            return self.whole(request, &call, Channel::Pooled).await;
+            return self.whole(request, call, Channel::Pooled).await;
         }
-        match self.streamed(request, &call).await? {
+        match self.streamed(request, call).await? {
             Some(chunks) => Ok(chunks),
-            None => self.after_empty_stream(request, &call).await,
+            None => self.after_empty_stream(request, call).await,
         }
     }
 
@@ -308,7 +341,10 @@ impl Adapter {
     }
 
     /// Sends `body` and waits for the response head under the first-byte deadline. A
-    /// non-success status is the failure it maps to.
+    /// non-success status is the failure it maps to, except a 400 naming `stream_options` on
+    /// a streamed request that asked for usage: the server does not know the field, so the
+    /// request is sent once more without it and the row stops asking for the run (silently:
+    /// its answers then count as unknown usage).
     async fn send(
         &self,
         request: &LlmRequest,
@@ -316,16 +352,60 @@ impl Adapter {
         call: &Call<'_>,
         channel: Channel,
     ) -> Result<(reqwest::Response, Option<String>), LlmFailure> {
+        loop {
+            let usage = stream && !self.stream_options_off.load(Ordering::Relaxed);
+            let response = self
+                .send_once(request, stream, usage, call, channel)
+                .await?;
+            let request_id = header_text(response.headers(), "x-request-id");
+            let status = response.status();
+            if status.is_success() {
+                return Ok((response, request_id));
+            }
+            let info = ResponseInfo {
+                status: status.as_u16(),
+                retry_after: header_text(response.headers(), "retry-after"),
+                retry_after_ms: header_text(response.headers(), "retry-after-ms"),
+                request_id,
+            };
+            let body = read_error_body(response, self.idle()).await;
+            if usage && info.status == 400 && body.contains("stream_options") {
+                self.stream_options_off.store(true, Ordering::Relaxed);
+                tracing::debug!(provider = %self.config.provider, "stream_options refused; asking again without it");
+                continue;
+            }
+            return Err(failure::from_status(
+                &self.config.provider,
+                &info,
+                &body,
+                call.key,
+                SystemTime::now(),
+            ));
+        }
+    }
+
+    /// One HTTP request of the attempt, `usage` choosing whether a stream asks for usage.
+    async fn send_once(
+        &self,
+        request: &LlmRequest,
+        stream: bool,
+        usage: bool,
+        call: &Call<'_>,
+        channel: Channel,
+    ) -> Result<reqwest::Response, LlmFailure> {
         let body = {
             let mut cache = self
                 .messages
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            request::body(request, &self.config, stream, &mut cache)
+            request::body_with(request, &self.config, stream, usage, &mut cache)
         };
         let mut headers = self.headers.clone();
         if !stream && !self.accept_configured {
             headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        }
+        if let Some(auth) = &call.auth {
+            headers.insert(header::AUTHORIZATION, auth.clone());
         }
         tracing::debug!(provider = %self.config.provider, url = %self.url, stream, "chat completions request");
         let client = match channel {
@@ -335,7 +415,6 @@ impl Adapter {
         let send = client
             .post(&self.url)
             .headers(headers)
-            .header(header::AUTHORIZATION, call.auth.clone())
             .header(header::CONTENT_TYPE, "application/json")
             // The length is known, so hyper sends `Content-Length`, never chunked encoding.
             .header(header::CONTENT_LENGTH, body.len)
@@ -344,30 +423,11 @@ impl Adapter {
             )))
             .send();
         let first_byte = Duration::from_millis(self.config.first_byte_timeout_ms);
-        let response = match tokio::time::timeout(first_byte, send).await {
-            Err(_) => return Err(self.no_response_head()),
-            Ok(Err(e)) => return Err(self.transport(&e, None, call.key)),
-            Ok(Ok(r)) => r,
-        };
-        let request_id = header_text(response.headers(), "x-request-id");
-        let status = response.status();
-        if !status.is_success() {
-            let info = ResponseInfo {
-                status: status.as_u16(),
-                retry_after: header_text(response.headers(), "retry-after"),
-                retry_after_ms: header_text(response.headers(), "retry-after-ms"),
-                request_id,
-            };
-            let body = read_error_body(response, self.idle()).await;
-            return Err(failure::from_status(
-                &self.config.provider,
-                &info,
-                &body,
-                call.key,
-                SystemTime::now(),
-            ));
+        match tokio::time::timeout(first_byte, send).await {
+            Err(_) => Err(self.no_response_head()),
+            Ok(Err(e)) => Err(self.transport(&e, None, call.key)),
+            Ok(Ok(r)) => Ok(r),
         }
-        Ok((response, request_id))
     }
 
     fn idle(&self) -> Duration {
@@ -521,25 +581,4 @@ impl Adapter {
             request_id,
         )
     }
-}
-
-fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
-
-/// Up to [`MAX_ERROR_BODY`] bytes of an error response, lossily decoded; empty on trouble.
-async fn read_error_body(response: reqwest::Response, idle: Duration) -> String {
-    let mut bytes = Vec::new();
-    let mut stream = response.bytes_stream();
-    while bytes.len() < MAX_ERROR_BODY {
-        match tokio::time::timeout(idle, stream.next()).await {
-            Ok(Some(Ok(chunk))) => bytes.extend_from_slice(&chunk),
-            _ => break,
-        }
-    }
-    bytes.truncate(MAX_ERROR_BODY);
-    String::from_utf8_lossy(&bytes).into_owned()
 }

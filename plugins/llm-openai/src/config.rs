@@ -34,9 +34,11 @@ pub struct Config {
     /// The row's model; registered as the provider's default model.
     #[schemars(length(min = 1))]
     pub model: String,
-    /// Name of the credential (an environment-variable-style reference), never the key.
+    /// Name of the credential (an environment-variable-style reference), never the key. Empty
+    /// (`""`): a server that wants no key; requests carry no `Authorization` header and no
+    /// credential is resolved (issue 23 item 2).
     #[serde(default = "default_key_ref")]
-    #[schemars(regex(pattern = "^[A-Za-z_][A-Za-z0-9_]*$"))]
+    #[schemars(regex(pattern = "^([A-Za-z_][A-Za-z0-9_]*)?$"))]
     pub api_key_ref: String,
     /// Provider name this row registers with `keel.llm`.
     #[serde(default = "default_provider")]

@@ -119,10 +119,12 @@ impl Decoder {
                 }
             }
         }
-        // Counts the provider sent, or nothing: `usage: {}` is unknown, not zero.
+        // Counts the provider sent, or nothing: `usage: {}` is unknown, not zero, and so is a
+        // prompt of zero tokens (no request has none: the server did not count; issue 23 item
+        // 19), which would otherwise teach the context manager nothing and the totals a lie.
         if let Some(usage) = event.get("usage") {
             let count = |k: &str| usage.get(k).and_then(Value::as_u64);
-            if let (Some(input_tokens), Some(output_tokens)) =
+            if let (Some(input_tokens @ 1..), Some(output_tokens)) =
                 (count("prompt_tokens"), count("completion_tokens"))
             {
                 self.usage = Some(Usage {

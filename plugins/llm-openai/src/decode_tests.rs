@@ -393,11 +393,24 @@ fn usage_without_counts_is_unknown_not_zero() {
             .iter()
             .any(|c| matches!(c, StreamChunk::Usage { .. }))
     );
-    let zeros = feed_all(&[delta(json!({"content": "a"})), finish("stop"), usage(0, 0)]).complete();
+    // Issue 23 item 19: zero prompt tokens is a server that did not count, not a count.
+    for (i, o) in [(0, 0), (0, 3)] {
+        let zeros =
+            feed_all(&[delta(json!({"content": "a"})), finish("stop"), usage(i, o)]).complete();
+        assert!(
+            !zeros.iter().any(|c| matches!(c, StreamChunk::Usage { .. })),
+            "{i}/{o}"
+        );
+    }
+    let no_output =
+        feed_all(&[delta(json!({"content": "a"})), finish("stop"), usage(5, 0)]).complete();
     assert_eq!(
-        zeros[1],
+        no_output[1],
         StreamChunk::Usage {
-            usage: Usage::default()
+            usage: Usage {
+                input_tokens: 5,
+                output_tokens: 0
+            }
         }
     );
 }

@@ -71,6 +71,18 @@ pub fn body(
     stream: bool,
     cache: &mut MessageCache,
 ) -> RequestBody {
+    body_with(request, row, stream, stream, cache)
+}
+
+/// [`body`], `usage` choosing whether a streamed request asks for usage (`stream_options`):
+/// off once the server refused the field (issue 23 item 19).
+pub fn body_with(
+    request: &LlmRequest,
+    row: &Config,
+    stream: bool,
+    usage: bool,
+    cache: &mut MessageCache,
+) -> RequestBody {
     let config = &request.config;
     let model = if config.model.is_empty() {
         row.model.as_str()
@@ -80,7 +92,7 @@ pub fn body(
     let mut head = Map::new();
     head.insert("model".into(), json!(model));
     head.insert("stream".into(), json!(stream));
-    if stream {
+    if stream && usage {
         head.insert("stream_options".into(), json!({ "include_usage": true }));
     }
     if !request.tools.is_empty() {

@@ -43,6 +43,8 @@ pub struct Shared {
     pub agent: keel_plugin_api::services::agent::AgentClient,
     /// `keel.session`.
     pub sessions: keel_plugin_api::services::session::SessionsClient,
+    /// What each parent's turn has granted its children ([`crate::budget`]).
+    pub budgets: crate::budget::Budgets,
 }
 
 /// Registers the `agent` tool, the resume listener and the unload effect that converges any
@@ -57,6 +59,7 @@ pub async fn activate(ctx: &Context, config: &SubagentConfig) -> Result<()> {
         registry: Arc::new(Registry::default()),
         agent: ctx.client::<AgentService>()?,
         sessions: ctx.client::<Sessions>()?,
+        budgets: crate::budget::Budgets::default(),
     });
     let s = Arc::clone(&shared);
     ctx.on_parallel::<Resumed, _, _>(ListenerOptions::default(), move |p| {
@@ -166,6 +169,7 @@ impl ToolExecutor for DelegateTool {
             || self.0.registry.depth_of(&call.session_id),
             |p| p.depth.max(self.0.registry.depth_of(&call.session_id)),
         );
+        let steps_left = parent.as_ref().and_then(|p| p.steps_left);
         let ephemeral = parent.is_some_and(|p| p.ephemeral);
         let checked = match check(&self.0, &call, &args, parent_depth) {
             Ok(c) => c,
@@ -189,6 +193,25 @@ impl ToolExecutor for DelegateTool {
                 ));
             }
         };
+        let configured = profile.as_ref().and_then(|(_, p)| p.max_steps);
+        let max_steps = match self
+            .0
+            .budgets
+            .grant(&call.session_id, steps_left, configured)
+        {
+            Ok(m) => m,
+            Err(e) => {
+                return Ok(ToolResult::error(
+                    SubagentCode::Limit,
+                    format!(
+                        "session '{}' has {} model request(s) left in this turn, {} of them \
+                         already granted to its child agents: too few for another child; do \
+                         this task yourself",
+                        call.session_id, e.left, e.drawn
+                    ),
+                ));
+            }
+        };
         // The child runs in a task of its own; this call only waits for its answer. When the
         // call is dropped (the parent's batch cancelled), `cancel` goes with it and the task
         // aborts and closes the child (SUB-07).
@@ -203,6 +226,7 @@ impl ToolExecutor for DelegateTool {
             profile,
             depth,
             ephemeral,
+            max_steps,
         };
         let shared = Arc::clone(&self.0);
         self.0.ctx.spawn(async move {

@@ -14,7 +14,8 @@ use keel_plugin_api::events::Json;
 use keel_plugin_api::events::subagent::{ChildEnded, ChildPoint, ChildStarted};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{
-    AgentSession, ChildMode, CreateAgent, InboxTarget, Lineage, RunReport, SendMessage,
+    AgentOverrides, AgentSession, ChildMode, CreateAgent, InboxTarget, Lineage, RunReport,
+    SendMessage,
 };
 use keel_plugin_api::services::approval::{Approval, ApprovalMode, ModeRequest, SetModeRequest};
 use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionRef};
@@ -52,6 +53,9 @@ pub struct ChildCall {
     pub depth: u32,
     /// The parent's session is kept in memory only: so is the child's.
     pub ephemeral: bool,
+    /// The child's step budget, drawn from the parent's ([`crate::budget`]; `None`: the
+    /// profile's or the loop's own).
+    pub max_steps: Option<u64>,
 }
 
 impl ChildCall {
@@ -109,7 +113,10 @@ pub async fn run(
             mode: call.args.mode,
             origin: ORIGIN.to_owned(),
         }),
-        overrides: Some(profile.overrides()),
+        overrides: Some(AgentOverrides {
+            max_steps: call.max_steps.or(profile.max_steps),
+            ..profile.overrides()
+        }),
     };
     let child = match shared.agent.create(create).await {
         Ok(c) => c.session_id,

@@ -6,8 +6,10 @@
 //! cap — and [`resident`] keeps long-lived named children with their own input queue and
 //! two-level memory ([`memory`]). Children are ordinary `keel.agent` sessions: the same loop, pipeline,
 //! approval, firewall, sandbox and hooks run inside them; this row only decides what a child
-//! is given and when it ends. The kernel knows nothing of children.
+//! is given and when it ends; an `agent` child's step budget is drawn from its parent's
+//! ([`budget`]). The kernel knows nothing of children.
 
+pub mod budget;
 pub mod config;
 pub mod delegate;
 pub mod delegate_resume;
