@@ -35,6 +35,8 @@ mod child_env;
 mod claude_files;
 mod cli_commands;
 mod cli_errors;
+/// `--patch NAME` through the config search path from any directory (issue 23 item 15).
+mod cli_patches;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
 /// A bad `context` row config is refused before any request, naming the key or file (issue 14).
