@@ -14,6 +14,7 @@ mod grammar;
 pub mod hardening;
 mod inspect;
 mod layout;
+pub mod log_lines;
 mod prescan;
 mod run;
 mod trust;
