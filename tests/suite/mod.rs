@@ -98,6 +98,8 @@ mod mcp_support;
 mod new_plugin;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.
 mod out_of_tree;
+/// Trust before the lock: a planted project layer on a locked build (issue 23 item 5).
+mod project_trust_lock;
 /// Helpers for the suites that run `proof-driver` scripts.
 mod proof;
 /// Resident children: queues, two-level memory, no residue, child→parent (issue 16 item 2).
