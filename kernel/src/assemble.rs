@@ -1,6 +1,14 @@
-//! From a resolved profile to a checked assembly: locate → lock digests → load → config
-//! schemas → facility graph → lock graph. Every step fails with an error naming its culprit,
-//! and nothing a plugin ships runs before the lock's digest check passed.
+//! From a resolved profile to a checked assembly: locate → project trust (from the lock's
+//! manifests) → lock digests → load → project trust → config schemas → facility graph → lock
+//! graph. Every step fails with an error naming its culprit, and nothing a plugin ships runs
+//! before the lock's digest check passed.
+//!
+//! Trust comes before the lock (issue 23 item 5): a planted project layer that disables the
+//! sandbox changes the graph, and reporting that as `LOCK_GRAPH … run keel lock` would tell the
+//! user to accept the attack. On a locked build the guarded keys are read from the manifests
+//! the lock recorded — data, not plugin code — so `PROJECT_UNTRUSTED` names the file and keys
+//! before any lock verdict; once the libraries are loaded the check runs again with their own
+//! manifests (a plugin the lock does not know).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,6 +22,7 @@ use crate::paths::Paths;
 use crate::runtime::RowSpec;
 use keel_config::trust;
 use keel_config::{ConfigError, ProjectLayer, ResolvedProfile, Row};
+use keel_plugin_api::sdk::{Guarded, Manifest};
 
 /// What the lock said about this assembly.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +65,9 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     } else {
         None
     };
+    if let (Some(project), Some(lock_file)) = (&profile.project, &lock_file) {
+        check_project_trust(project, |plugin| locked_guarded(lock_file, plugin))?;
+    }
     // Errors name what `keel lock --profile` takes to write the entry (issue 23 item 9).
     let lock_key = lock::LockKey::of(&profile);
     let key = lock_key.name(true);
@@ -70,7 +82,9 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     }
     let libraries = load(&located, &profile.rows)?;
     if let Some(project) = &profile.project {
-        check_project_trust(project, &libraries)?;
+        check_project_trust(project, |plugin| {
+            libraries.get(plugin).map(|l| l.manifest.guarded.clone())
+        })?;
     }
     for row in &profile.rows {
         validate_row(row, &libraries)?;
@@ -109,13 +123,12 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
 }
 
 /// ARCHITECTURE §6: an untrusted project layer may not touch what the manifests guard.
+/// `guarded` gives a plugin's declaration (`None`: unknown, only row changes count).
 fn check_project_trust(
     project: &ProjectLayer,
-    libraries: &BTreeMap<String, Arc<PluginLibrary>>,
+    guarded: impl Fn(&str) -> Option<Guarded>,
 ) -> Result<()> {
-    let changes = trust::guarded_changes(project, |plugin| {
-        libraries.get(plugin).map(|l| l.manifest.guarded.clone())
-    });
+    let changes = trust::guarded_changes(project, guarded);
     if changes.is_empty() {
         return Ok(());
     }
@@ -136,6 +149,17 @@ fn check_project_trust(
         changes: changes.join(", "),
     }
     .into())
+}
+
+/// What the manifest the lock recorded for `plugin` (in any entry) guards.
+fn locked_guarded(lock_file: &lock::LockFile, plugin: &str) -> Option<Guarded> {
+    lock_file
+        .profiles
+        .values()
+        .flat_map(|entry| entry.plugins.iter())
+        .filter(|p| p.name == plugin)
+        .find_map(|p| serde_json::from_str::<Manifest>(&p.manifest).ok())
+        .map(|m| m.guarded)
 }
 
 fn validate_row(row: &Row, libraries: &BTreeMap<String, Arc<PluginLibrary>>) -> Result<()> {

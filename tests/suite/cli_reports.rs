@@ -537,7 +537,7 @@ fn help_lists_the_subcommands_of_the_cli_contract() {
         "--profile",
         "-C <DIR>",
         "-c <ROW.KEY=VALUE>",
-        "--patch <FILE>",
+        "--patch <NAME|FILE>",
         "--output-format",
         "--ephemeral",
         "--max-turns",

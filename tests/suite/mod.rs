@@ -35,6 +35,8 @@ mod child_env;
 mod claude_files;
 mod cli_commands;
 mod cli_errors;
+/// `--patch NAME` through the config search path from any directory (issue 23 item 15).
+mod cli_patches;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
 /// A bad `context` row config is refused before any request, naming the key or file (issue 14).
@@ -98,6 +100,8 @@ mod mcp_support;
 mod new_plugin;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.
 mod out_of_tree;
+/// Trust before the lock: a planted project layer on a locked build (issue 23 item 5).
+mod project_trust_lock;
 /// Helpers for the suites that run `proof-driver` scripts.
 mod proof;
 /// Resident children: queues, two-level memory, no residue, child→parent (issue 16 item 2).

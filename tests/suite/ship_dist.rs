@@ -3,9 +3,9 @@
 //! build (`--build-dir`) and runs its `keel` from a project directory with no config path of
 //! its own, against the loopback model server's Messages endpoint.
 //!
-//! The patch is named by its path inside the tree (`share/profiles/patches/anthropic.toml`):
-//! resolving `--patch anthropic` by name is item 15's, and the lock keys a patched run by the
-//! patch's file stem, so both forms meet the same lock entry.
+//! The shipped patch is named as the README names it, `--patch anthropic`, resolved through the
+//! tree's `share/` (item 15); the lock keys a patched run by the patch's file stem, so the name
+//! and a path to a file of that stem meet the same lock entry.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,8 +23,8 @@ fn result_of(run: &Run) -> Value {
     serde_json::from_str(run.stdout.trim()).unwrap_or(Value::Null)
 }
 
-// Issue 23 item 9: `keel run --patch share/profiles/patches/anthropic.toml "task"` (the
-// README's line, default profile) passes the lock `dist` wrote and reaches the Messages API;
+// Issue 23 items 9 and 15: `keel run --patch anthropic "task"` (the README's line, default
+// profile), the patch found by name in the tree's `share/`, passes the lock `dist` wrote and reaches the Messages API;
 // the lock still refuses a graph nobody locked, under the same patch name or another one, until
 // `keel lock` records it.
 #[test]
@@ -66,7 +66,7 @@ fn issue23_item9_the_shipped_patch_runs_on_the_dist_tree_and_unlocked_graphs_sta
             LIMIT,
         )
     };
-    let run = run_with(&patch);
+    let run = run_with("anthropic");
     run.expect_code(0);
     assert_eq!(result_of(&run)["result"], "Hello from the Messages API.");
     let requests = server.anthropic_requests();

@@ -139,6 +139,17 @@ fn issue23_item14_install_puts_a_locked_keel_on_path_that_runs_from_any_director
         Some(format!("Bearer {key}").as_str())
     );
 
+    // README's Anthropic line, as written: the shipped patch by name, from the project
+    // directory, under the lock install wrote (issue 23 item 15).
+    let messages = ModelServer::start(vec![Reply::text("Hello from the Messages API.")]);
+    let anthropic = format!("llm-anthropic.base_url={}", messages.anthropic_base_url());
+    let run = env.keel_with(
+        &["run", "--patch", "anthropic", "-c", &anthropic, "task"],
+        &[("ANTHROPIC_API_KEY", "sk-ant-install-5b1e-canary".as_ref())],
+    );
+    run.expect_code(0);
+    assert_eq!(messages.anthropic_requests().len(), 1, "{}", run.stderr);
+
     // Again: the same layout, locked anew, and now PREFIX/bin is on PATH.
     let again = install(&prefix, &with_bin);
     again.expect_code(0);

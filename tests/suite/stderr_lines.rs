@@ -1,7 +1,9 @@
 //! One stderr line per failure (ARCHITECTURE §11; issue 11 item 9): text keel quotes from
 //! outside — a provider's error body, a name on the command line — is escaped onto its
 //! `keel: …` line (newlines as `\n`, terminal escapes as `\u{…}`), and the session log keeps
-//! the provider's text as it came.
+//! the provider's text as it came. Warnings and errors the kernel and plugins log are one
+//! `keel: warning: ROW: …` / `keel: error: ROW: …` line each at the default level, tracing's
+//! format only with `KEEL_LOG` (issue 23 item 16).
 
 use std::time::Duration;
 
@@ -14,13 +16,14 @@ use crate::suite::agent_support::*;
 /// A safety net for hangs, far above any run here.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// The stderr lines that start `keel:`; asserts there is exactly one and that no other stderr
-/// line carries `piece` (a fragment of the quoted text that followed a newline).
+/// The stderr lines that start `keel:` and are not log lines (a retry's
+/// `keel: warning: ROW: …` is a line of its own, issue 23 item 16); asserts there is exactly one and that no other
+/// stderr line carries `piece` (a fragment of the quoted text that followed a newline).
 fn the_one_keel_line(run: &Run, piece: &str) -> String {
     let keel: Vec<&str> = run
         .stderr
         .lines()
-        .filter(|l| l.starts_with("keel:"))
+        .filter(|l| l.starts_with("keel:") && !keel_tests::is_log_line(l))
         .collect();
     assert_eq!(keel.len(), 1, "one keel: line expected:\n{}", run.stderr);
     let quoting: Vec<&str> = run.stderr.lines().filter(|l| l.contains(piece)).collect();
@@ -136,4 +139,61 @@ fn issue11_item9_sec03_a_multiline_secret_echoed_in_an_error_stays_redacted_on_t
     for half in ["hunter2-first-half", "hunter2-second-half"] {
         assert!(!run.stderr.contains(half), "{half} leaked:\n{}", run.stderr);
     }
+}
+
+/// Whether `line` looks like tracing's full format: a timestamp first, or a level column and a
+/// module path (`WARN keel::plugin:`).
+fn tracing_format(line: &str) -> bool {
+    let stamped = line.len() > 10
+        && line.as_bytes()[4] == b'-'
+        && line.as_bytes()[..4].iter().all(u8::is_ascii_digit);
+    let levelled = [" WARN ", " ERROR ", " INFO "]
+        .iter()
+        .any(|level| line.contains(level));
+    stamped || levelled || line.contains("keel::plugin")
+}
+
+/// Issue 23 item 16: a retry (the mock server answers 500 once) is one
+/// `keel: warning: ROW: …` line at the default level — no timestamp, level column or module
+/// path on any stderr line; with `KEEL_LOG=info`, tracing's format is back.
+#[test]
+fn issue23_item16_a_retry_warning_is_one_keel_line_and_tracing_only_with_keel_log() {
+    let once = || {
+        server(vec![
+            Reply::status(500, error_body("busy", "server_error", "x")),
+            Reply::text("Recovered."),
+        ])
+    };
+    let server = once();
+    let env = agent_env(&server, "");
+    let run = env.keel_within(&["run", "--profile", "t", "hello"], LIMIT);
+    run.expect_code(0);
+    assert_eq!(server.requests().len(), 2, "no retry:\n{}", run.stderr);
+    let warnings = run.log_lines();
+    assert!(
+        warnings
+            .iter()
+            .any(|l| l.starts_with("keel: warning: agent-loop: model call failed; retrying")),
+        "no retry warning naming its row:\n{}",
+        run.stderr
+    );
+    let tracing: Vec<&str> = run.stderr.lines().filter(|l| tracing_format(l)).collect();
+    assert!(tracing.is_empty(), "tracing-format lines: {tracing:?}");
+
+    let server = once();
+    let env = agent_env(&server, "").var("KEEL_LOG", "info");
+    let run = env.keel_within(&["run", "--profile", "t", "hello"], LIMIT);
+    run.expect_code(0);
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| tracing_format(l) && l.contains("model call failed; retrying")),
+        "no tracing-format retry line with KEEL_LOG=info:\n{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("keel: warning: agent-loop"),
+        "{}",
+        run.stderr
+    );
 }

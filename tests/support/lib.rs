@@ -81,6 +81,24 @@ pub fn plugin_lib(plugin: &str) -> PathBuf {
     p
 }
 
+/// Whether `line` is a log line of the default format: `keel: warning: ROW: …` or
+/// `keel: error: ROW: …` with ROW a row id (or `kernel`). A CLI line such as
+/// `keel: warning: user layer …` or `keel: error[CODE]: …` is not.
+pub fn is_log_line(line: &str) -> bool {
+    let Some(rest) = line
+        .strip_prefix("keel: warning: ")
+        .or_else(|| line.strip_prefix("keel: error: "))
+    else {
+        return false;
+    };
+    rest.split_once(": ").is_some_and(|(row, _)| {
+        !row.is_empty()
+            && row
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    })
+}
+
 /// Outcome of one `keel` invocation.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -162,12 +180,19 @@ impl Run {
         line
     }
 
-    /// The non-empty stderr lines that are not tracing output.
+    /// The `keel: …` stderr lines the CLI and drivers print: not tracing output, and not the
+    /// kernel's and plugins' log lines ([`is_log_line`]).
     pub fn error_lines(&self) -> Vec<&str> {
         self.stderr
             .lines()
-            .filter(|l| l.starts_with("keel: "))
+            .filter(|l| l.starts_with("keel: ") && !is_log_line(l))
             .collect()
+    }
+
+    /// The kernel's and plugins' warnings and errors as the default log format prints them:
+    /// `keel: warning: ROW: …` / `keel: error: ROW: …` (issue 23 item 16).
+    pub fn log_lines(&self) -> Vec<&str> {
+        self.stderr.lines().filter(|l| is_log_line(l)).collect()
     }
 }
 

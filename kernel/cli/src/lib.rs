@@ -14,6 +14,7 @@ mod grammar;
 pub mod hardening;
 mod inspect;
 mod layout;
+pub mod log_lines;
 mod prescan;
 mod run;
 mod trust;
@@ -127,8 +128,9 @@ pub struct ProfileArgs {
     /// Set one key of one row: ROW.KEY=VALUE (VALUE is TOML, else a string).
     #[arg(short = 'c', value_name = "ROW.KEY=VALUE")]
     overrides: Vec<String>,
-    /// Apply a patch layer file (repeatable, in order).
-    #[arg(long = "patch", value_name = "FILE")]
+    /// Apply a patch layer: a NAME from profiles/patches/ in the config roots or $KEEL_HOME,
+    /// or a FILE path (repeatable, in order).
+    #[arg(long = "patch", value_name = "NAME|FILE")]
     patches: Vec<PathBuf>,
     /// Let the project layer change security-relevant settings without a `keel trust` record
     /// (for CI, where the checkout is the trusted input).

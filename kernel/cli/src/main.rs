@@ -1,6 +1,7 @@
 //! The `keel` binary: first the process hardening (non-dumpable, before any plugin runs), then
 //! the output guard on descriptors 1 and 2 (SEC-03: everything the process prints passes the
-//! redactions plugins register), tracing to stderr (filter from `KEEL_LOG`), then the CLI.
+//! redactions plugins register), tracing to stderr (one `keel: warning: ROW: …` line per
+//! warning or error, tracing's format only with `KEEL_LOG`: `log_lines`), then the CLI.
 //! Every way out goes through `finish`, so no buffered line is lost.
 
 use keel_output_guard::OutputGuard;
@@ -9,13 +10,7 @@ fn main() {
     let hardening = keel_cli::hardening::harden();
     let (guard, mut warnings) = OutputGuard::install();
     warnings.extend(hardening);
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(keel_output_guard::redact::RedactingStderr)
-        .with_target(true)
-        .init();
+    keel_cli::log_lines::install();
     for warning in warnings {
         tracing::warn!("{warning}");
     }

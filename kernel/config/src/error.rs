@@ -101,6 +101,14 @@ pub enum ConfigError {
     #[error("patch file {path} does not exist", path = .path.display())]
     MissingPatch { path: PathBuf },
 
+    /// A `--patch NAME` found in none of the config roots nor `$KEEL_HOME`.
+    #[error("unknown patch '{patch}' (searched {searched})")]
+    UnknownPatch {
+        patch: String,
+        /// The `profiles/patches/<name>.toml` candidates tried, comma-separated.
+        searched: String,
+    },
+
     /// `$KEEL_HOME/trusted-projects.json` is unreadable, malformed or of another format.
     #[error("{path}: {reason}", path = .path.display())]
     TrustFile { path: PathBuf, reason: String },
@@ -136,7 +144,9 @@ impl ConfigError {
             ConfigError::DuplicateBundle { .. } => ConfigCode::DuplicateBundle.code(),
             ConfigError::DuplicateRow { .. } => ConfigCode::DuplicateRow.code(),
             ConfigError::BadOverride { .. } => ConfigCode::BadOverride.code(),
-            ConfigError::MissingPatch { .. } => ConfigCode::MissingPatch.code(),
+            ConfigError::MissingPatch { .. } | ConfigError::UnknownPatch { .. } => {
+                ConfigCode::MissingPatch.code()
+            }
             ConfigError::TrustFile { .. } => ConfigCode::TrustFile.code(),
             ConfigError::ProjectUntrusted { .. } => ConfigCode::ProjectUntrusted.code(),
         }

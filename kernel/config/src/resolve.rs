@@ -107,14 +107,10 @@ pub fn resolve_profile(
         });
     }
 
-    // 5. `--patch` files, which must exist.
+    // 5. `--patch` files, which must exist; a bare name is looked up like a profile.
     for patch in &sources.patches {
-        if !patch.exists() {
-            return Err(ConfigError::MissingPatch {
-                path: patch.clone(),
-            });
-        }
-        apply_file(&mut resolved, LayerKind::Patch, patch)?;
+        let patch = locate_patch(patch, sources)?;
+        apply_file(&mut resolved, LayerKind::Patch, &patch)?;
     }
 
     // 6. `-c` overrides.
@@ -147,6 +143,32 @@ fn locate_profile(profile: &str, roots: &[PathBuf]) -> Result<(String, PathBuf),
         Some(path) => Ok((profile.to_owned(), path.clone())),
         None => Err(ConfigError::UnknownProfile {
             profile: profile.to_owned(),
+            searched: searched(&candidates),
+        }),
+    }
+}
+
+/// The file a `--patch` argument names (issue 23 item 15). A path (it contains `/` or ends in
+/// `.toml`) is itself and must exist. A bare name is `profiles/patches/<name>.toml` in each
+/// config root in order, then in the user config root `$KEEL_HOME` — the shipped and the user's
+/// patches, found from any directory, as `--profile` finds profiles.
+pub fn locate_patch(patch: &Path, sources: &ConfigSources) -> Result<PathBuf, ConfigError> {
+    let text = patch.to_string_lossy();
+    if names_a_file(&text) || text.is_empty() {
+        if !patch.exists() {
+            return Err(ConfigError::MissingPatch {
+                path: patch.to_path_buf(),
+            });
+        }
+        return Ok(patch.to_path_buf());
+    }
+    let mut roots = sources.roots.clone();
+    roots.extend(sources.keel_home.iter().cloned());
+    let candidates = candidates(&roots, "profiles/patches", &text);
+    match candidates.iter().find(|p| p.is_file()) {
+        Some(path) => Ok(path.clone()),
+        None => Err(ConfigError::UnknownPatch {
+            patch: text.into_owned(),
             searched: searched(&candidates),
         }),
     }

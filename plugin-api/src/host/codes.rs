@@ -27,7 +27,7 @@ crate::error_codes! {
         DuplicateRow = "CONFIG_DUPLICATE_ROW", by "the kernel (config)", retry Changed;
         /// A malformed `-c ROW.KEY=VALUE` argument, or one that cannot be applied.
         BadOverride = "CONFIG_BAD_OVERRIDE", by "the kernel (config)", retry Changed;
-        /// A `--patch FILE` that does not exist.
+        /// A `--patch FILE` that does not exist, or a `--patch NAME` in no config root.
         MissingPatch = "CONFIG_MISSING_PATCH", by "the kernel (config)", retry Changed;
         /// `$KEEL_HOME/trusted-projects.json` is unreadable, malformed or of another format.
         TrustFile = "TRUST_FILE", by "the kernel (project trust)", retry Changed;
