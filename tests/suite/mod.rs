@@ -160,6 +160,8 @@ mod stream_durable;
 mod stream_input;
 /// The stdin-driven conversation helper (issue 16 item 4).
 mod stream_input_support;
+/// A message and an interrupt in one write, bad and huge stdin lines (issue 23 item 7).
+mod stream_race;
 /// Workspace structure rules (the kernel depends on no plugin).
 mod structure;
 /// Children that fail, time out, step outside their tool set or meet approval (issue 16).

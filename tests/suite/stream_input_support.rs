@@ -80,6 +80,13 @@ impl Conversation {
         stdin.flush().expect("flush keel's stdin");
     }
 
+    /// Writes raw bytes on keel's stdin (not necessarily UTF-8).
+    pub fn write_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).expect("write to keel's stdin");
+        stdin.flush().expect("flush keel's stdin");
+    }
+
     /// A user message in Claude Code's shape.
     pub fn user(&mut self, text: &str) {
         self.write(&user_line(text));

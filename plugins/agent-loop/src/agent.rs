@@ -235,6 +235,18 @@ impl Agent {
         sent
     }
 
+    /// `abort`: the work in hand — a running turn, or a message already sent that no turn
+    /// has taken yet — ends `aborted{user}` at its next boundary. An idle agent has nothing
+    /// to abort; the flag is not left set for a later message (issue 23 item 7: the flag used
+    /// to be cleared when the next turn started, so an interrupt right after a message was
+    /// lost when the turn started after it).
+    pub fn request_abort(&self) {
+        let st = self.state();
+        if st.running || !self.sched.is_empty() || st.steer_pending {
+            self.aborted.store(true, Ordering::Release);
+        }
+    }
+
     /// Takes every input the scheduler holds, in run order, suspended tasks marked (SUB-02:
     /// the caller decides where they go). The running turn goes on.
     pub fn take_pending(&self) -> PendingInputs {
@@ -372,8 +384,10 @@ impl Agent {
                 }
                 continue;
             };
+            let ran = crate::turn::run(self, seams, first).await;
+            // An abort is spent by the turn it ended (or that ended on its own meanwhile).
             self.aborted.store(false, Ordering::Release);
-            if let Err(e) = crate::turn::run(self, seams, first).await {
+            if let Err(e) = ran {
                 // The session itself refused a write: nothing more can be logged for it.
                 tracing::error!(session = %self.session_id, code = %e.code, "agent stopped: {}", e.message);
                 let mut st = self.state();

@@ -18,7 +18,6 @@ mod seams;
 mod turn;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use keel_plugin_api::events::agent as ev;
@@ -220,7 +219,7 @@ impl AgentProvider for Served {
 
     async fn abort(&self, request: AgentSession) -> Result<()> {
         let agent = self.0.agent(&request.session_id)?;
-        agent.aborted.store(true, Ordering::Release);
+        agent.request_abort();
         self.0.seams.cancel_tools(&request.session_id).await
     }
 

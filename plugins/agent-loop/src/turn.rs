@@ -181,6 +181,7 @@ impl Turn<'_> {
         claimed.extend(self.agent.claim_next_step());
         loop {
             if self.aborted() {
+                self.unanswered(std::mem::take(&mut claimed)).await?;
                 return Ok(json!({ "kind": "aborted", "reason": { "kind": "user" } }));
             }
             if let Some(max) = self.agent.max_turns
@@ -229,6 +230,25 @@ impl Turn<'_> {
                 }
             }
         }
+    }
+
+    /// Messages claimed for a step the abort ended before it was sent: logged in a step of
+    /// their own, answered by nothing, so what the user sent is never dropped (issue 23 item
+    /// 7). The turn's end closes the step.
+    async fn unanswered(&mut self, claimed: Vec<InboxMessage>) -> Result<()> {
+        if claimed.is_empty() {
+            return Ok(());
+        }
+        self.append(
+            "step/start",
+            json!({ "turn": self.turn, "step": self.step }),
+        )
+        .await?;
+        self.step_open = true;
+        for m in &claimed {
+            self.append("user/message", m.to_json()).await?;
+        }
+        Ok(())
     }
 
     fn max_steps(&self) -> u64 {

@@ -6,14 +6,16 @@
 //! `stream-json` output every idle interval prints its result object as it ends, so a
 //! consumer sees each answer without waiting for the end.
 //!
-//! Lines are read on a std thread of their own (stdin blocks), handed over through a channel;
+//! Lines are read on a std thread of their own (stdin blocks), each held to 16 MiB
+//! ([`crate::lines`]: a longer line or one that is not UTF-8 is skipped by number, and input
+//! goes on), handed over through a bounded channel;
 //! the loop waits on the next line, the agent's idle and the kernel's stop requests at once.
 
 use std::io::BufRead;
 use std::pin::Pin;
 
 use futures::channel::mpsc;
-use futures::{Future, FutureExt as _, StreamExt as _};
+use futures::{Future, FutureExt as _, SinkExt as _, StreamExt as _};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{AgentSession, InboxTarget, RunReport, SendMessage};
 use keel_plugin_api::services::driver::DriverInterrupt;
@@ -22,23 +24,36 @@ use keel_plugin_api::services::session::SessionRef;
 use super::{Run, print_result, to_report};
 use crate::format::{self, OutputFormat};
 use crate::input::{self, InputLine};
+use crate::lines::{self, Line};
 
 /// Opens stdin as lines (run on the reader thread).
 pub type LineSource = Box<dyn FnOnce() -> Box<dyn BufRead + Send> + Send>;
 
-/// One line read: its number (from 1) and text, or the read error that ended the stream.
-type Read = (u64, std::io::Result<String>);
+/// One line read: its number (from 1) and what it held, or the read error that ended the
+/// stream.
+type Read = (u64, std::io::Result<Line>);
 
-/// Starts the reader thread; the channel closes at end of input.
-fn spawn_reader(source: LineSource) -> std::io::Result<mpsc::UnboundedReceiver<Read>> {
-    let (tx, rx) = mpsc::unbounded();
+/// Lines read ahead of the loop at most: with the line cap, what input can hold in memory.
+const READ_AHEAD: usize = 2;
+
+/// Starts the reader thread; the channel closes at end of input. Lines are bounded
+/// ([`lines::next_line`]) and so is the hand-over, so a flood of input waits on stdin.
+fn spawn_reader(source: LineSource) -> std::io::Result<mpsc::Receiver<Read>> {
+    let (mut tx, rx) = mpsc::channel(READ_AHEAD);
     std::thread::Builder::new()
         .name("keel-headless-input".to_owned())
         .spawn(move || {
-            let reader = source();
-            for (i, line) in reader.lines().enumerate() {
-                let failed = line.is_err();
-                if tx.unbounded_send((i as u64 + 1, line)).is_err() || failed {
+            let mut reader = source();
+            let mut n = 0u64;
+            loop {
+                let read = lines::next_line(&mut *reader);
+                n += 1;
+                let (item, last) = match read {
+                    Ok(None) => return,
+                    Ok(Some(line)) => (Ok(line), false),
+                    Err(e) => (Err(e), true),
+                };
+                if futures::executor::block_on(tx.send((n, item))).is_err() || last {
                     return;
                 }
             }
@@ -138,10 +153,15 @@ impl Run<'_> {
                         ));
                         lines = None;
                     }
-                    Some((n, Ok(text))) => {
+                    Some((n, Ok(Line::Text(text)))) => {
                         if self.line(id, n, &text).await && idle.is_none() {
                             idle = Some(Box::pin(agent.wait_idle(AgentSession::new(id))));
                         }
+                    }
+                    Some((n, Ok(refused))) => {
+                        let why = refused.refusal().unwrap_or_default();
+                        self.feed
+                            .err(format::usage_line(&format!("stdin line {n} skipped: {why}")));
                     }
                 },
             }

@@ -8,6 +8,7 @@
 //! - [`run`]: the flow (prompt, create/resume, send, wait, close, exit code);
 //! - [`format`]: every line printed, per `--output-format` (the public contract);
 //! - [`input`]: the stdin lines of `--input-format stream-json` (messages while running);
+//! - [`lines`]: reading those lines with a size cap, skipping ones that are not UTF-8;
 //! - [`feed`]: the output thread and the ordered `session/event` feed for stream-json, each
 //!   event held until `session/durable` says it is stored;
 //! - [`interrupt`]: the kernel's `interrupt` (SIGINT, SIGTERM, SIGHUP) → `abort`;
@@ -25,6 +26,7 @@ pub mod feed;
 pub mod format;
 pub mod input;
 pub mod interrupt;
+pub mod lines;
 pub mod profile;
 pub mod run;
 

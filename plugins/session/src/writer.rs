@@ -11,6 +11,12 @@
 //!   (`tracing::error`), kept as [`Writer::last_error`] and returned by `flush`. Automatic
 //!   retry pauses until the next `push` (which arms a fresh window) or an explicit `flush`.
 //! - Writes never overlap (one async lock), so the store always sees contiguous batches.
+//! - A write cannot be cancelled halfway (issue 23 item 7). The batch, the store call and the
+//!   bookkeeping after it (the durable seq, the pending queue, the hook) are one shared future
+//!   kept in the state: a caller dropped while it runs — a turn aborted inside its checkpoint
+//!   flush — leaves it there, and the next writer, window or flush finishes it before anything
+//!   else is written. Without that the dropped batch left `durable_next` behind the store and
+//!   every later append was refused `SESSION_SEQ`.
 //! - After every successful write the [`DurableHook`], if set, hears the last durable seq
 //!   (the plugin emits `session/durable` from it, so the stream-json feed prints an event only
 //!   once it is stored).
@@ -19,16 +25,29 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use futures::FutureExt as _;
+use futures::future::Shared;
+
 use keel_plugin_api::services::session::{EventRecord, SessionHeader};
 
 use crate::error::Result;
-use crate::store::{Store, StoreAppend, Timer};
+use crate::store::{BoxFut, Store, StoreAppend, Timer};
 
 /// Default batching window.
 pub const DEFAULT_DELAY_MS: u64 = 200;
 
 /// Told `(session_id, last durable seq)` after every successful durable write.
 pub type DurableHook = Arc<dyn Fn(&str, u64) + Send + Sync>;
+
+/// A batch write under way; every clone awaits the same store call.
+#[derive(Clone)]
+struct Flight(Shared<BoxFut<Result<()>>>);
+
+impl std::fmt::Debug for Flight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Flight")
+    }
+}
 
 #[derive(Debug, Default)]
 struct State {
@@ -45,6 +64,8 @@ struct State {
     generation: u64,
     paused: bool,
     last_error: Option<crate::error::SessionError>,
+    /// The write in progress, if any: taken out of `pending`, not yet settled.
+    in_flight: Option<Flight>,
 }
 
 struct Inner {
@@ -156,31 +177,47 @@ impl Writer {
         self.write_batch().await
     }
 
-    /// Writes everything pending as one batch (caller holds `io`).
+    /// Writes everything pending as one batch (caller holds `io`). A write a dropped caller
+    /// left in flight is finished first; its failure is this call's.
     async fn write_batch(&self) -> Result<()> {
-        let (batch, header, expected) = {
+        let left = self.state().in_flight.clone();
+        if let Some(Flight(f)) = left {
+            f.await?;
+        }
+        let flight = {
             let mut st = self.state();
             if st.pending.is_empty() {
                 return Ok(());
             }
             let batch: Vec<Arc<EventRecord>> = st.pending.drain(..).collect();
-            (batch, st.header.clone(), st.durable_next)
+            let req = StoreAppend {
+                session_id: self.inner.session_id.clone(),
+                header: st.header.clone(),
+                events: batch,
+                expected_next_seq: st.durable_next,
+            };
+            let this = self.clone();
+            let fut: BoxFut<Result<()>> = Box::pin(async move { this.settle(req).await });
+            let flight = Flight(fut.shared());
+            st.in_flight = Some(flight.clone());
+            flight
         };
-        let req = StoreAppend {
-            session_id: self.inner.session_id.clone(),
-            header,
-            events: batch.clone(),
-            expected_next_seq: expected,
-        };
+        flight.0.await
+    }
+
+    /// One store call and its bookkeeping, run to the end by whoever polls the flight.
+    async fn settle(&self, req: StoreAppend) -> Result<()> {
+        let batch = req.events.clone();
         let result = self.inner.store.append(req).await;
         let mut st = self.state();
+        st.in_flight = None;
         match result {
             Ok(next) => {
                 st.durable_next = next;
                 st.header = None;
                 st.last_error = None;
                 drop(st);
-                // Still under `io`: the hook hears durable seqs in order.
+                // Flights run one at a time: the hook hears durable seqs in order.
                 if let (Some(hook), Some(last)) = (self.inner.on_durable.get(), next.checked_sub(1))
                 {
                     hook(&self.inner.session_id, last);
@@ -216,7 +253,8 @@ impl Writer {
             {
                 let mut st = self.state();
                 st.window = None;
-                if st.pending.is_empty() || st.durable_next >= target {
+                let idle = st.pending.is_empty() && st.in_flight.is_none();
+                if idle || st.durable_next >= target {
                     let rest = !st.pending.is_empty();
                     let durable = st.durable_next.checked_sub(1);
                     drop(st);
@@ -408,6 +446,37 @@ mod tests {
             "flush covers the in-flight batch and what followed"
         );
         assert_eq!(mem.stored("w").len(), 12);
+    }
+
+    // Issue 23 item 7: a flush dropped while its write is in flight (a turn aborted in its
+    // checkpoint) loses nothing — the next flush finishes that write first, so the store sees
+    // contiguous seqs and no later batch is refused.
+    #[tokio::test]
+    async fn ses04_a_flush_dropped_mid_write_loses_nothing() {
+        let mem = MemStore::new();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let store = GatedStore {
+            inner: mem.clone(),
+            gate: Arc::clone(&gate),
+        };
+        let w = Writer::new(
+            "w",
+            Some(header()),
+            0,
+            Arc::new(store),
+            Arc::new(TokioTimer),
+            Duration::from_secs(60),
+        );
+        w.push(&evs(0..3));
+        let dropped = tokio::time::timeout(Duration::from_millis(30), w.flush()).await;
+        assert!(dropped.is_err(), "the gated write was still in flight");
+        assert_eq!(w.pending(), 0, "the batch left the queue for the store");
+        w.push(&evs(3..5));
+        gate.add_permits(100);
+        assert_eq!(w.flush().await.unwrap(), Some(4));
+        let seqs: Vec<u64> = mem.stored("w").iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [0, 1, 2, 3, 4]);
+        assert!(w.last_error().is_none());
     }
 
     // Issue 10 item 6: the hook hears the last durable seq after each durable write — never
