@@ -291,12 +291,16 @@ fn output_formats_and_stdin_prompt() {
     assert_eq!(last["result"], "five");
     assert_eq!(last["num_turns"], 1);
     assert!(last["usage"]["input_tokens"].as_u64().is_some());
+    // Between them: keel's event lines, and Claude Code's message lines beside them (issue
+    // 23 item 13).
     let seqs: Vec<u64> = lines[1..lines.len() - 1]
         .iter()
-        .map(|l| {
-            assert_eq!(l["type"], "event");
-            l["event"]["seq"].as_u64().unwrap()
+        .filter(|l| {
+            let kind = l["type"].as_str().unwrap_or_default();
+            assert!(["event", "assistant", "user"].contains(&kind), "{l}");
+            kind == "event"
         })
+        .map(|l| l["event"]["seq"].as_u64().unwrap())
         .collect();
     assert_eq!(
         seqs,

@@ -153,6 +153,8 @@ mod signals;
 mod small_models;
 /// One stderr line per failure, whatever the quoted text holds (issue 11 item 9, §11).
 mod stderr_lines;
+/// keel's stream-json through the real Claude Agent SDK parser (issue 23 item 13).
+mod stream_claude;
 /// stream-json prints an event only once it is durable (issue 10 item 6, SES-04).
 mod stream_durable;
 /// `keel run --input-format stream-json`: messages, steers and interrupts on stdin (issue 16

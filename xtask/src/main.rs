@@ -17,6 +17,7 @@ mod errors_doc;
 mod install;
 mod mcp_servers;
 mod new_plugin;
+mod python_deps;
 mod shell;
 mod test;
 mod tidy;
@@ -48,6 +49,7 @@ commands:
                          write a new out-of-tree plugin crate (tool, typed config, listener, tests)
   demo [TASK]            build, then run the offline `demo` profile in target/xtask-demo/work
   compat [--keep]        keel against a real llama.cpp server and a small model (not in CI; minutes)
+  claude-sdk             pip install the pinned claude-agent-sdk into target/claude-sdk-venv
   help                   this message
 ";
 
@@ -84,6 +86,7 @@ fn dispatch(args: &[String]) -> Result {
         "ci" => ci::run(rest),
         "demo" => demo::run(rest),
         "compat" => compat::run(rest),
+        "claude-sdk" => python_deps::run(rest),
         "new-plugin" => new_plugin::run(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");

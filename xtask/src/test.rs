@@ -25,6 +25,8 @@ pub fn run(args: &[String]) -> Result {
     build::workspace(Profile::Debug)?;
     // The real MCP servers the mcp suites need (issue 15): missing ones fail those tests.
     crate::mcp_servers::install()?;
+    // The real Claude Agent SDK the stream suite parses with (issue 23 item 13).
+    crate::python_deps::install()?;
 
     let nextest = shell::probe(&mut shell::cargo(["nextest", "--version"]));
     let mut failed = Vec::new();

@@ -325,6 +325,13 @@ pub struct RunReport {
     /// [`RunReport::usage`] holds only what the other answers reported (issue 11 item 5).
     #[serde(default)]
     pub usage_unknown_calls: u64,
+    /// Model requests of the interval that got an answer or an error (Claude Code's
+    /// `num_turns` counts these, not keel's turns; issue 23 item 13).
+    #[serde(default)]
+    pub model_requests: u64,
+    /// Wall time spent waiting on those requests, in ms (the result's `duration_api_ms`).
+    #[serde(default)]
+    pub api_ms: u64,
 }
 
 impl RunReport {

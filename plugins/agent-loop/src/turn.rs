@@ -373,7 +373,14 @@ impl Turn<'_> {
         };
         self.agent.state().requests += 1;
         self.task.requests += 1;
-        let response = self.stream_or_abort(request).await?;
+        let asked = std::time::Instant::now();
+        let response = self.stream_or_abort(request).await;
+        {
+            let mut st = self.agent.state();
+            st.report.model_requests += 1;
+            st.report.api_ms += u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX);
+        }
+        let response = response?;
         let Some(response) = response else {
             return Ok(StepEnd::End(
                 json!({ "kind": "aborted", "reason": { "kind": "user" } }),

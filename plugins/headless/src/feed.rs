@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::channel::oneshot;
 
-use crate::format;
+use crate::{claude, format};
 
 /// Where lines go. The real one is stdout/stderr; tests capture.
 pub trait Sink: Send + 'static {
@@ -84,6 +84,8 @@ enum Msg {
         child_session: String,
         lineage: Lineage,
     },
+    /// The model name Claude Code's `assistant` lines carry.
+    Model(String),
     Out(String),
     Err(String),
     Finish(oneshot::Sender<()>),
@@ -311,6 +313,11 @@ impl Feed {
         }
     }
 
+    /// Names the model for Claude Code's `assistant` lines (issue 23 item 13).
+    pub fn set_model(&self, model: String) {
+        let _ = self.tx.send(Msg::Model(model));
+    }
+
     /// Queues a stdout line.
     pub fn out(&self, line: String) {
         let _ = self.tx.send(Msg::Out(line));
@@ -338,6 +345,9 @@ struct Pump {
     sink: Box<dyn Sink>,
     options: FeedOptions,
     stdout_ok: bool,
+    /// The run's session: every Claude Code line names it.
+    root: String,
+    model: String,
 }
 
 impl Pump {
@@ -359,6 +369,19 @@ impl Pump {
                 ),
             };
             self.out(&line);
+            // Claude Code's counterpart, for consumers written against it (issue 23 item 13).
+            let origin = claude::Origin {
+                session_id: if self.root.is_empty() {
+                    &n.session_id
+                } else {
+                    &self.root
+                },
+                parent_tool_use_id: child.map(|l| l.parent_call_id.as_str()),
+                model: &self.model,
+            };
+            for line in claude::message_lines(&n.record, origin) {
+                self.out(&line);
+            }
         }
         // Progress lines stay the root's: a child's tool calls would read as the run's own.
         if child.is_none()
@@ -489,6 +512,8 @@ fn pump(rx: mpsc::Receiver<Msg>, sink: Box<dyn Sink>, options: FeedOptions) {
         sink,
         options,
         stdout_ok: true,
+        root: String::new(),
+        model: String::new(),
     };
     let mut streams = Streams::default();
     while let Ok(msg) = rx.recv() {
@@ -503,6 +528,7 @@ fn pump(rx: mpsc::Receiver<Msg>, sink: Box<dyn Sink>, options: FeedOptions) {
                 if let Some(init) = init {
                     p.out(&init);
                 }
+                p.root.clone_from(&session_id);
                 streams.open(&mut p, &session_id, None, first_seq);
                 // Only the run's own tree is ever printed: what was held for other sessions
                 // goes, and children are named from now on.
@@ -516,6 +542,7 @@ fn pump(rx: mpsc::Receiver<Msg>, sink: Box<dyn Sink>, options: FeedOptions) {
                     streams.open(&mut p, &child_session, Some(lineage), None);
                 }
             }
+            Msg::Model(model) => p.model = model,
             Msg::Out(line) => p.out(&line),
             Msg::Err(line) => p.sink.err(&line),
             Msg::Finish(done) => {

@@ -91,8 +91,39 @@ pub fn usage_line(message: &str) -> String {
     error_line("USAGE", message)
 }
 
-/// The stream-json first line.
-pub fn init_line(session_id: &str, profile: &str, cwd: &str) -> String {
+/// What `system/init` tells a consumer about the run besides its session (issue 23 item 13,
+/// Claude Code's keys).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InitInfo {
+    /// The tools the model is offered, by name.
+    pub tools: Vec<String>,
+    /// The MCP servers whose tools are among them (`mcp__<server>__<tool>`).
+    pub mcp_servers: Vec<String>,
+    /// The model of the default provider (empty when unknown).
+    pub model: String,
+    /// keel's approval mode (`never`, `ask`; empty when no approval row runs).
+    pub approval: String,
+}
+
+impl InitInfo {
+    /// Claude Code's `permissionMode` for keel's approval mode: `never` asks nothing
+    /// (`bypassPermissions`), `ask` asks before mutating calls (`default`).
+    pub fn permission_mode(&self) -> &'static str {
+        match self.approval.as_str() {
+            "ask" => "default",
+            _ => "bypassPermissions",
+        }
+    }
+}
+
+/// The stream-json first line: keel's keys, and Claude Code's `tools`, `mcp_servers`, `model`,
+/// `permissionMode`.
+pub fn init_line(session_id: &str, profile: &str, cwd: &str, info: &InitInfo) -> String {
+    let servers: Vec<Value> = info
+        .mcp_servers
+        .iter()
+        .map(|name| json!({"name": name, "status": "connected"}))
+        .collect();
     json!({
         "type": "system",
         "subtype": "init",
@@ -100,6 +131,11 @@ pub fn init_line(session_id: &str, profile: &str, cwd: &str) -> String {
         "session_id": session_id,
         "profile": profile,
         "cwd": cwd,
+        "tools": info.tools,
+        "mcp_servers": servers,
+        "model": info.model,
+        "permissionMode": info.permission_mode(),
+        "approval": info.approval,
     })
     .to_string()
 }
@@ -135,19 +171,40 @@ pub fn completed(report: &RunReport) -> bool {
     report.reason_kind() == "completed"
 }
 
-/// The result object (`json`, and the last `stream-json` line).
+/// The result's `subtype`, as Claude Code names it: `success`, `error_max_turns` (a turn or
+/// step limit ended it) or `error_during_execution` (any other end).
+pub fn result_subtype(report: &RunReport) -> &'static str {
+    match report.reason_kind() {
+        "completed" => "success",
+        "max-turns" | "max-steps" => "error_max_turns",
+        _ => "error_during_execution",
+    }
+}
+
+/// The result object (`json`, and the last `stream-json` line), in Claude Code's shape
+/// (issue 23 item 13) plus keel's `turn_end_reason` and `keel_turns`. `num_turns` counts model
+/// requests, as Claude Code's does; `total_cost_usd` is `null` (keel keeps no price list).
 pub fn result_object(report: &RunReport, duration_ms: u64) -> Value {
     let ok = completed(report);
+    let stop_reason = match report.reason_kind() {
+        "completed" => json!("end_turn"),
+        "max-tokens" => json!("max_tokens"),
+        _ => Value::Null,
+    };
     json!({
         "type": "result",
-        "subtype": if ok { "success" } else { "error" },
+        "subtype": result_subtype(report),
         "is_error": !ok,
         "session_id": report.session_id,
-        "num_turns": report.num_turns,
+        "num_turns": report.model_requests,
+        "keel_turns": report.num_turns,
         "result": report.result,
+        "stop_reason": stop_reason,
         "turn_end_reason": report.reason_kind(),
         "usage": usage_object(report),
+        "total_cost_usd": null,
         "duration_ms": duration_ms,
+        "duration_api_ms": report.api_ms,
     })
 }
 
@@ -273,6 +330,8 @@ mod tests {
         RunReport {
             session_id: "s1".to_owned(),
             num_turns: 2,
+            model_requests: 3,
+            api_ms: 900,
             turn_end_reason: reason,
             result: "All done.".to_owned(),
             usage: Usage {
@@ -304,8 +363,23 @@ mod tests {
     #[test]
     fn surf01_init_line_golden() {
         assert_eq!(
-            init_line("s1", "default", "/work"),
-            r#"{"type":"system","subtype":"init","schema_version":1,"session_id":"s1","profile":"default","cwd":"/work"}"#
+            init_line("s1", "default", "/work", &InitInfo::default()),
+            r#"{"type":"system","subtype":"init","schema_version":1,"session_id":"s1","profile":"default","cwd":"/work","tools":[],"mcp_servers":[],"model":"","permissionMode":"bypassPermissions","approval":""}"#
+        );
+        let info = InitInfo {
+            tools: vec!["read_file".into(), "mcp__time__now".into()],
+            mcp_servers: vec!["time".into()],
+            model: "m".into(),
+            approval: "ask".into(),
+        };
+        let v: Value = serde_json::from_str(&init_line("s1", "p", "/w", &info)).unwrap();
+        assert_eq!(
+            v["mcp_servers"],
+            json!([{"name": "time", "status": "connected"}])
+        );
+        assert_eq!(
+            (v["model"].as_str(), v["permissionMode"].as_str()),
+            (Some("m"), Some("default"))
         );
     }
 
@@ -327,7 +401,7 @@ mod tests {
         let r = report(json!({"kind": "completed"}));
         assert_eq!(
             result_object(&r, 1234).to_string(),
-            r#"{"type":"result","subtype":"success","is_error":false,"session_id":"s1","num_turns":2,"result":"All done.","turn_end_reason":"completed","usage":{"input_tokens":30,"output_tokens":7},"duration_ms":1234}"#
+            r#"{"type":"result","subtype":"success","is_error":false,"session_id":"s1","num_turns":3,"keel_turns":2,"result":"All done.","stop_reason":"end_turn","turn_end_reason":"completed","usage":{"input_tokens":30,"output_tokens":7},"total_cost_usd":null,"duration_ms":1234,"duration_api_ms":900}"#
         );
         assert_eq!(exit_code(&r), 0);
         assert_eq!(turn_failure_line(&r), None);
@@ -341,7 +415,7 @@ mod tests {
         );
         assert_eq!(
             result_object(&r, 5).to_string(),
-            r#"{"type":"result","subtype":"error","is_error":true,"session_id":"s1","num_turns":2,"result":"All done.","turn_end_reason":"error","usage":{"input_tokens":30,"output_tokens":7},"duration_ms":5}"#
+            r#"{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"s1","num_turns":3,"keel_turns":2,"result":"All done.","stop_reason":null,"turn_end_reason":"error","usage":{"input_tokens":30,"output_tokens":7},"total_cost_usd":null,"duration_ms":5,"duration_api_ms":900}"#
         );
         assert_eq!(exit_code(&r), 1);
         assert_eq!(

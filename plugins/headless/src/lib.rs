@@ -9,6 +9,7 @@
 //! - [`format`]: every line printed, per `--output-format` (the public contract);
 //! - [`input`]: the stdin lines of `--input-format stream-json` (messages while running);
 //! - [`lines`]: reading those lines with a size cap, skipping ones that are not UTF-8;
+//! - [`claude`]: Claude Code's `assistant`/`user` message lines beside the `event` lines;
 //! - [`feed`]: the output thread and the ordered `session/event` feed for stream-json, each
 //!   event held until `session/durable` says it is stored;
 //! - [`interrupt`]: the kernel's `interrupt` (SIGINT, SIGTERM, SIGHUP) → `abort`;
@@ -22,6 +23,7 @@
 //! abort, wait for the turn to close, close and flush, print the result), so an interrupted
 //! run is flushed and its output complete either way.
 
+pub mod claude;
 pub mod feed;
 pub mod format;
 pub mod input;
@@ -43,10 +45,13 @@ use keel_plugin_api::services::approval::Approval;
 use keel_plugin_api::services::driver::{
     Driver, DriverInterrupt, DriverInvocation, DriverOutcome, DriverProvider,
 };
+use keel_plugin_api::services::llm::Llm;
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::session::Sessions;
+use keel_plugin_api::services::tools::{ListRequest, Tools};
 
 use crate::feed::{Hub, Lineage, Notice, Sink as _, StdSink};
+use crate::format::InitInfo;
 use crate::interrupt::{Interrupts, Stops};
 use crate::run::{Active, RunEnv, Services};
 
@@ -91,11 +96,13 @@ impl DriverProvider for DriverState {
         let sandbox = ctx.get_client::<Sandbox>()?;
         let sessions = ctx.get_client::<Sessions>()?;
         let interrupts: Interrupts = self.stops.listen();
+        let describe = describe(ctx).await;
         let services = Services {
             agent: &self.agent,
             approval: approval.as_ref(),
             sandbox: sandbox.as_ref(),
             sessions: sessions.as_ref(),
+            describe: Some(&describe),
         };
         let env = RunEnv {
             hub: Arc::clone(&self.hub),
@@ -116,6 +123,37 @@ impl DriverProvider for DriverState {
     }
 }
 
+/// The tools the model is offered and the default provider's model, for `system/init`
+/// (issue 23 item 13). What a row cannot tell stays empty; a run never fails for it.
+async fn describe(ctx: Context) -> InitInfo {
+    let mut info = InitInfo::default();
+    if let Ok(Some(tools)) = ctx.get_client::<Tools>()
+        && let Ok(list) = tools.list(ListRequest {}).await
+    {
+        info.tools = list.tools.into_iter().map(|t| t.name).collect();
+    }
+    for name in &info.tools {
+        if let Some(server) = name
+            .strip_prefix("mcp__")
+            .and_then(|rest| rest.split_once("__"))
+            .map(|(server, _)| server.to_owned())
+            && !info.mcp_servers.contains(&server)
+        {
+            info.mcp_servers.push(server);
+        }
+    }
+    if let Ok(Some(llm)) = ctx.get_client::<Llm>()
+        && let Ok(list) = llm.providers(()).await
+    {
+        info.model = list
+            .providers
+            .into_iter()
+            .find_map(|p| p.default_model)
+            .unwrap_or_default();
+    }
+    info
+}
+
 /// The row config: none.
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -134,6 +172,8 @@ impl Plugin for Headless {
             .optional::<Approval>()
             .optional::<Sandbox>()
             .optional::<Sessions>()
+            .optional::<Tools>()
+            .optional::<Llm>()
             .config_type::<Config>();
         run::run_options()
             .into_iter()

@@ -215,6 +215,8 @@ pub struct Services<'a> {
     pub sandbox: Option<&'a SandboxClient>,
     /// `keel.session`, when a row provides it (a conversation flushes before each result).
     pub sessions: Option<&'a SessionsClient>,
+    /// The tools and model `system/init` names (issue 23 item 13); `None`: nothing known.
+    pub describe: Option<&'a format::InitInfo>,
 }
 
 /// Reads all of stdin (run on a thread of its own).
@@ -330,10 +332,38 @@ impl Run<'_> {
             format: self.options.format,
             started: self.started,
         }));
-        let init = (self.options.format == OutputFormat::StreamJson)
-            .then(|| format::init_line(&session_id, &self.inv.profile, &self.inv.cwd));
+        let init = if self.options.format == OutputFormat::StreamJson {
+            let info = self.init_info(&session_id).await;
+            self.feed.set_model(info.model.clone());
+            Some(format::init_line(
+                &session_id,
+                &self.inv.profile,
+                &self.inv.cwd,
+                &info,
+            ))
+        } else {
+            None
+        };
         self.feed.start_session(&session_id, first_seq, init);
         self.session(&session_id, prompt, lines).await
+    }
+
+    /// What `system/init` says of the run: the tools and model the adapter found, and the
+    /// approval mode this session runs under (`--approval`, else the row's).
+    async fn init_info(&self, session_id: &str) -> format::InitInfo {
+        let mut info = self.services.describe.cloned().unwrap_or_default();
+        info.approval = match (&self.options.approval, self.services.approval) {
+            (Some(mode), _) => mode.clone(),
+            (None, Some(approval)) => approval
+                .mode(approval::ModeRequest {
+                    session_id: Some(session_id.to_owned()),
+                })
+                .await
+                .map(|a| a.mode.as_str().to_owned())
+                .unwrap_or_default(),
+            (None, None) => String::new(),
+        };
+        info
     }
 
     /// The prompt: with `--input-format stream-json` it is optional (the messages come on

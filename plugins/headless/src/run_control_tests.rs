@@ -143,6 +143,7 @@ fn surf01_a_stop_request_before_the_send_closes_without_sending() {
         approval: None,
         sandbox: None,
         sessions: None,
+        describe: None,
     };
     let code = futures::executor::block_on(run(&inv("run", Some("x"), text()), services, env));
     assert_eq!(code, 143);
@@ -248,6 +249,7 @@ fn a_second_concurrent_run_is_refused() {
         approval: None,
         sandbox: None,
         sessions: None,
+        describe: None,
     };
     let code = futures::executor::block_on(run(&inv("run", Some("x"), text()), services, env));
     assert_eq!(code, 2);
@@ -284,6 +286,7 @@ fn surf01_a_run_stopped_from_outside_is_finished_by_the_disposer() {
         approval: None,
         sandbox: None,
         sessions: None,
+        describe: None,
     };
     let invocation = inv("run", Some("x"), json!({"output_format": "stream-json"}));
     futures::executor::block_on(async {

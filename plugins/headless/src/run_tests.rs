@@ -60,6 +60,8 @@ fn report(reason: Value, result: &str) -> Value {
         "turn_end_reason": reason,
         "result": result,
         "usage": {"input_tokens": 12, "output_tokens": 4},
+        "model_requests": 2,
+        "api_ms": 40,
     })
 }
 
@@ -265,6 +267,7 @@ fn drive_with(
         approval,
         sandbox: None,
         sessions: None,
+        describe: None,
     };
     let code = futures::executor::block_on(run(inv, services, env));
     Harness { calls, out, code }
@@ -339,8 +342,10 @@ fn surf01_json_prints_the_result_object_alone() {
         v,
         json!({
             "type": "result", "subtype": "success", "is_error": false, "session_id": "s1",
-            "num_turns": 1, "result": "All done.", "turn_end_reason": "completed",
-            "usage": {"input_tokens": 12, "output_tokens": 4}, "duration_ms": 0
+            "num_turns": 2, "keel_turns": 1, "result": "All done.", "stop_reason": "end_turn",
+            "turn_end_reason": "completed",
+            "usage": {"input_tokens": 12, "output_tokens": 4}, "total_cost_usd": null,
+            "duration_ms": 0, "duration_api_ms": 40
         })
     );
 }
@@ -374,7 +379,9 @@ fn surf01_stream_json_is_init_then_this_sessions_events_in_seq_order_then_the_re
     assert_eq!(
         lines[0],
         json!({"type": "system", "subtype": "init", "schema_version": 1,
-               "session_id": "s1", "profile": "default", "cwd": "/work/p"})
+               "session_id": "s1", "profile": "default", "cwd": "/work/p",
+               "tools": [], "mcp_servers": [], "model": "", "permissionMode": "bypassPermissions",
+               "approval": ""})
     );
     let seqs: Vec<u64> = lines[1..lines.len() - 1]
         .iter()
@@ -422,7 +429,7 @@ fn surf01_stream_json_error_result_is_marked() {
     );
     assert_eq!(h.code, 1);
     let last: Value = serde_json::from_str(h.out.stdout().last().unwrap()).unwrap();
-    assert_eq!(last["subtype"], "error");
+    assert_eq!(last["subtype"], "error_max_turns");
     assert_eq!(last["is_error"], true);
     assert_eq!(last["turn_end_reason"], "max-turns");
     assert_eq!(
