@@ -1,7 +1,8 @@
 //! Names a path check does not see, and files a run leaves (issue 23 item 8), through the
 //! binary: a hard link in the workspace to `$KEEL_HOME/credentials.toml` is the same file
 //! under an innocent name, and `read_file`, `grep` and `edit_file` refuse it by its identity
-//! (`FS_SANDBOX_DENIED`); after a run, the session store holds no `.lock` file.
+//! (`FS_SANDBOX_DENIED`), as the context row refuses it as its summary prompt; after a run, the
+//! session store holds no `.lock` file.
 
 use keel_tests::model_server::Reply;
 use serde_json::json;
@@ -92,4 +93,32 @@ fn issue23_item8_no_lock_file_is_left_after_a_run() {
         .filter(|p| p.extension().is_some_and(|e| e == "lock"))
         .collect();
     assert!(locks.is_empty(), "lock files left: {locks:?}");
+}
+
+/// Issue 23 item 8: the context row's summary prompt goes to the model verbatim; a hard link
+/// in the workspace to `$KEEL_HOME/credentials.toml` named as the prompt is refused before any
+/// request (exit 2, one line naming the row and the hard link), like the original.
+#[test]
+fn issue23_item8_a_hard_linked_summary_prompt_is_refused() {
+    let env = keel_tests::Env::new();
+    std::fs::create_dir_all(env.home()).unwrap();
+    let creds = env.home().join("credentials.toml");
+    std::fs::write(&creds, format!("OTHER_SERVICE = \"{CANARY}\"\n")).unwrap();
+    let link = env.work().join("summary.md");
+    std::fs::hard_link(&creds, &link).unwrap();
+    let prompt = format!("context.summarise={{prompt=\"{}\"}}", link.display());
+    let run = env.keel(&[
+        "run",
+        "--profile",
+        "demo",
+        "-c",
+        r#"context.strategies=["summarise"]"#,
+        "-c",
+        &prompt,
+        "tidy the notes",
+    ]);
+    run.expect_code(2);
+    assert!(run.stderr.contains("row 'context'"), "{}", run.stderr);
+    assert!(run.stderr.contains("hard link"), "{}", run.stderr);
+    assert!(!run.stderr.contains(CANARY), "{}", run.stderr);
 }
