@@ -410,11 +410,8 @@ mod tests {
         }
     }
 
-    // Regression (found by the session bench): a flush issued while a background batch is in
-    // flight must not return until every event pushed before it is durable, even when the
-    // in-flight batch is larger than what is still pending.
-    #[tokio::test]
-    async fn ses04_flush_waits_for_events_in_an_in_flight_batch() {
+    /// A writer over a store whose appends wait for `gate`'s permits, and the store behind it.
+    fn gated_writer(window: Duration) -> (MemStore, Arc<tokio::sync::Semaphore>, Writer) {
         let mem = MemStore::new();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let store = GatedStore {
@@ -427,8 +424,17 @@ mod tests {
             0,
             Arc::new(store),
             Arc::new(TokioTimer),
-            Duration::from_millis(1),
+            window,
         );
+        (mem, gate, w)
+    }
+
+    // Regression (found by the session bench): a flush issued while a background batch is in
+    // flight must not return until every event pushed before it is durable, even when the
+    // in-flight batch is larger than what is still pending.
+    #[tokio::test]
+    async fn ses04_flush_waits_for_events_in_an_in_flight_batch() {
+        let (mem, gate, w) = gated_writer(Duration::from_millis(1));
         w.push(&evs(0..10));
         // Let the window fire: the 10 events are drained into the gated (in-flight) append.
         assert!(wait_until(|| w.pending() == 0).await);
@@ -453,20 +459,7 @@ mod tests {
     // contiguous seqs and no later batch is refused.
     #[tokio::test]
     async fn ses04_a_flush_dropped_mid_write_loses_nothing() {
-        let mem = MemStore::new();
-        let gate = Arc::new(tokio::sync::Semaphore::new(0));
-        let store = GatedStore {
-            inner: mem.clone(),
-            gate: Arc::clone(&gate),
-        };
-        let w = Writer::new(
-            "w",
-            Some(header()),
-            0,
-            Arc::new(store),
-            Arc::new(TokioTimer),
-            Duration::from_secs(60),
-        );
+        let (mem, gate, w) = gated_writer(Duration::from_secs(60));
         w.push(&evs(0..3));
         let dropped = tokio::time::timeout(Duration::from_millis(30), w.flush()).await;
         assert!(dropped.is_err(), "the gated write was still in flight");
