@@ -269,6 +269,17 @@ pub fn processes_with_arg(token: &str) -> Vec<i32> {
 
 /// `keel secrets set NAME` with `value` on stdin (profile `t`); asserts it succeeded.
 pub fn set_secret(env: &Env, name: &str, value: &str) {
+    let out = secrets_set(env, name, value);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `keel secrets set NAME` with `value` on stdin (profile `t`), whatever it answers.
+pub fn secrets_set(env: &Env, name: &str, value: &str) -> std::process::Output {
     use std::io::Write as _;
     let mut set = env
         .command(&["secrets", "set", name, "--profile", "t"])
@@ -282,13 +293,7 @@ pub fn set_secret(env: &Env, name: &str, value: &str) {
         .unwrap()
         .write_all(format!("{value}\n").as_bytes())
         .unwrap();
-    let out = set.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    set.wait_with_output().unwrap()
 }
 
 /// Starts `keel run --profile t --output-format stream-json ARGS…` in `env` (the last argument

@@ -149,23 +149,10 @@ fn issue23_item2_a_real_looking_key_is_still_scrubbed() {
 /// `SECRET_WEAK` (exit 2, nothing stored, the value not echoed) and stores a real one.
 #[test]
 fn issue23_item2_secrets_set_refuses_a_weak_value() {
-    use std::io::Write as _;
     let server = server(vec![]);
     let env = agent_env(&server, "");
     for value in ["none", "Dummy", "changeme", "PASSWORD", "x", "abc1234"] {
-        let mut set = env
-            .command(&["secrets", "set", "WEAK", "--profile", "t"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        set.stdin
-            .take()
-            .unwrap()
-            .write_all(format!("{value}\n").as_bytes())
-            .unwrap();
-        let out = set.wait_with_output().unwrap();
+        let out = secrets_set(&env, "WEAK", value);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{value}: {err}");
         assert!(

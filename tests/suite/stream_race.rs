@@ -108,13 +108,8 @@ fn issue23_item7_an_invalid_utf8_line_is_skipped_by_number_and_later_lines_run()
     let end = c.finish();
     assert_eq!(end.code, 0, "stderr: {}", end.stderr);
     assert_eq!(r["result"], "hi", "{r}");
-    let named: Vec<&str> = end
-        .stderr
-        .lines()
-        .filter(|l| l.contains("stdin line 1"))
-        .collect();
-    assert_eq!(named.len(), 1, "one line names line 1: {}", end.stderr);
-    assert!(named[0].contains("UTF-8"), "{}", named[0]);
+    let named = one_line_naming_line_1(&end.stderr);
+    assert!(named.contains("UTF-8"), "{}", named);
     assert!(!end.stderr.contains("no more input"), "{}", end.stderr);
     let reqs = server.completions();
     assert_eq!(reqs.len(), 1);
@@ -131,13 +126,8 @@ fn issue23_item7_a_line_over_the_cap_is_refused_by_number_and_later_lines_run() 
     let end = c.finish();
     assert_eq!(end.code, 0, "stderr: {}", end.stderr);
     assert_eq!(r["result"], "hi", "{r}");
-    let named: Vec<&str> = end
-        .stderr
-        .lines()
-        .filter(|l| l.contains("stdin line 1"))
-        .collect();
-    assert_eq!(named.len(), 1, "one line names line 1: {}", end.stderr);
-    assert!(named[0].contains("16 MiB"), "{}", named[0]);
+    let named = one_line_naming_line_1(&end.stderr);
+    assert!(named.contains("16 MiB"), "{}", named);
     let events = stored_events(&env, &session_of(&r));
     let users: Vec<&Value> = events
         .iter()
@@ -145,4 +135,14 @@ fn issue23_item7_a_line_over_the_cap_is_refused_by_number_and_later_lines_run() 
         .map(|e| &e["data"]["content"])
         .collect();
     assert_eq!(users, [&json!("hello")], "the long line never ran");
+}
+
+/// The one stderr line that names stdin line 1; fails unless there is exactly one.
+fn one_line_naming_line_1(stderr: &str) -> &str {
+    let named: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("stdin line 1"))
+        .collect();
+    assert_eq!(named.len(), 1, "one line names line 1: {stderr}");
+    named[0]
 }
