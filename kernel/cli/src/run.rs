@@ -5,6 +5,7 @@
 //! they do belongs to the row providing `keel.driver` or `keel.command.<name>`. The kernel
 //! owns the process's stop signals while they run ([`stop`]).
 
+mod recorded;
 mod stop;
 
 use keel_kernel::loader::PluginLibrary;
@@ -160,6 +161,8 @@ impl Assembled {
 /// A profile assembled, with the seam that takes control.
 struct Prepared {
     name: String,
+    /// How `--profile` selects it ([`ProfileIdentity::name`]).
+    identity_name: String,
     settings: KernelSettings,
     assembly: Assembly,
     seam: Seam,
@@ -186,6 +189,8 @@ pub(super) fn assemble_profile(
             spec.to_owned()
         },
         digest: config_digest(&profile),
+        overrides: recorded::overrides(profile_args),
+        patches: recorded::patches(&profile),
     };
     let assembly = assemble(paths, profile, true)?;
     if let keel_kernel::assemble::LockState::Unlocked(why) = &assembly.lock {
@@ -219,6 +224,7 @@ fn prepare(
     let seam = invocation(&chosen, cwd);
     check_seam(&assembled.assembly, &assembled.name, &seam)?;
     Ok(Prepared {
+        identity_name: assembled.identity.name.clone(),
         name: assembled.name,
         settings: assembled.settings,
         assembly: assembled.assembly,
@@ -271,7 +277,10 @@ fn hand_off(
                 keel_output_guard::redact::eprintln(format_args!("keel: interrupted ({})", first.name));
                 return Ok(first.exit_code());
             }
-            if relaunched || profile_args.explicit() {
+            // Issue 23 item 3: re-applying a session's recorded layers to the profile that
+            // `--profile` chose is no change of profile, so `--profile` does not refuse it.
+            let same_profile = relaunch.profile == prepared.identity_name;
+            if relaunched || (profile_args.explicit() && !same_profile) {
                 return Err(KernelError::Driver {
                     row: "keel.driver".to_owned(),
                     code: KernelCode::RelaunchRefused.code().to_owned(),
@@ -290,7 +299,10 @@ fn hand_off(
             }
             relaunched = true;
             tracing::info!(target: "keel::kernel", from = %prepared.name, to = %relaunch.profile, reason = %relaunch.reason, "running the driver again under another profile");
-            prepared = assemble_profile(paths, profile_args, &relaunch.profile, false)
+            let explicit = profile_args.explicit() && same_profile;
+            // A recorded patch that changed stops the resume with its own error.
+            let args = recorded::apply(profile_args, &relaunch)?;
+            prepared = assemble_profile(paths, &args, &relaunch.profile, explicit)
                 .and_then(|assembled| prepare(assembled, &invocation))
                 .map_err(|e| KernelError::Relaunch {
                     profile: relaunch.profile.clone(),

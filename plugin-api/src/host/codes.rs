@@ -79,6 +79,8 @@ crate::error_codes! {
         Driver = "DRIVER", by "the kernel (hand-off)", retry Never;
         /// A driver asked for a second relaunch in one process.
         RelaunchRefused = "RELAUNCH_REFUSED", by "the kernel (`keel resume`)", retry Never;
+        /// A `--patch` file a resumed session recorded changed or vanished since.
+        RecordedPatchChanged = "RECORDED_PATCH_CHANGED", by "the kernel (`keel resume`)", retry Changed;
         /// A provider's handle is not of the type its service's consumers expect.
         ServiceLayout = "SERVICE_LAYOUT", by "the kernel (service lookup)", retry Never;
     }

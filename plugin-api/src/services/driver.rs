@@ -58,7 +58,7 @@ pub struct DriverInvocation {
 
 /// A profile as a driver records it with a session, so that `keel resume` can run the session
 /// under the profile it was created with (issue 11 item 7).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileIdentity {
     /// What `--profile` takes to select it again: the profile's name, or the absolute path of
@@ -68,6 +68,25 @@ pub struct ProfileIdentity {
     /// whitespace) of `{"kernel": …, "rows": […]}` exactly as `keel config dump --json` shows
     /// them — every layer, `--patch` and `-c` included, launcher-only patches excluded (a dump
     /// never shows those, CFG-08).
+    pub digest: String,
+    /// The run's non-secret `-c ROW.KEY=VALUE` arguments as given, in order (issue 23 item 3):
+    /// `keel resume` applies them again. A `-c` whose key names a secret (`api_key`, `token`,
+    /// `password`, `headers`, `env`, …) is never recorded; a `…_ref` key is a reference, kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
+    /// The run's `--patch` files (absolute path and digest), in order: `keel resume` applies
+    /// them again, and stops when one changed or vanished (`RECORDED_PATCH_CHANGED`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<RecordedPatch>,
+}
+
+/// A `--patch` file as a session records it ([`ProfileIdentity::patches`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedPatch {
+    /// The file's absolute path.
+    pub path: String,
+    /// blake3 (lowercase hex) of its bytes.
     pub digest: String,
 }
 
@@ -87,7 +106,7 @@ pub struct DriverOutcome {
 }
 
 /// A driver's request to run its command under another profile ([`DriverOutcome::relaunch`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Relaunch {
     /// The profile, as `--profile` takes it ([`ProfileIdentity::name`]).
@@ -95,6 +114,13 @@ pub struct Relaunch {
     /// Why, for the error the kernel reports when that profile cannot be assembled (e.g.
     /// `session S was created with it`).
     pub reason: String,
+    /// Recorded `-c` arguments to apply before the command line's own (issue 23 item 3): an
+    /// explicit `-c` of the same key, later, wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
+    /// Recorded `--patch` files to apply again; the kernel checks each digest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<RecordedPatch>,
 }
 
 /// What the kernel passes to `interrupt`: the signal that asks the run to stop.
