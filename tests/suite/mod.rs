@@ -100,6 +100,11 @@ mod mcp_support;
 mod new_plugin;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.
 mod out_of_tree;
+/// The prompt and the limits are guarded keys (issue 23 item 6).
+mod project_guarded;
+/// Files a run changed in `.keel/`, `.claude/` or a workspace patch are tainted (issue 23
+/// item 6).
+mod project_taint;
 /// Trust before the lock: a planted project layer on a locked build (issue 23 item 5).
 mod project_trust_lock;
 /// Helpers for the suites that run `proof-driver` scripts.

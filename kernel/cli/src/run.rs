@@ -7,6 +7,7 @@
 
 mod recorded;
 mod stop;
+mod taint_watch;
 
 use keel_kernel::loader::PluginLibrary;
 use keel_plugin_api::host::KernelCode;
@@ -66,7 +67,14 @@ pub(super) fn run(
             )),
         })
     };
-    hand_off(paths, profile_args, first, invocation)
+    // Issue 23 item 6: what this run changed in the project's trust-relevant files is tainted.
+    let workspace = std::env::current_dir().unwrap_or_default();
+    let patches = taint_watch::patch_files(&first.assembly.profile);
+    let before = keel_config::taint::snapshot(&workspace, &patches);
+    let result = hand_off(paths, profile_args, first, invocation);
+    let by = taint_watch::run_name(session_id.as_deref());
+    taint_watch::record(paths, &workspace, &patches, &before, &by);
+    result
 }
 
 /// A plugin command (`keel sessions`, `keel fork`, any `keel NAME` a plugin declares) with its

@@ -34,6 +34,9 @@ crate::error_codes! {
         /// The project layer changes security-relevant config and is not trusted as it is
         /// now (`keel trust`, or `--trust-project` for one run).
         ProjectUntrusted = "PROJECT_UNTRUSTED", by "the kernel (project trust)", retry Changed;
+        /// A file a keel run changed in the project's `.keel/`, `.claude/` or a workspace
+        /// `--patch` file, offered to `--trust-project` or `--patch` before `keel trust`.
+        ProjectTainted = "PROJECT_TAINTED", by "the kernel (project trust)", retry Changed;
     }
 }
 
