@@ -134,20 +134,6 @@ pub enum KernelError {
         reason: String,
         source: Box<KernelError>,
     },
-    /// A `--patch` file the resumed session recorded is not as it was (issue 23 item 3).
-    #[error(
-        "patch file {path} recorded by {reason} {what} since (digest {recorded} then); restore it, or resume with --profile and the layers you choose",
-        path = .path.display()
-    )]
-    RecordedPatchChanged {
-        path: PathBuf,
-        /// Whose record it is (`session S was created with it`).
-        reason: String,
-        /// `changed` or `vanished`.
-        what: &'static str,
-        /// The recorded digest, shortened.
-        recorded: String,
-    },
 }
 
 impl KernelError {
@@ -173,7 +159,6 @@ impl KernelError {
             KernelError::Io { .. } => ContractCode::Io.code(),
             KernelError::Driver { .. } => KernelCode::Driver.code(),
             KernelError::Relaunch { source, .. } => source.code(),
-            KernelError::RecordedPatchChanged { .. } => KernelCode::RecordedPatchChanged.code(),
         }
     }
 }

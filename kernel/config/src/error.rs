@@ -129,6 +129,21 @@ pub enum ConfigError {
         changes: String,
     },
 
+    /// A `--patch` file the resumed session recorded is not as it was (issue 23 item 3).
+    #[error(
+        "patch file {path} recorded by {reason} {what} since (digest {recorded} then); restore it, or resume with --profile and the layers you choose",
+        path = .path.display()
+    )]
+    RecordedPatchChanged {
+        path: PathBuf,
+        /// Whose record it is (`session S was created with it`).
+        reason: String,
+        /// `changed` or `vanished`.
+        what: &'static str,
+        /// The recorded digest, shortened.
+        recorded: String,
+    },
+
     /// A file a keel run changed, offered to `--trust-project` or `--patch`.
     #[error("{0}")]
     ProjectTainted(Box<Tainted>),
@@ -173,6 +188,7 @@ impl ConfigError {
             ConfigError::TrustFile { .. } => ConfigCode::TrustFile.code(),
             ConfigError::ProjectUntrusted { .. } => ConfigCode::ProjectUntrusted.code(),
             ConfigError::ProjectTainted(_) => ConfigCode::ProjectTainted.code(),
+            ConfigError::RecordedPatchChanged { .. } => ConfigCode::RecordedPatchChanged.code(),
         }
     }
 }

@@ -37,6 +37,8 @@ crate::error_codes! {
         /// A file a keel run changed in the project's `.keel/`, `.claude/` or a workspace
         /// `--patch` file, offered to `--trust-project` or `--patch` before `keel trust`.
         ProjectTainted = "PROJECT_TAINTED", by "the kernel (project trust)", retry Changed;
+        /// A `--patch` file a resumed session recorded changed or vanished since.
+        RecordedPatchChanged = "RECORDED_PATCH_CHANGED", by "the kernel (`keel resume`)", retry Changed;
     }
 }
 
@@ -82,8 +84,6 @@ crate::error_codes! {
         Driver = "DRIVER", by "the kernel (hand-off)", retry Never;
         /// A driver asked for a second relaunch in one process.
         RelaunchRefused = "RELAUNCH_REFUSED", by "the kernel (`keel resume`)", retry Never;
-        /// A `--patch` file a resumed session recorded changed or vanished since.
-        RecordedPatchChanged = "RECORDED_PATCH_CHANGED", by "the kernel (`keel resume`)", retry Changed;
         /// A provider's handle is not of the type its service's consumers expect.
         ServiceLayout = "SERVICE_LAYOUT", by "the kernel (service lookup)", retry Never;
     }

@@ -131,3 +131,70 @@ pub struct DriverInterrupt {
     /// What `run` returns once it stopped: 128 + the signal's number.
     pub exit_code: i32,
 }
+
+/// Words of a key that name a secret value.
+const SECRET_WORDS: &[&str] = &[
+    "key",
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "credential",
+    "credentials",
+    "auth",
+    "authorization",
+    "cookie",
+    "bearer",
+    "pat",
+];
+
+/// Keys whose value is a map that may hold secrets (`Authorization` headers, a child's env).
+const SECRET_KEYS: &[&str] = &["headers", "env", "pass_env"];
+
+/// Whether `-c arg` may be recorded in [`ProfileIdentity::overrides`] (issue 23 item 3): its
+/// key (the part after `ROW.`, before `=`) names no secret. A malformed argument never got
+/// this far (resolution refused it).
+pub fn recordable_override(arg: &str) -> bool {
+    let Some((path, _)) = arg.split_once('=') else {
+        return false;
+    };
+    let key = path.split_once('.').map_or(path, |(_, key)| key).trim();
+    let top = key.split('.').next().unwrap_or(key);
+    if SECRET_KEYS.contains(&top) {
+        return false;
+    }
+    let last = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
+    let words: Vec<&str> = last.split(['_', '-']).collect();
+    if words.last() == Some(&"ref") {
+        return true;
+    }
+    !words.iter().any(|w| SECRET_WORDS.contains(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_never_recorded_references_are() {
+        for ok in [
+            "llm-openai.base_url=http://x/v1",
+            "llm-openai.api_key_ref=LLM_CRED",
+            "llm-openai.model=local",
+            "agent-loop.max_tokens=100",
+        ] {
+            assert!(recordable_override(ok), "{ok}");
+        }
+        for secret in [
+            "llm-openai.api_key=sk-1",
+            "x.token=abc",
+            "x.client_secret=abc",
+            "llm-openai.headers={Authorization=\"Bearer x\"}",
+            "tool-shell.env={A=\"b\"}",
+            "x.password=p",
+            "malformed",
+        ] {
+            assert!(!recordable_override(secret), "{secret}");
+        }
+    }
+}

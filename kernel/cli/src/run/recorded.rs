@@ -1,5 +1,5 @@
 //! What a session records of a run's layers beyond its profile, and how `keel resume` applies
-//! it again (issue 23 item 3): the non-secret `-c` arguments as given and the `--patch` files
+//! it again (issue 23 item 3): the non-private `-c` arguments as given and the `--patch` files
 //! with their digests ([`ProfileIdentity::overrides`], [`ProfileIdentity::patches`]).
 //!
 //! A conversation must never go to an endpoint the user did not choose for it: a session
@@ -7,61 +7,23 @@
 //! The driver asks for it with a [`Relaunch`] carrying what is missing; the kernel puts the
 //! recorded `-c` before the command line's (so an explicit one of the same key wins) and the
 //! recorded patches before the command line's, after checking each patch's digest: a file that
-//! changed or vanished stops the resume (`RECORDED_PATCH_CHANGED`). Secrets are never
-//! recorded: a `-c` whose key names one is left out (`…_ref` keys are references, kept), and a
-//! resolved credential never reaches this code.
+//! changed or vanished stops the resume (`RECORDED_PATCH_CHANGED`). Private values are never
+//! recorded: a `-c` whose key names one is left out ([`recordable_override`]; `…_ref` keys are
+//! references, kept), and a resolved credential never reaches this code.
 
 use std::path::{Path, PathBuf};
 
-use keel_config::{LayerKind, ResolvedProfile};
-use keel_kernel::error::{KernelError, Result};
-use keel_plugin_api::services::driver::{RecordedPatch, Relaunch};
+use keel_config::{ConfigError, LayerKind, ResolvedProfile};
+use keel_kernel::error::Result;
+use keel_plugin_api::services::driver::{RecordedPatch, Relaunch, recordable_override};
 
 use crate::ProfileArgs;
-
-/// Words of a key that name a secret value.
-const SECRET_WORDS: &[&str] = &[
-    "key",
-    "secret",
-    "token",
-    "password",
-    "passwd",
-    "credential",
-    "credentials",
-    "auth",
-    "authorization",
-    "cookie",
-    "bearer",
-    "pat",
-];
-
-/// Keys whose value is a map that may hold secrets (`Authorization` headers, a child's env).
-const SECRET_KEYS: &[&str] = &["headers", "env", "pass_env"];
-
-/// Whether `-c arg` may be recorded: its key (the part after `ROW.`, before `=`) names no
-/// secret. A malformed argument never got this far (resolution refused it).
-pub fn recordable(arg: &str) -> bool {
-    let Some((path, _)) = arg.split_once('=') else {
-        return false;
-    };
-    let key = path.split_once('.').map_or(path, |(_, key)| key).trim();
-    let top = key.split('.').next().unwrap_or(key);
-    if SECRET_KEYS.contains(&top) {
-        return false;
-    }
-    let last = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
-    let words: Vec<&str> = last.split(['_', '-']).collect();
-    if words.last() == Some(&"ref") {
-        return true;
-    }
-    !words.iter().any(|w| SECRET_WORDS.contains(w))
-}
 
 /// The recordable `-c` arguments of `args`, in order.
 pub fn overrides(args: &ProfileArgs) -> Vec<String> {
     args.overrides
         .iter()
-        .filter(|a| recordable(a))
+        .filter(|a| recordable_override(a))
         .cloned()
         .collect()
 }
@@ -128,7 +90,7 @@ fn check(recorded: &RecordedPatch, reason: &str) -> Result<()> {
         Ok(_) => "changed",
         Err(_) => "vanished",
     };
-    Err(KernelError::RecordedPatchChanged {
+    Err(ConfigError::RecordedPatchChanged {
         path: path.to_path_buf(),
         reason: reason.to_owned(),
         what,
@@ -137,35 +99,13 @@ fn check(recorded: &RecordedPatch, reason: &str) -> Result<()> {
             .get(..12)
             .unwrap_or(&recorded.digest)
             .to_owned(),
-    })
+    }
+    .into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_are_never_recorded_references_are() {
-        for ok in [
-            "llm-openai.base_url=http://x/v1",
-            "llm-openai.api_key_ref=LLM_CRED",
-            "llm-openai.model=local",
-            "agent-loop.max_tokens=100",
-        ] {
-            assert!(recordable(ok), "{ok}");
-        }
-        for secret in [
-            "llm-openai.api_key=sk-1",
-            "x.token=abc",
-            "x.client_secret=abc",
-            "llm-openai.headers={Authorization=\"Bearer x\"}",
-            "tool-shell.env={A=\"b\"}",
-            "x.password=p",
-            "malformed",
-        ] {
-            assert!(!recordable(secret), "{secret}");
-        }
-    }
 
     #[test]
     fn an_explicit_override_of_the_same_key_wins() {
