@@ -62,8 +62,11 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     } else {
         None
     };
-    if let (Some(project), Some(lock_file)) = (&profile.project, &lock_file) {
-        check_project_trust(project, |plugin| locked_guarded(lock_file, plugin))?;
+    let untrusted = || profile.project.iter().chain(&profile.workspace_patches);
+    if let Some(lock_file) = &lock_file {
+        for project in untrusted() {
+            check_project_trust(project, |plugin| locked_guarded(lock_file, plugin))?;
+        }
     }
     // Errors name what `keel lock --profile` takes to write the entry (issue 23 item 9).
     let lock_key = lock::LockKey::of(&profile);
@@ -78,7 +81,7 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
         (None, None) => {}
     }
     let libraries = load(&located, &profile.rows)?;
-    if let Some(project) = &profile.project {
+    for project in untrusted() {
         check_project_trust(project, |plugin| {
             libraries.get(plugin).map(|l| l.manifest.guarded.clone())
         })?;

@@ -88,7 +88,7 @@ fn issue23_item6_a_workspace_patch_the_model_rewrote_is_refused_until_keel_trust
     let env = agent_env(&server, "");
     let patch = env.file(
         "work/ci-patch.toml",
-        "[[replace]]\nid = \"system-prompt\"\nconfig = {}\n",
+        "[[replace]]\nid = \"agent-loop\"\nconfig = { temperature = 0.5 }\n",
     );
     let (run, _) = run_json(&env, "tune the ci patch", &["--patch", "./ci-patch.toml"]);
     run.expect_code(0);
@@ -117,7 +117,16 @@ fn issue23_item6_a_workspace_patch_the_model_rewrote_is_refused_until_keel_trust
         "{}",
         trust.stdout
     );
+    // Reviewed, it is an ordinary workspace patch again: one that turns a guarded row off
+    // needs --trust-project, as the project layer would.
     let (run, _) = run_json(&env, "next", &["--patch", "./ci-patch.toml"]);
+    let line = run.one_error("PROJECT_UNTRUSTED");
+    assert!(line.contains("disables row"), "{line}");
+    let (run, _) = run_json(
+        &env,
+        "next",
+        &["--patch", "./ci-patch.toml", "--trust-project"],
+    );
     run.expect_code(0);
     assert_eq!(server.completions().len(), 3, "{}", run.stderr);
 }

@@ -136,7 +136,29 @@ pub fn resolve_profile(
                 .unwrap_or_default();
             return Err(tainted(patch, by, "--patch", &dir));
         }
-        apply_file(&mut resolved, LayerKind::Patch, &patch)?;
+        let Some(dir) = inside(&patch, sources) else {
+            apply_file(&mut resolved, LayerKind::Patch, &patch)?;
+            continue;
+        };
+        // A patch the workspace holds is the model's to write: like the project layer, it may
+        // change guarded settings only when vouched for (issue 23 item 6).
+        let text = read(&patch)?;
+        let before = resolved.row_states();
+        let ops = parse_layer(&text, &patch, Some(&LayerKind::Patch))?.ops;
+        resolved.apply_layer(layer_ref(LayerKind::Patch, &patch), &ops)?;
+        let trust = if sources.trust_project {
+            TrustState::Vouched
+        } else {
+            TrustState::UntrustedPatch
+        };
+        resolved.workspace_patches.push(ProjectLayer {
+            dir,
+            digest: blake3::hash(text.as_bytes()).to_hex().to_string(),
+            before,
+            after: resolved.row_states(),
+            path: patch,
+            trust,
+        });
     }
 
     // 6. `-c` overrides.
@@ -144,6 +166,16 @@ pub fn resolve_profile(
         resolved.apply_override(ov)?;
     }
     Ok(resolved)
+}
+
+/// The workspace (canonical) when `file` lies inside it and not in a config root or
+/// `$KEEL_HOME` (a shipped or user patch, even one run from the checkout or the dist tree).
+fn inside(file: &Path, sources: &ConfigSources) -> Option<PathBuf> {
+    let workspace = sources.project_dir.as_deref()?.canonicalize().ok()?;
+    let file = file.canonicalize().ok()?;
+    let mut known = sources.roots.iter().chain(sources.keel_home.iter());
+    let configured = known.any(|r| r.canonicalize().is_ok_and(|r| file.starts_with(r)));
+    (file.starts_with(&workspace) && !configured).then_some(workspace)
 }
 
 fn tainted(path: PathBuf, by: String, what: &'static str, dir: &Path) -> ConfigError {

@@ -117,12 +117,8 @@ fn refused(fiber: &Fiber) -> PluginError {
 impl Host for HostImpl {
     fn log(&self, fiber: FiberId, level: LogLevel, target: &str, message: &str) {
         // A plugin's tracing line carries no fiber (0): name its row from the target.
-        let row = self
-            .0
-            .fibers
-            .get(&fiber)
-            .map(|f| f.row.clone())
-            .or_else(|| self.row_of_target(target));
+        let own = self.0.fibers.get(&fiber).map(|f| f.row.clone());
+        let row = own.or_else(|| self.row_of_target(target));
         let row = row.as_deref();
         match level {
             LogLevel::Error => {
