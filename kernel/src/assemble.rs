@@ -3,12 +3,9 @@
 //! graph. Every step fails with an error naming its culprit, and nothing a plugin ships runs
 //! before the lock's digest check passed.
 //!
-//! Trust comes before the lock (issue 23 item 5): a planted project layer that disables the
-//! sandbox changes the graph, and reporting that as `LOCK_GRAPH … run keel lock` would tell the
-//! user to accept the attack. On a locked build the guarded keys are read from the manifests
-//! the lock recorded — data, not plugin code — so `PROJECT_UNTRUSTED` names the file and keys
-//! before any lock verdict; once the libraries are loaded the check runs again with their own
-//! manifests (a plugin the lock does not know).
+//! Trust comes before the lock (issue 23 item 5): a planted layer disabling a guarded row is
+//! `PROJECT_UNTRUSTED`, never `LOCK_GRAPH … run keel lock`; the guarded keys come from the
+//! manifests the lock recorded (data, not plugin code), then again from the loaded ones.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -65,8 +62,11 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     } else {
         None
     };
-    if let (Some(project), Some(lock_file)) = (&profile.project, &lock_file) {
-        check_project_trust(project, |plugin| locked_guarded(lock_file, plugin))?;
+    let untrusted = || profile.project.iter().chain(&profile.workspace_patches);
+    if let Some(lock_file) = &lock_file {
+        for project in untrusted() {
+            check_project_trust(project, |plugin| locked_guarded(lock_file, plugin))?;
+        }
     }
     // Errors name what `keel lock --profile` takes to write the entry (issue 23 item 9).
     let lock_key = lock::LockKey::of(&profile);
@@ -81,7 +81,7 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
         (None, None) => {}
     }
     let libraries = load(&located, &profile.rows)?;
-    if let Some(project) = &profile.project {
+    for project in untrusted() {
         check_project_trust(project, |plugin| {
             libraries.get(plugin).map(|l| l.manifest.guarded.clone())
         })?;
@@ -153,12 +153,10 @@ fn check_project_trust(
 
 /// What the manifest the lock recorded for `plugin` (in any entry) guards.
 fn locked_guarded(lock_file: &lock::LockFile, plugin: &str) -> Option<Guarded> {
-    lock_file
-        .profiles
-        .values()
-        .flat_map(|entry| entry.plugins.iter())
-        .filter(|p| p.name == plugin)
-        .find_map(|p| serde_json::from_str::<Manifest>(&p.manifest).ok())
+    let mut locked = lock_file.profiles.values().flat_map(|e| e.plugins.iter());
+    let found = locked.find(|p| p.name == plugin)?;
+    serde_json::from_str::<Manifest>(&found.manifest)
+        .ok()
         .map(|m| m.guarded)
 }
 

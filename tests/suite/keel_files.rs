@@ -153,7 +153,7 @@ fn item1_an_untrusted_project_layer_cannot_change_security() {
     let env = agent_env(&benign, "");
     env.file(
         "work/.keel/config.toml",
-        "[[replace]]\nid = \"agent-loop\"\nconfig = { max_steps = 7 }\n",
+        "[[replace]]\nid = \"agent-loop\"\nconfig = { temperature = 0.5 }\n",
     );
     let (run, _) = run_json(&env, "hi", &[]);
     run.expect_code(0);

@@ -39,6 +39,8 @@ mod cli_errors;
 mod cli_patches;
 /// Profiles, layers, provenance, `config dump`, `plugins list`, `doctor`.
 mod cli_reports;
+/// `keel resume` applies the run's recorded `-c` and `--patch` layers (issue 23 item 3).
+mod cli_resume_layers;
 /// A bad `context` row config is refused before any request, naming the key or file (issue 14).
 mod context_config;
 /// Issue 14's long session: 300 steps of 8 KB under a 16k window (CTX-01/03/04/05, MEM-08).
@@ -100,6 +102,11 @@ mod mcp_support;
 mod new_plugin;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.
 mod out_of_tree;
+/// The prompt and the limits are guarded keys (issue 23 item 6).
+mod project_guarded;
+/// Files a run changed in `.keel/`, `.claude/` or a workspace patch are tainted (issue 23
+/// item 6).
+mod project_taint;
 /// Trust before the lock: a planted project layer on a locked build (issue 23 item 5).
 mod project_trust_lock;
 /// Helpers for the suites that run `proof-driver` scripts.

@@ -5,7 +5,9 @@
 //! they do belongs to the row providing `keel.driver` or `keel.command.<name>`. The kernel
 //! owns the process's stop signals while they run ([`stop`]).
 
+mod recorded;
 mod stop;
+mod taint_watch;
 
 use keel_kernel::loader::PluginLibrary;
 use keel_plugin_api::host::KernelCode;
@@ -65,7 +67,14 @@ pub(super) fn run(
             )),
         })
     };
-    hand_off(paths, profile_args, first, invocation)
+    // Issue 23 item 6: what this run changed in the project's trust-relevant files is tainted.
+    let workspace = std::env::current_dir().unwrap_or_default();
+    let patches = taint_watch::patch_files(&first.assembly.profile);
+    let before = keel_config::taint::snapshot(&workspace, &patches);
+    let result = hand_off(paths, profile_args, first, invocation);
+    let by = taint_watch::run_name(session_id.as_deref());
+    taint_watch::record(paths, &workspace, &patches, &before, &by);
+    result
 }
 
 /// A plugin command (`keel sessions`, `keel fork`, any `keel NAME` a plugin declares) with its
@@ -160,6 +169,8 @@ impl Assembled {
 /// A profile assembled, with the seam that takes control.
 struct Prepared {
     name: String,
+    /// How `--profile` selects it ([`ProfileIdentity::name`]).
+    identity_name: String,
     settings: KernelSettings,
     assembly: Assembly,
     seam: Seam,
@@ -186,6 +197,8 @@ pub(super) fn assemble_profile(
             spec.to_owned()
         },
         digest: config_digest(&profile),
+        overrides: recorded::overrides(profile_args),
+        patches: recorded::patches(&profile),
     };
     let assembly = assemble(paths, profile, true)?;
     if let keel_kernel::assemble::LockState::Unlocked(why) = &assembly.lock {
@@ -219,6 +232,7 @@ fn prepare(
     let seam = invocation(&chosen, cwd);
     check_seam(&assembled.assembly, &assembled.name, &seam)?;
     Ok(Prepared {
+        identity_name: assembled.identity.name.clone(),
         name: assembled.name,
         settings: assembled.settings,
         assembly: assembled.assembly,
@@ -271,7 +285,10 @@ fn hand_off(
                 keel_output_guard::redact::eprintln(format_args!("keel: interrupted ({})", first.name));
                 return Ok(first.exit_code());
             }
-            if relaunched || profile_args.explicit() {
+            // Issue 23 item 3: re-applying a session's recorded layers to the profile that
+            // `--profile` chose is no change of profile, so `--profile` does not refuse it.
+            let same_profile = relaunch.profile == prepared.identity_name;
+            if relaunched || (profile_args.explicit() && !same_profile) {
                 return Err(KernelError::Driver {
                     row: "keel.driver".to_owned(),
                     code: KernelCode::RelaunchRefused.code().to_owned(),
@@ -290,7 +307,10 @@ fn hand_off(
             }
             relaunched = true;
             tracing::info!(target: "keel::kernel", from = %prepared.name, to = %relaunch.profile, reason = %relaunch.reason, "running the driver again under another profile");
-            prepared = assemble_profile(paths, profile_args, &relaunch.profile, false)
+            let explicit = profile_args.explicit() && same_profile;
+            // A recorded patch that changed stops the resume with its own error.
+            let args = recorded::apply(profile_args, &relaunch)?;
+            prepared = assemble_profile(paths, &args, &relaunch.profile, explicit)
                 .and_then(|assembled| prepare(assembled, &invocation))
                 .map_err(|e| KernelError::Relaunch {
                     profile: relaunch.profile.clone(),

@@ -27,7 +27,21 @@ pub(super) fn trust(paths: &Paths, dir: Option<&Path>, revoke: bool) -> Result<i
         }
     } else {
         let mut text = String::new();
-        for (file, digest) in trust::record(&paths.keel_home, &dir)? {
+        let recorded = trust::record(&paths.keel_home, &dir);
+        // Issue 23 item 6: the user's review clears what a run tainted in this project (a
+        // tainted workspace `--patch` file too, even with no layer to record).
+        let cleared = keel_config::taint::clear_under(&paths.keel_home, &dir)?;
+        let recorded = match recorded {
+            Err(_) if !cleared.is_empty() => Vec::new(),
+            other => other?,
+        };
+        for file in cleared {
+            text.push_str(&format!(
+                "cleared the taint of {} (a keel run had changed it)\n",
+                file.display()
+            ));
+        }
+        for (file, digest) in recorded {
             text.push_str(&format!(
                 "trusted {} (blake3 {}) as it is now; any change makes it untrusted again\n",
                 file.display(),

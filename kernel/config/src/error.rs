@@ -128,6 +128,44 @@ pub enum ConfigError {
         /// The guarded changes, comma-separated.
         changes: String,
     },
+
+    /// A `--patch` file the resumed session recorded is not as it was (issue 23 item 3).
+    #[error(
+        "patch file {path} recorded by {reason} {what} since (digest {recorded} then); restore it, or resume with --profile and the layers you choose",
+        path = .path.display()
+    )]
+    RecordedPatchChanged {
+        path: PathBuf,
+        /// Whose record it is (`session S was created with it`).
+        reason: String,
+        /// `changed` or `vanished`.
+        what: &'static str,
+        /// The recorded digest, shortened.
+        recorded: String,
+    },
+
+    /// A file a keel run changed, offered to `--trust-project` or `--patch`.
+    #[error("{0}")]
+    ProjectTainted(Box<Tainted>),
+}
+
+/// A tainted file offered to `--trust-project` or `--patch` (issue 23 item 6), boxed in
+/// [`ConfigError::ProjectTainted`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{path} was changed by {by}, so {what} does not accept it; review it, then run `keel trust {dir}` to clear it",
+    path = .path.display(),
+    dir = .dir.display()
+)]
+pub struct Tainted {
+    /// The tainted file.
+    pub path: PathBuf,
+    /// The run that changed it.
+    pub by: String,
+    /// `--trust-project` or `--patch`.
+    pub what: &'static str,
+    /// The project directory `keel trust` takes.
+    pub dir: PathBuf,
 }
 
 impl ConfigError {
@@ -149,6 +187,8 @@ impl ConfigError {
             }
             ConfigError::TrustFile { .. } => ConfigCode::TrustFile.code(),
             ConfigError::ProjectUntrusted { .. } => ConfigCode::ProjectUntrusted.code(),
+            ConfigError::ProjectTainted(_) => ConfigCode::ProjectTainted.code(),
+            ConfigError::RecordedPatchChanged { .. } => ConfigCode::RecordedPatchChanged.code(),
         }
     }
 }

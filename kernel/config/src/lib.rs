@@ -17,6 +17,7 @@ mod layer;
 mod model;
 mod overrides;
 mod resolve;
+pub mod taint;
 pub mod trust;
 mod values;
 

@@ -260,6 +260,9 @@ pub struct ResolvedProfile {
     pub disabled: Vec<DisabledRow>,
     /// The project layer, when one was applied.
     pub project: Option<ProjectLayer>,
+    /// The `--patch` files inside the workspace (issue 23 item 6): they follow the project
+    /// layer's trust rule, so each is checked like it.
+    pub workspace_patches: Vec<ProjectLayer>,
     /// Snapshot taken before the first launcher patch; what dumps render.
     pub(crate) dump_view: Option<Box<DumpView>>,
 }
@@ -279,6 +282,7 @@ impl ResolvedProfile {
             layers: Vec::new(),
             disabled: Vec::new(),
             project: None,
+            workspace_patches: Vec::new(),
             dump_view: None,
         }
     }

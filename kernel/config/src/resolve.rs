@@ -10,10 +10,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::error::ConfigError;
+use super::error::{ConfigError, Tainted};
 use super::layer::{ParsedLayer, parse_layer};
 use super::model::{ConfigSources, LayerKind, LayerRef, ProjectLayer, ResolvedProfile};
 use super::overrides::Override;
+use super::taint;
 use super::trust::{self, TrustState};
 
 /// Resolves `profile` (a name looked up as `profiles/<name>.toml` in each root, or a path when it
@@ -63,6 +64,17 @@ pub fn resolve_profile(
     let ParsedLayer { ops, .. } = parsed;
     resolved.apply_layer(layer_ref(LayerKind::Profile(name), &path), &ops)?;
 
+    // Issue 23 item 6: `--trust-project` vouches for the checkout, not for what a keel run
+    // wrote into it since.
+    if let (true, Some(home), Some(dir)) = (
+        sources.trust_project,
+        &sources.keel_home,
+        &sources.project_dir,
+    ) && let Some((path, by)) = taint::tainted_under(home, dir)?
+    {
+        return Err(tainted(path, by, "--trust-project", dir));
+    }
+
     // 3. User layer, 4. project layer (each only if present; the same file is applied once).
     let user = sources
         .keel_home
@@ -110,7 +122,43 @@ pub fn resolve_profile(
     // 5. `--patch` files, which must exist; a bare name is looked up like a profile.
     for patch in &sources.patches {
         let patch = locate_patch(patch, sources)?;
-        apply_file(&mut resolved, LayerKind::Patch, &patch)?;
+        if let Some(home) = &sources.keel_home
+            && let Some(by) = taint::tainted_by(home, &patch)?
+        {
+            let dir = sources
+                .project_dir
+                .clone()
+                .filter(|d| {
+                    d.canonicalize()
+                        .is_ok_and(|d| patch.canonicalize().is_ok_and(|p| p.starts_with(d)))
+                })
+                .or_else(|| patch.parent().map(Path::to_path_buf))
+                .unwrap_or_default();
+            return Err(tainted(patch, by, "--patch", &dir));
+        }
+        let Some(dir) = inside(&patch, sources) else {
+            apply_file(&mut resolved, LayerKind::Patch, &patch)?;
+            continue;
+        };
+        // A patch the workspace holds is the model's to write: like the project layer, it may
+        // change guarded settings only when vouched for (issue 23 item 6).
+        let text = read(&patch)?;
+        let before = resolved.row_states();
+        let ops = parse_layer(&text, &patch, Some(&LayerKind::Patch))?.ops;
+        resolved.apply_layer(layer_ref(LayerKind::Patch, &patch), &ops)?;
+        let trust = if sources.trust_project {
+            TrustState::Vouched
+        } else {
+            TrustState::UntrustedPatch
+        };
+        resolved.workspace_patches.push(ProjectLayer {
+            dir,
+            digest: blake3::hash(text.as_bytes()).to_hex().to_string(),
+            before,
+            after: resolved.row_states(),
+            path: patch,
+            trust,
+        });
     }
 
     // 6. `-c` overrides.
@@ -118,6 +166,25 @@ pub fn resolve_profile(
         resolved.apply_override(ov)?;
     }
     Ok(resolved)
+}
+
+/// The workspace (canonical) when `file` lies inside it and not in a config root or
+/// `$KEEL_HOME` (a shipped or user patch, even one run from the checkout or the dist tree).
+fn inside(file: &Path, sources: &ConfigSources) -> Option<PathBuf> {
+    let workspace = sources.project_dir.as_deref()?.canonicalize().ok()?;
+    let file = file.canonicalize().ok()?;
+    let mut known = sources.roots.iter().chain(sources.keel_home.iter());
+    let configured = known.any(|r| r.canonicalize().is_ok_and(|r| file.starts_with(r)));
+    (file.starts_with(&workspace) && !configured).then_some(workspace)
+}
+
+fn tainted(path: PathBuf, by: String, what: &'static str, dir: &Path) -> ConfigError {
+    ConfigError::ProjectTainted(Box::new(Tainted {
+        path: path.canonicalize().unwrap_or(path),
+        by,
+        what,
+        dir: dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()),
+    }))
 }
 
 /// Finds the profile file and its name.

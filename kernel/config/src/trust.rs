@@ -38,6 +38,8 @@ pub enum TrustState {
     Untrusted,
     /// A record exists for other bytes: the file changed since it was trusted.
     Changed,
+    /// A `--patch` file inside the workspace: only `--trust-project` vouches for it.
+    UntrustedPatch,
 }
 
 impl TrustState {
@@ -53,6 +55,9 @@ impl TrustState {
             TrustState::Vouched => "trusted for this run (--trust-project)",
             TrustState::Untrusted => "untrusted (never recorded by `keel trust`)",
             TrustState::Changed => "untrusted (changed since `keel trust` recorded it)",
+            TrustState::UntrustedPatch => {
+                "a --patch file inside the workspace, untrusted (only --trust-project vouches for one)"
+            }
         }
     }
 }

@@ -48,8 +48,7 @@ fn err<T>(e: PluginError) -> AbiResult<T> {
 }
 
 impl HostImpl {
-    /// The row of the plugin whose crate (`keel_plugin_<name>`) leads `target`: the single
-    /// live row of that plugin, else the plugin's name, else nothing.
+    /// The one row of the plugin whose crate leads `target`, else its name (issue 23 item 16).
     fn row_of_target(&self, target: &str) -> Option<String> {
         let krate = target.split("::").next()?;
         let plugin = krate.strip_prefix("keel_plugin_")?.replace('_', "-");
@@ -117,15 +116,9 @@ fn refused(fiber: &Fiber) -> PluginError {
 
 impl Host for HostImpl {
     fn log(&self, fiber: FiberId, level: LogLevel, target: &str, message: &str) {
-        // Lines from a plugin's tracing layer carry no fiber (0): the row is the one running
-        // the plugin whose crate the target names, or the plugin's name when several rows do
-        // (issue 23 item 16: the default stderr line names its row).
-        let row = self
-            .0
-            .fibers
-            .get(&fiber)
-            .map(|f| f.row.clone())
-            .or_else(|| self.row_of_target(target));
+        // A plugin's tracing line carries no fiber (0): name its row from the target.
+        let own = self.0.fibers.get(&fiber).map(|f| f.row.clone());
+        let row = own.or_else(|| self.row_of_target(target));
         let row = row.as_deref();
         match level {
             LogLevel::Error => {

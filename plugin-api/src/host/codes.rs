@@ -34,6 +34,11 @@ crate::error_codes! {
         /// The project layer changes security-relevant config and is not trusted as it is
         /// now (`keel trust`, or `--trust-project` for one run).
         ProjectUntrusted = "PROJECT_UNTRUSTED", by "the kernel (project trust)", retry Changed;
+        /// A file a keel run changed in the project's `.keel/`, `.claude/` or a workspace
+        /// `--patch` file, offered to `--trust-project` or `--patch` before `keel trust`.
+        ProjectTainted = "PROJECT_TAINTED", by "the kernel (project trust)", retry Changed;
+        /// A `--patch` file a resumed session recorded changed or vanished since.
+        RecordedPatchChanged = "RECORDED_PATCH_CHANGED", by "the kernel (`keel resume`)", retry Changed;
     }
 }
 

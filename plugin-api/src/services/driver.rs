@@ -58,7 +58,7 @@ pub struct DriverInvocation {
 
 /// A profile as a driver records it with a session, so that `keel resume` can run the session
 /// under the profile it was created with (issue 11 item 7).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileIdentity {
     /// What `--profile` takes to select it again: the profile's name, or the absolute path of
@@ -68,6 +68,25 @@ pub struct ProfileIdentity {
     /// whitespace) of `{"kernel": …, "rows": […]}` exactly as `keel config dump --json` shows
     /// them — every layer, `--patch` and `-c` included, launcher-only patches excluded (a dump
     /// never shows those, CFG-08).
+    pub digest: String,
+    /// The run's non-secret `-c ROW.KEY=VALUE` arguments as given, in order (issue 23 item 3):
+    /// `keel resume` applies them again. A `-c` whose key names a secret (`api_key`, `token`,
+    /// `password`, `headers`, `env`, …) is never recorded; a `…_ref` key is a reference, kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
+    /// The run's `--patch` files (absolute path and digest), in order: `keel resume` applies
+    /// them again, and stops when one changed or vanished (`RECORDED_PATCH_CHANGED`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<RecordedPatch>,
+}
+
+/// A `--patch` file as a session records it ([`ProfileIdentity::patches`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedPatch {
+    /// The file's absolute path.
+    pub path: String,
+    /// blake3 (lowercase hex) of its bytes.
     pub digest: String,
 }
 
@@ -87,7 +106,7 @@ pub struct DriverOutcome {
 }
 
 /// A driver's request to run its command under another profile ([`DriverOutcome::relaunch`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Relaunch {
     /// The profile, as `--profile` takes it ([`ProfileIdentity::name`]).
@@ -95,6 +114,13 @@ pub struct Relaunch {
     /// Why, for the error the kernel reports when that profile cannot be assembled (e.g.
     /// `session S was created with it`).
     pub reason: String,
+    /// Recorded `-c` arguments to apply before the command line's own (issue 23 item 3): an
+    /// explicit `-c` of the same key, later, wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
+    /// Recorded `--patch` files to apply again; the kernel checks each digest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<RecordedPatch>,
 }
 
 /// What the kernel passes to `interrupt`: the signal that asks the run to stop.
@@ -104,4 +130,71 @@ pub struct DriverInterrupt {
     pub signal: String,
     /// What `run` returns once it stopped: 128 + the signal's number.
     pub exit_code: i32,
+}
+
+/// Words of a key that name a secret value.
+const SECRET_WORDS: &[&str] = &[
+    "key",
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "credential",
+    "credentials",
+    "auth",
+    "authorization",
+    "cookie",
+    "bearer",
+    "pat",
+];
+
+/// Keys whose value is a map that may hold secrets (`Authorization` headers, a child's env).
+const SECRET_KEYS: &[&str] = &["headers", "env", "pass_env"];
+
+/// Whether `-c arg` may be recorded in [`ProfileIdentity::overrides`] (issue 23 item 3): its
+/// key (the part after `ROW.`, before `=`) names no secret. A malformed argument never got
+/// this far (resolution refused it).
+pub fn recordable_override(arg: &str) -> bool {
+    let Some((path, _)) = arg.split_once('=') else {
+        return false;
+    };
+    let key = path.split_once('.').map_or(path, |(_, key)| key).trim();
+    let top = key.split('.').next().unwrap_or(key);
+    if SECRET_KEYS.contains(&top) {
+        return false;
+    }
+    let last = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
+    let words: Vec<&str> = last.split(['_', '-']).collect();
+    if words.last() == Some(&"ref") {
+        return true;
+    }
+    !words.iter().any(|w| SECRET_WORDS.contains(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_never_recorded_references_are() {
+        for ok in [
+            "llm-openai.base_url=http://x/v1",
+            "llm-openai.api_key_ref=LLM_CRED",
+            "llm-openai.model=local",
+            "agent-loop.max_tokens=100",
+        ] {
+            assert!(recordable_override(ok), "{ok}");
+        }
+        for secret in [
+            "llm-openai.api_key=sk-1",
+            "x.token=abc",
+            "x.client_secret=abc",
+            "llm-openai.headers={Authorization=\"Bearer x\"}",
+            "tool-shell.env={A=\"b\"}",
+            "x.password=p",
+            "malformed",
+        ] {
+            assert!(!recordable_override(secret), "{secret}");
+        }
+    }
 }

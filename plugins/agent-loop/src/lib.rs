@@ -276,6 +276,9 @@ impl Plugin for AgentLoop {
             .declares::<ev::InboxDiscarded>()
             .declares::<ev::Resumed>()
             .config_type::<config::LoopConfig>()
+            // The loop's limits: an untrusted project layer must not raise them (issue 23
+            // item 6).
+            .guard_keys(&["max_steps", "max_tokens"])
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {

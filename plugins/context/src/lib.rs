@@ -78,7 +78,15 @@ impl Plugin for ContextPlugin {
             .config_type::<ContextConfig>()
             // An untrusted project layer must not pick the file sent to the model as the
             // summary prompt, nor the provider it goes to (docs/profiles.md, trust).
-            .guard_keys(&["summarise", "strategies"])
+            // Nor raise what the context keeps (issue 23 item 6).
+            .guard_keys(&[
+                "summarise",
+                "strategies",
+                "threshold",
+                "target",
+                "keep_recent_steps",
+                "result_cap_bytes",
+            ])
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {

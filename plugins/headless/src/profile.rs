@@ -10,6 +10,12 @@
 //! - with a `--profile` that differs, runs under it and says so in one stderr line;
 //! - under the recorded profile whose assembled config changed since (another digest), runs and
 //!   says that too (not fatal);
+//! - with the session's recorded `-c` arguments or `--patch` files not in force (issue 23 item
+//!   3: a session created with `-c llm-openai.base_url=…` must not resume against the default
+//!   endpoint), asks the kernel to run again with them applied ([`Relaunch::overrides`],
+//!   [`Relaunch::patches`]; the kernel puts them before the command line's and checks each
+//!   patch's digest); an explicit `-c` of a recorded key with another value wins, said in one
+//!   line;
 //! - for a session that records no profile (created before keel recorded it, or by a driver
 //!   that does not), or a kernel that does not tell its profile, runs as before.
 
@@ -43,18 +49,41 @@ pub fn decide(inv: &DriverInvocation, recorded: Option<&ProfileIdentity>) -> Dec
         return Decision::Proceed(None);
     };
     let session = inv.session_id.as_deref().unwrap_or_default();
+    let reason = format!("session {session} was created with it");
+    let layers = |profile: &str| Relaunch {
+        profile: profile.to_owned(),
+        reason: reason.clone(),
+        overrides: recorded.overrides.clone(),
+        patches: recorded.patches.clone(),
+    };
     if recorded.name != running.name {
         if !inv.profile_explicit {
-            return Decision::Relaunch(Relaunch {
-                profile: recorded.name.clone(),
-                reason: format!("session {session} was created with it"),
-            });
+            return Decision::Relaunch(layers(&recorded.name));
         }
         return Decision::Proceed(Some(format!(
             "keel: resuming session {session} (recorded with profile {}, digest {}) under profile {} (--profile)",
             recorded.name,
             short(&recorded.digest),
             running.name
+        )));
+    }
+    let (missing, overridden) = compare(recorded, running);
+    if missing {
+        return Decision::Relaunch(layers(&recorded.name));
+    }
+    if !overridden.is_empty() {
+        return Decision::Proceed(Some(format!(
+            "keel: resuming session {session} with {} given on the command line instead of the recorded {}",
+            overridden
+                .iter()
+                .map(|(now, _)| format!("-c {now}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            overridden
+                .iter()
+                .map(|(_, then)| format!("-c {then}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
     if recorded.digest != running.digest {
@@ -66,6 +95,32 @@ pub fn decide(inv: &DriverInvocation, recorded: Option<&ProfileIdentity>) -> Dec
         )));
     }
     Decision::Proceed(None)
+}
+
+/// Whether some recorded layer is not in force in `running` (a recorded `-c` whose key the run
+/// does not set, a recorded patch it did not apply with that digest), and the recorded `-c`
+/// that an explicit one of the same key replaced (`(now, then)`).
+fn compare(recorded: &ProfileIdentity, running: &ProfileIdentity) -> (bool, Vec<(String, String)>) {
+    let key = |arg: &str| arg.split_once('=').map(|(k, _)| k.trim().to_owned());
+    let mut missing = false;
+    let mut overridden = Vec::new();
+    for then in &recorded.overrides {
+        let now = running
+            .overrides
+            .iter()
+            .rev()
+            .find(|a| key(a).is_some() && key(a) == key(then));
+        match now {
+            None => missing = true,
+            Some(now) if now != then => overridden.push((now.clone(), then.clone())),
+            Some(_) => {}
+        }
+    }
+    missing |= recorded
+        .patches
+        .iter()
+        .any(|p| !running.patches.contains(p));
+    (missing, overridden)
 }
 
 /// The profile session `id` records, read through `keel.session` `profile`; `None` when it
@@ -94,6 +149,7 @@ mod tests {
         ProfileIdentity {
             name: name.into(),
             digest: digest.into(),
+            ..ProfileIdentity::default()
         }
     }
 
@@ -126,6 +182,7 @@ mod tests {
             Decision::Relaunch(Relaunch {
                 profile: "headless".into(),
                 reason: "session S was created with it".into(),
+                ..Relaunch::default()
             })
         );
     }
@@ -177,6 +234,43 @@ mod tests {
         assert_eq!(
             decide(&inv("run", Some(id("default", B)), false), Some(&same)),
             none
+        );
+    }
+
+    // Issue 23 item 3: recorded `-c` not in force relaunches with them; once in force, the
+    // resume proceeds; an explicit other value of the same key wins and is said.
+    #[test]
+    fn item3_recorded_overrides_are_applied_again_and_an_explicit_one_wins() {
+        let mut recorded = id("headless", A);
+        recorded.overrides = vec!["llm-openai.base_url=http://a/v1".into()];
+        let d = decide(
+            &inv("resume", Some(id("headless", B)), false),
+            Some(&recorded),
+        );
+        let Decision::Relaunch(r) = d else {
+            panic!("expected a relaunch: {d:?}");
+        };
+        assert_eq!(r.profile, "headless");
+        assert_eq!(r.overrides, recorded.overrides);
+
+        let mut applied = recorded.clone();
+        applied.digest = A.into();
+        assert_eq!(
+            decide(&inv("resume", Some(applied), false), Some(&recorded)),
+            Decision::Proceed(None)
+        );
+
+        let mut other = id("headless", B);
+        other.overrides = vec!["llm-openai.base_url=http://c/v1".into()];
+        let Decision::Proceed(Some(line)) =
+            decide(&inv("resume", Some(other), false), Some(&recorded))
+        else {
+            panic!("expected a note");
+        };
+        assert!(
+            line.contains("-c llm-openai.base_url=http://c/v1")
+                && line.contains("recorded -c llm-openai.base_url=http://a/v1"),
+            "{line}"
         );
     }
 }

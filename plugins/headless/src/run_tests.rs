@@ -308,6 +308,7 @@ fn item7_the_running_profile_reaches_create() {
     run.profile_identity = Some(keel_plugin_api::services::driver::ProfileIdentity {
         name: "headless".into(),
         digest: "d1".into(),
+        ..Default::default()
     });
     let h = drive(&run, Script::default());
     assert_eq!(

@@ -144,11 +144,14 @@ pub fn end_seed() -> NewEvent {
     NewEvent::new("session/end-seed", json!({}))
 }
 
-/// `session/profile {name, digest}`, ignorable (a reader that predates it skips it).
+/// `session/profile {name, digest, overrides?, patches?}`, ignorable (a reader that predates
+/// it skips it); the run's recorded `-c` and `--patch` layers only when it had some (issue 23
+/// item 3).
 pub fn session_profile(profile: &ProfileIdentity) -> NewEvent {
     NewEvent::new(
         PROFILE_EVENT,
-        json!({ "name": profile.name, "digest": profile.digest }),
+        serde_json::to_value(profile)
+            .unwrap_or_else(|_| json!({ "name": profile.name, "digest": profile.digest })),
     )
     .ignorable()
 }

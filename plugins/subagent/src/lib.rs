@@ -49,6 +49,15 @@ impl Plugin for SubagentPlugin {
             .declares::<ChildStarted>()
             .declares::<ChildEnded>()
             .config_type::<SubagentConfig>()
+            // Limits and the children's prompts and budgets: an untrusted project layer must
+            // not raise them (issue 23 item 6).
+            .guard_keys(&[
+                "max_concurrent",
+                "max_depth",
+                "timeout_ms",
+                "agents",
+                "resident",
+            ])
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {

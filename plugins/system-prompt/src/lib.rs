@@ -114,6 +114,9 @@ impl Plugin for SystemPromptPlugin {
             .provides::<SystemPrompt>()
             .declares::<Assemble>()
             .config_type::<Config>()
+            // Replacing the system prompt (or what is substituted into it) needs trust (issue
+            // 23 item 6).
+            .guard_keys(&["sections", "variables"])
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {

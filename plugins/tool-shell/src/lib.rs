@@ -88,7 +88,15 @@ impl Plugin for ToolShell {
             .optional::<Credentials>()
             // `env` and `pass_env` reach the runner process itself, before it confines
             // anything.
-            .guard_keys(&["env", PASS_ENV_KEY])
+            // The limits too (issue 23 item 6): an untrusted layer must not raise them.
+            .guard_keys(&[
+                "env",
+                PASS_ENV_KEY,
+                "default_timeout_ms",
+                "max_timeout_ms",
+                "max_output_bytes",
+                "grace_ms",
+            ])
             .config_type::<ShellConfig>()
     }
 

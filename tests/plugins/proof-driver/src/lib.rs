@@ -281,6 +281,7 @@ impl DriverProvider for Scripted {
                 relaunch = Some(Relaunch {
                     profile: profile.to_owned(),
                     reason: "the proof script asked".to_owned(),
+                    ..Relaunch::default()
                 });
                 continue;
             }
