@@ -110,6 +110,7 @@
 )]
 
 pub mod abi;
+pub mod civil_time;
 pub mod codes;
 pub mod conversation;
 pub mod events;

@@ -121,26 +121,9 @@ fn fail(io: &mut Io<'_>, e: &SessionError) -> i32 {
     exit_code(e)
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ` for epoch ms (UTC; civil-from-days, no calendar crate).
+/// `YYYY-MM-DDTHH:MM:SSZ` for epoch ms (UTC).
 pub fn iso_time(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    keel_plugin_api::civil_time::utc_timestamp(i64::try_from(ms / 1000).unwrap_or(i64::MAX))
 }
 
 /// `keel sessions …`.

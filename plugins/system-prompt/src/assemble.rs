@@ -69,23 +69,7 @@ pub fn builtins(cwd: &str, tools: &[String], now_secs: i64) -> Variables {
 
 /// `YYYY-MM-DD` (proleptic Gregorian, UTC) of a Unix time in seconds.
 pub fn utc_date(secs: i64) -> String {
-    // Days-to-civil over 400-year eras of 146 097 days, with years starting in March so the
-    // leap day is the last day of the year.
-    let days = secs.div_euclid(86_400) + 719_468;
-    let era = days.div_euclid(146_097);
-    let day_of_era = days.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    keel_plugin_api::civil_time::utc_date(secs)
 }
 
 /// The effective sections: a later section with an id seen before replaces the earlier one
