@@ -145,6 +145,7 @@ fn check_project_trust(
     Err(ConfigError::ProjectUntrusted {
         path: project.path.clone(),
         dir: project.dir.clone(),
+        remedy: state.remedy(&project.dir),
         state: state.describe().to_owned(),
         changes: changes.join(", "),
     }

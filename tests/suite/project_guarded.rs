@@ -58,6 +58,10 @@ fn issue23_item6_a_workspace_patch_needs_trust_to_change_guarded_settings() {
     assert!(line.contains("ci-patch.toml"), "{line}");
     assert!(line.contains("disables row 'sandbox'"), "{line}");
     assert!(line.contains("only --trust-project vouches"), "{line}");
+    assert!(
+        line.ends_with("review it, then pass --trust-project"),
+        "`keel trust` does not record patches, so it is not offered: {line}"
+    );
     assert!(server.requests().is_empty(), "a request was sent");
 
     let outside = env.file("patches/mine.toml", plant);

@@ -116,13 +116,14 @@ pub enum ConfigError {
     /// The project layer changes security-relevant config and is not trusted as it is now.
     #[error(
         "project layer {path} is {state} and changes security-relevant settings: {changes}; \
-         review it, then run `keel trust {dir}` (or pass --trust-project)",
-        path = .path.display(),
-        dir = .dir.display()
+         {remedy}",
+        path = .path.display()
     )]
     ProjectUntrusted {
         path: PathBuf,
         dir: PathBuf,
+        /// [`super::trust::TrustState::remedy`]: what vouches for this kind of layer.
+        remedy: String,
         /// [`super::trust::TrustState::describe`].
         state: String,
         /// The guarded changes, comma-separated.

@@ -60,6 +60,18 @@ impl TrustState {
             }
         }
     }
+
+    /// What the user does about an untrusted layer of project directory `dir`: `keel trust`
+    /// records project layers, while a workspace `--patch` is vouched for per run only.
+    pub fn remedy(&self, dir: &Path) -> String {
+        match self {
+            TrustState::UntrustedPatch => "review it, then pass --trust-project".to_owned(),
+            _ => format!(
+                "review it, then run `keel trust {}` (or pass --trust-project)",
+                dir.display()
+            ),
+        }
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
