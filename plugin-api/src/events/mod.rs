@@ -22,8 +22,10 @@ pub mod prompt;
 pub mod session;
 pub mod subagent;
 pub mod tools;
+mod typed;
 
 pub use json::Json;
+pub use typed::Typed;
 
 use crate::sdk::event::{Event as _, EventInfo};
 
