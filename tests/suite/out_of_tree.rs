@@ -84,7 +84,7 @@ fn out_of_tree_plugin_config_is_validated_against_its_schema() {
 
 #[test]
 fn abi_major_mismatch_is_refused_with_one_line_naming_both_majors() {
-    // Issue 12 item 5: the fixture is a plugin built for the previous major (1, before SDK 2).
+    // Issue 12 item 5: the fixture is a plugin built for the previous major (2, before SDK 3; issue 24 item 8).
     let lib = build("tests/fixtures/abi-mismatch/Cargo.toml");
     let env = Env::new().var("KEEL_PLUGIN_PATH", &lib);
     env.profile(
@@ -97,7 +97,7 @@ fn abi_major_mismatch_is_refused_with_one_line_naming_both_majors() {
     assert_eq!(lines.len(), 1, "exactly one line:\n{}", run.stderr);
     let kernel = keel_plugin_api::abi::ABI_MAJOR;
     assert!(
-        lines[0].contains(&format!("plugin ABI 1, kernel ABI {kernel}"))
+        lines[0].contains(&format!("plugin ABI 2, kernel ABI {kernel}"))
             && lines[0].contains("libkeel_plugin_abi_mismatch.so")
             && lines[0].contains("row 'old'"),
         "{}",

@@ -37,22 +37,24 @@ pub use status::{BoxedError, SyncStatus};
 ///
 /// Bump on any change to a type in this module; every plugin rebuilds (lockstep per major).
 /// Major 2 (SDK 2, issue 12): services are typed contracts over one `ContractHandle` and
-/// payloads carry `Frozen` documents by reference; `CallHandle` is gone.
+/// payloads carry `Frozen` documents by reference; `CallHandle` is gone. Major 3 (SDK 3, issue
+/// 24): event decisions are `Typed<T>` values, tools are one `Tool` trait, codes are catalog
+/// variants, the untyped service calls are gone.
 #[cfg(not(feature = "abi-mismatch-fixture"))]
-pub const ABI_MAJOR: u32 = 2;
-/// Test fixture build: a plugin built for the previous major, 1 (see the
+pub const ABI_MAJOR: u32 = 3;
+/// Test fixture build: a plugin built for the previous major, 2 (see the
 /// `abi-mismatch-fixture` feature), which this kernel must refuse by name.
 #[cfg(feature = "abi-mismatch-fixture")]
-pub const ABI_MAJOR: u32 = 1;
+pub const ABI_MAJOR: u32 = 2;
 
 /// abi_stable's version strings, derived from the ABI version, never from the crate version
 /// (a crate version bump must not break plugins; anyrun#236).
 #[cfg(not(feature = "abi-mismatch-fixture"))]
 pub const ABI_VERSION_STRINGS: abi_stable::sabi_types::VersionStrings =
-    abi_stable::sabi_types::VersionStrings::new("2.0.0");
+    abi_stable::sabi_types::VersionStrings::new("3.0.0");
 #[cfg(feature = "abi-mismatch-fixture")]
 pub const ABI_VERSION_STRINGS: abi_stable::sabi_types::VersionStrings =
-    abi_stable::sabi_types::VersionStrings::new("1.0.0");
+    abi_stable::sabi_types::VersionStrings::new("2.0.0");
 
 /// Name of the plain `u32` static every plugin exports; read before anything else.
 pub const ABI_SYMBOL: &[u8] = b"KEEL_PLUGIN_ABI";

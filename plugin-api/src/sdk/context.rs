@@ -374,11 +374,12 @@ impl Context {
 
     // ---- services ------------------------------------------------------------------------
 
-    /// Provides a service. It must be declared in the manifest's `provides`.
+    /// Provides a service. It must be declared in the manifest's `provides`. Crate-private
+    /// since SDK 3: plugins serve typed contracts ([`Context::serve`]).
     ///
     /// # Errors
     /// `UNDECLARED_SERVICE`, `DUPLICATE_PROVIDER`, `INACTIVE_FIBER`.
-    pub fn provide<S: Service>(&self, handle: S::Handle) -> Result<Registration> {
+    pub(crate) fn provide<S: Service>(&self, handle: S::Handle) -> Result<Registration> {
         let id = from_abi((self.api.provide())(
             self.fiber,
             rstr(S::NAME),
@@ -388,10 +389,11 @@ impl Context {
     }
 
     /// A required service (declared in `requires`); it is active whenever this fiber is.
+    /// Crate-private since SDK 3: plugins hold typed clients ([`Context::client`]).
     ///
     /// # Errors
     /// `UNDECLARED_REQUIREMENT` when not declared; `SERVICE_UNAVAILABLE`; `SERVICE_LAYOUT`.
-    pub fn service<S: Service>(&self) -> Result<ServiceRef<S>> {
+    pub(crate) fn service<S: Service>(&self) -> Result<ServiceRef<S>> {
         self.lookup::<S>(false)?.ok_or_else(|| {
             Error::new(
                 "SERVICE_UNAVAILABLE",
@@ -400,11 +402,12 @@ impl Context {
         })
     }
 
-    /// An optional probe: `None` when no provider is active.
+    /// An optional probe: `None` when no provider is active (crate-private, as
+    /// [`Context::service`]; plugins use [`Context::get_client`]).
     ///
     /// # Errors
     /// `SERVICE_LAYOUT` when a provider exists with an incompatible handle type.
-    pub fn get_service<S: Service>(&self) -> Result<Option<ServiceRef<S>>> {
+    pub(crate) fn get_service<S: Service>(&self) -> Result<Option<ServiceRef<S>>> {
         self.lookup::<S>(true)
     }
 

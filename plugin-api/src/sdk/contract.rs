@@ -200,13 +200,16 @@ impl<C: Contract> ContractClient<C> {
             .any(|m| m.name == method && m.since <= self.handle.version)
     }
 
-    /// Calls `method` (introduced in version `since`) with `request`.
+    /// Calls `method` (introduced in version `since`) with `request`. Only the clients
+    /// `contract!` generates call this (SDK 3: a method is never named by a string in plugin
+    /// code); it is public because the macro expands in the plugin's crate.
     ///
     /// # Errors
     /// `UNKNOWN_METHOD` when the provider's version predates the method; `INVALID_ANSWER` when
     /// the answer is not a `Resp`; whatever the provider returns.
     #[allow(unsafe_code)]
-    pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
+    #[doc(hidden)]
+    pub async fn __call<Req: Serialize, Resp: DeserializeOwned>(
         &self,
         method: &str,
         since: u32,

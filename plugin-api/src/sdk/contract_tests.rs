@@ -37,7 +37,7 @@ mod v2 {
         /// Product.
         fn mul(Pair) -> i64, since 2;
         /// Panics, to test the boundary.
-        fn boom(()) -> (), since 2;
+        fn boom() -> (), since 2;
     }
 }
 
@@ -60,7 +60,7 @@ impl v2::MathProvider for NewCalc {
         clippy::panic,
         reason = "the test checks that a provider panic is caught"
     )]
-    async fn boom(&self, (): ()) -> Result<()> {
+    async fn boom(&self) -> Result<()> {
         panic!("kaboom")
     }
 }
@@ -101,7 +101,7 @@ fn the_provider_refuses_a_method_it_does_not_have() {
     let client: ContractClient<v2::Math> = ContractClient::new(old, "liar");
     let forged = client.handle().clone().with_version(2);
     let client: ContractClient<v2::Math> = ContractClient::new(forged, "liar");
-    let err = block_on(client.call::<Pair, i64>("mul", 2, &Pair { a: 1, b: 2 })).unwrap_err();
+    let err = block_on(client.__call::<Pair, i64>("mul", 2, &Pair { a: 1, b: 2 })).unwrap_err();
     assert!(err.is(ContractCode::UnknownMethod), "{err}");
     assert!(
         err.message.contains("`liar` (test.math v2) called `mul`"),
@@ -119,7 +119,7 @@ fn the_provider_refuses_a_method_it_does_not_have() {
 fn a_malformed_request_is_invalid_arguments_naming_the_method() {
     let client: ContractClient<v2::Math> =
         ContractClient::new(ContractHandle::serve::<v2::Math, _>("calc", NewCalc), "me");
-    let err = block_on(client.call::<&str, i64>("add", 1, &"not a pair")).unwrap_err();
+    let err = block_on(client.__call::<&str, i64>("add", 1, &"not a pair")).unwrap_err();
     assert!(err.is(ContractCode::InvalidArguments), "{err}");
     assert!(
         err.message.contains("test.math `add` request"),
@@ -132,7 +132,7 @@ fn a_malformed_request_is_invalid_arguments_naming_the_method() {
 fn a_wrong_answer_type_is_invalid_answer() {
     let client: ContractClient<v2::Math> =
         ContractClient::new(ContractHandle::serve::<v2::Math, _>("calc", NewCalc), "me");
-    let err = block_on(client.call::<Pair, String>("add", 1, &Pair { a: 1, b: 1 })).unwrap_err();
+    let err = block_on(client.__call::<Pair, String>("add", 1, &Pair { a: 1, b: 1 })).unwrap_err();
     assert!(err.is(ContractCode::InvalidAnswer), "{err}");
     assert!(err.message.contains("from `calc`"), "{}", err.message);
 }
@@ -141,7 +141,7 @@ fn a_wrong_answer_type_is_invalid_answer() {
 fn a_provider_panic_is_a_panic_error_not_an_abort() {
     let client: v2::MathClient =
         ContractClient::new(ContractHandle::serve::<v2::Math, _>("calc", NewCalc), "me").into();
-    let err = block_on(client.boom(())).unwrap_err();
+    let err = block_on(client.boom()).unwrap_err();
     assert!(err.is(ContractCode::Panic), "{err}");
     assert!(err.message.contains("kaboom"), "{}", err.message);
 }

@@ -20,17 +20,21 @@
 ///     fn add(Add) -> i64;
 ///     /// Added in version 2: `a * b`.
 ///     fn mul(Add) -> i64, since 2;
+///     /// Added in version 2, no arguments: the calculator's name.
+///     fn name() -> String, since 2;
 /// }
 ///
 /// struct Calc;
 /// impl AdderProvider for Calc {
 ///     async fn add(&self, r: Add) -> Result<i64> { Ok(r.a + r.b) }
 ///     async fn mul(&self, r: Add) -> Result<i64> { Ok(r.a * r.b) }
+///     async fn name(&self) -> Result<String> { Ok("calc".into()) }
 /// }
 ///
 /// let client: AdderClient = ContractClient::new(ContractHandle::serve::<Adder, _>("calc", Calc), "me").into();
 /// let sum = futures::executor::block_on(client.add(Add { a: 2, b: 3 })).unwrap();
 /// assert_eq!(sum, 5);
+/// assert_eq!(futures::executor::block_on(client.name()).unwrap(), "calc");
 /// ```
 #[macro_export]
 macro_rules! contract {
@@ -41,7 +45,7 @@ macro_rules! contract {
         client $client:ident;
         $(
             $(#[doc = $mdoc:literal])*
-            fn $method:ident($req:ty) -> $resp:ty $(, since $since:literal)?;
+            fn $method:ident($($req:ty)?) -> $resp:ty $(, since $since:literal)?;
         )*
     ) => {
         $(#[doc = $doc])*
@@ -73,7 +77,7 @@ macro_rules! contract {
                 $(#[doc = $mdoc])*
                 fn $method(
                     &self,
-                    request: $req,
+                    $(request: $req)?
                 ) -> impl ::core::future::Future<Output = $crate::sdk::Result<$resp>> + Send;
             )*
         }
@@ -87,9 +91,10 @@ macro_rules! contract {
                 match method {
                     $(
                         stringify!($method) => Some(
-                            match args.decode::<$req>(concat!($svc, " `", stringify!($method), "` request")) {
+                            match args.decode::<$crate::__contract_req!($($req)?)>(concat!($svc, " `", stringify!($method), "` request")) {
+                                #[allow(unused_variables, reason = "a method without arguments decodes `()` and passes nothing")]
                                 Ok(request) => $crate::sdk::__boxed(async move {
-                                    <P as $provider>::$method(&provider, request).await
+                                    <P as $provider>::$method(&provider $(, $crate::__contract_pass!(request, $req))?).await
                                 }),
                                 Err(e) => ::std::boxed::Box::pin(async move { Err(e) }),
                             },
@@ -121,13 +126,50 @@ macro_rules! contract {
                 ///
                 /// # Errors
                 /// What the provider returns; `UNKNOWN_METHOD` when its version lacks the method.
-                pub async fn $method(&self, request: $req) -> $crate::sdk::Result<$resp> {
+                pub async fn $method(&self $(, request: $req)?) -> $crate::sdk::Result<$resp> {
                     self.0
-                        .call(stringify!($method), $crate::__contract_since!($($since)?), &request)
+                        .__call(
+                            stringify!($method),
+                            $crate::__contract_since!($($since)?),
+                            &$crate::__contract_arg!(request $(, $req)?),
+                        )
                         .await
                 }
             )*
         }
+    };
+}
+
+/// A method's request type: `()` for a method declared without arguments (`fn id() -> T`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __contract_req {
+    () => {
+        ()
+    };
+    ($req:ty) => {
+        $req
+    };
+}
+
+/// Passes the decoded request to a provider method that takes one.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __contract_pass {
+    ($request:ident, $req:ty) => {
+        $request
+    };
+}
+
+/// What a client sends: its argument, or `()` for a method without arguments.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __contract_arg {
+    ($request:ident) => {
+        ()
+    };
+    ($request:ident, $req:ty) => {
+        $request
     };
 }
 

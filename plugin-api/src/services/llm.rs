@@ -26,7 +26,7 @@ crate::contract! {
     /// Removes a registration; a disposed one again → `REGISTRATION_DISPOSED`.
     fn unregister(AdapterRegistration) -> ();
     /// The registered providers.
-    fn providers(()) -> ProviderList;
+    fn providers() -> ProviderList;
     /// Asks the adapter whether it could dispatch (credential configured, capability
     /// supported) without any I/O: `NO_ADAPTER`, `CREDENTIAL_MISSING` (naming the reference),
     /// `UNSUPPORTED_REASONING_EFFORT`.

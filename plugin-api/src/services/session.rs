@@ -52,7 +52,7 @@ crate::contract! {
     /// Forks a closed prefix into a new session (SES-07).
     fn fork(ForkSession) -> ForkedSession;
     /// Every stored (and live) session, and what could not be read.
-    fn list(()) -> SessionListing;
+    fn list() -> SessionListing;
     /// The projected model history, each message frozen once and shared.
     fn messages(SessionRef) -> SessionMessages;
     /// The profile the session was created under (its first [`PROFILE_EVENT`]); reads a stored
@@ -81,7 +81,7 @@ crate::contract! {
     /// or before it is `SESSION_CORRUPT`. See [`LoadFormat`] for how the events travel.
     fn load(LoadStored) -> StoredLog;
     /// Every session; what could not be read is named, never skipped.
-    fn list(()) -> StoredListing;
+    fn list() -> StoredListing;
     /// Takes the one-live-writer lock of the session for this process (held until `release`
     /// or process exit); another holder → `SESSION_LOCKED`.
     fn claim(SessionRef) -> ();

@@ -161,7 +161,7 @@ impl Seams {
 
     /// The registered providers, with their adapters' default models.
     pub async fn routes(&self) -> Result<Vec<ProviderRoute>> {
-        Ok(self.llm.providers(()).await?.providers)
+        Ok(self.llm.providers().await?.providers)
     }
 
     /// Asks the adapter whether it could dispatch `config` (credential present, …).

@@ -205,7 +205,7 @@ mod tests {
 
     /// One call with its wire JSON, as a caller of another build would send it.
     fn call(store: &Store, method: &str, args: Value) -> Result<Value> {
-        block_on(client(store, Arc::new(|| None)).call::<Value, Value>(method, 1, &args))
+        block_on(client(store, Arc::new(|| None)).__call::<Value, Value>(method, 1, &args))
     }
 
     /// A stand-in firewall that records registrations, or refuses them.

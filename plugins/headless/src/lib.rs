@@ -143,7 +143,7 @@ async fn describe(ctx: Context) -> InitInfo {
         }
     }
     if let Ok(Some(llm)) = ctx.get_client::<Llm>()
-        && let Ok(list) = llm.providers(()).await
+        && let Ok(list) = llm.providers().await
     {
         info.model = list
             .providers

@@ -383,7 +383,7 @@ fn inspect_only(
         async fn fork(&self, _: ForkSession) -> Result<ForkedSession> {
             no()
         }
-        async fn list(&self, (): ()) -> Result<SessionListing> {
+        async fn list(&self) -> Result<SessionListing> {
             no()
         }
         async fn messages(&self, _: SessionRef) -> Result<SessionMessages> {

@@ -68,7 +68,7 @@ impl LlmProvider for Service {
             .map_err(refusal)
     }
 
-    async fn providers(&self, (): ()) -> Result<ProviderList> {
+    async fn providers(&self) -> Result<ProviderList> {
         Ok(ProviderList {
             providers: lock(&self.state)?.providers(),
         })

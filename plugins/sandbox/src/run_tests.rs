@@ -27,7 +27,7 @@ fn handle(
         crate::Service(std::sync::Arc::new(s.clone())),
     );
     let client = ContractClient::<Sandbox>::new(handle, "test");
-    futures::executor::block_on(client.call(method, 1, &args))
+    futures::executor::block_on(client.__call(method, 1, &args))
 }
 
 fn state(mode: SandboxMode, network: bool, runner: Result<String, String>) -> State {

@@ -147,7 +147,7 @@ impl<B: Backend> SessionStoreProvider for Worker<B> {
     async fn load(&self, request: LoadStored) -> Result<StoredLog> {
         self.run("load", move |b| b.load(request)).await
     }
-    async fn list(&self, (): ()) -> Result<StoredListing> {
+    async fn list(&self) -> Result<StoredListing> {
         self.run("list", |b| b.list()).await
     }
     async fn claim(&self, request: SessionRef) -> Result<()> {

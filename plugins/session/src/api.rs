@@ -264,7 +264,7 @@ impl<H: Hooks + ?Sized> SessionsProvider for Api<H> {
     async fn fork(&self, request: ForkSession) -> SdkResult<ForkedSession> {
         Ok(Api::fork(self, request).await?)
     }
-    async fn list(&self, (): ()) -> SdkResult<SessionListing> {
+    async fn list(&self) -> SdkResult<SessionListing> {
         Ok(Api::list(self).await?)
     }
     async fn messages(&self, request: SessionRef) -> SdkResult<SessionMessages> {
@@ -309,7 +309,7 @@ pub async fn call<H: Hooks>(
     };
     let handle = ContractHandle::serve::<Sessions, _>("session", api);
     ContractClient::<Sessions>::new(handle, "test")
-        .call::<Value, Value>(method, 1, &args)
+        .__call::<Value, Value>(method, 1, &args)
         .await
         .map_err(|e| SessionError::from_code(&e.code, e.message))
 }

@@ -110,7 +110,7 @@ impl Store for CallStore {
     fn list(&self) -> BoxFut<error::Result<Listing>> {
         let client = self.0.clone();
         Box::pin(async move {
-            let listed = client.list(()).await.map_err(from_sdk)?;
+            let listed = client.list().await.map_err(from_sdk)?;
             let value = |v: serde_json::Result<Value>| {
                 v.map_err(|e| SessionError::invalid(format!("session listing: {e}")))
             };

@@ -46,7 +46,7 @@ pub struct Failure {
 /// malformed request `INVALID_ARGUMENTS`).
 pub fn call_served(handle: &ContractHandle, method: &str, args: Value) -> Result<Value, Failure> {
     let client = ContractClient::<SessionStore>::new(handle.clone(), "session-contract");
-    futures::executor::block_on(client.call::<Value, Value>(method, 1, &args)).map_err(|e| {
+    futures::executor::block_on(client.__call::<Value, Value>(method, 1, &args)).map_err(|e| {
         Failure {
             code: e.code,
             message: e.message,

@@ -107,7 +107,7 @@ keel_plugin_api::contract! {
     provider CounterProvider;
     client CounterClient;
     /// Who answers, and how many calls it has answered (this one included).
-    fn get(()) -> CounterReading;
+    fn get() -> CounterReading;
 }
 
 /// The counter's answer.

@@ -29,7 +29,7 @@ impl Plugin for ProofConsumer {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let row = ctx.row()?;
-        let seen = ctx.client::<Counter>()?.get(()).await?;
+        let seen = ctx.client::<Counter>()?.get().await?;
         trace(format!("activate {row} provider={}", seen.row));
         let config: serde_json::Value = ctx.config()?;
         let status = match config.get("doctor").and_then(|s| s.as_str()) {
@@ -42,7 +42,7 @@ impl Plugin for ProofConsumer {
         ctx.effect("consumer-dispose", move || async move {
             let row = dispose_row;
             let outcome = match ctx.client::<Counter>() {
-                Ok(c) => match c.get(()).await {
+                Ok(c) => match c.get().await {
                     Ok(v) => format!("service-ok provider={}", v.row),
                     Err(e) => format!("service-call-failed {}", e.code),
                 },
@@ -77,7 +77,7 @@ struct Checks {
 
 impl DoctorProvider for Checks {
     async fn checks(&self, _: DoctorRequest) -> Result<DoctorReport> {
-        let seen = self.ctx.client::<Counter>()?.get(()).await?;
+        let seen = self.ctx.client::<Counter>()?.get().await?;
         trace(format!("doctor {} provider={}", self.ctx.row()?, seen.row));
         Ok(DoctorReport {
             checks: vec![Check::new(

@@ -163,7 +163,7 @@ async fn step(ctx: Context, step: &str) -> Value {
         ),
         "counter" => {
             let r = match ctx.get_client::<Counter>() {
-                Ok(Some(c)) => c.get(()).await.and_then(|v| Ok(serde_json::to_value(v)?)),
+                Ok(Some(c)) => c.get().await.and_then(|v| Ok(serde_json::to_value(v)?)),
                 Ok(None) => Ok(Value::Null),
                 Err(e) => Err(e),
             };

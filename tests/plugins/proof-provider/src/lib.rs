@@ -21,7 +21,7 @@ struct Count {
 }
 
 impl CounterProvider for Count {
-    async fn get(&self, (): ()) -> Result<CounterReading> {
+    async fn get(&self) -> Result<CounterReading> {
         Ok(CounterReading {
             row: self.row.clone(),
             fiber: self.fiber,
