@@ -7,7 +7,8 @@
 //!
 //! 1. **Dispatch.** Two runs of `keel run` with a profile of two rows — `bench-driver` (the
 //!    driver) and one `bench-listener` row with `count = 1`, then `count = 10` (so the
-//!    10-listener chain is one row of one library). The driver times four modes across the ABI
+//!    10-listener chain is one row of one library). The driver times six modes (the four dispatch modes and the two decision
+//!    waterfalls of issue 24 item 2) across the ABI
 //!    and in-process and prints one JSON line per case (see `tests/plugins/bench-driver`).
 //! 2. **Boot-to-ready.** A profile of 12 rows over every benchmark and proof plugin library
 //!    present, started N times with `KEEL_LOG=keel::kernel=info`; the kernel's own
@@ -203,9 +204,9 @@ fn dispatch(sandbox: &Sandbox, settings: &Settings) -> Result<Vec<Value>, Failur
             cases.push(case);
         }
     }
-    if cases.len() != 8 {
+    if cases.len() != 12 {
         return Err(format!(
-            "expected 8 dispatch cases (4 modes × 1 and 10 listeners), got {}",
+            "expected 12 dispatch cases (6 modes × 1 and 10 listeners), got {}",
             cases.len()
         ));
     }

@@ -53,7 +53,7 @@ impl<T: DeserializeOwned> Typed<T> {
     /// # Errors
     /// `INVALID_ARGUMENTS` naming `T` when a foreign listener left something that is not a `T`.
     pub fn get(&self) -> Result<T> {
-        self.payload.clone().decode(std::any::type_name::<T>())
+        self.payload.decode_ref(std::any::type_name::<T>())
     }
 
     /// Decodes the value, consuming the envelope.

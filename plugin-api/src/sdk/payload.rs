@@ -86,6 +86,21 @@ impl Payload {
         value.map_err(|e| Error::coded(ContractCode::InvalidArguments, format!("{what}: {e}")))
     }
 
+    /// Decodes into `T` without consuming the payload: with no frozen documents the text is
+    /// parsed in place (no copy of the text, no attachment table); otherwise the documents'
+    /// handles are cloned (reference counts, not bytes). The read path of
+    /// [`Typed::get`](crate::events::Typed::get), which a listener runs once per hop.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENTS` when the text is not a `T`.
+    pub fn decode_ref<T: DeserializeOwned>(&self, what: &str) -> Result<T> {
+        if !self.frozen.is_empty() {
+            return self.clone().decode(what);
+        }
+        serde_json::from_str::<T>(self.text.as_str())
+            .map_err(|e| Error::coded(ContractCode::InvalidArguments, format!("{what}: {e}")))
+    }
+
     /// The JSON text alone (frozen documents appear as placeholders).
     pub fn text(&self) -> &str {
         self.text.as_str()
