@@ -7,9 +7,9 @@
 //!
 //! 1. **Dispatch.** Two runs of `keel run` with a profile of two rows — `bench-driver` (the
 //!    driver) and one `bench-listener` row with `count = 1`, then `count = 10` (so the
-//!    10-listener chain is one row of one library). The driver times six modes (the four dispatch modes and the two decision
-//!    waterfalls of issue 24 item 2) across the ABI
-//!    and in-process and prints one JSON line per case (see `tests/plugins/bench-driver`).
+//!    10-listener chain is one row of one library). The driver times six modes (the four
+//!    dispatch modes and the two decision waterfalls of issue 24 item 2) across the ABI and
+//!    in-process and prints one JSON line per case (see `tests/plugins/bench-driver`).
 //! 2. **Boot-to-ready.** A profile of 12 rows over every benchmark and proof plugin library
 //!    present, started N times with `KEEL_LOG=keel::kernel=info`; the kernel's own
 //!    `kernel ready … boot_us=M` line gives boot-to-ready (profile resolution, digests, dlopen and
