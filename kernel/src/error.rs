@@ -114,6 +114,10 @@ pub enum KernelError {
     /// A row failed to activate or stayed pending at boot.
     #[error("{0}")]
     Activation(String),
+    /// Two plugins declare one event differently (issue 24 item 7): found before any row
+    /// activates, so it is not an activation failure.
+    #[error("row '{row}': {detail}")]
+    EventConflict { row: String, detail: String },
     /// I/O with a path.
     #[error("{path}: {reason}")]
     Io { path: PathBuf, reason: String },
@@ -156,6 +160,7 @@ impl KernelError {
             KernelError::LockGraph { .. } => KernelCode::LockGraph.code(),
             KernelError::LockFile { .. } => KernelCode::LockFile.code(),
             KernelError::Activation(_) => KernelCode::Activation.code(),
+            KernelError::EventConflict { .. } => KernelCode::EventDeclarationConflict.code(),
             KernelError::Io { .. } => ContractCode::Io.code(),
             KernelError::Driver { .. } => KernelCode::Driver.code(),
             KernelError::Relaunch { source, .. } => source.code(),

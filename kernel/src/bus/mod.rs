@@ -449,3 +449,40 @@ impl Bus {
         }
     }
 }
+
+#[cfg(test)]
+mod declare_tests {
+    use keel_plugin_api::abi::{EventMode, StableAbi};
+    use keel_plugin_api::events::agent::AgentPoint;
+    use keel_plugin_api::events::tools::ToolExecution;
+
+    use super::Bus;
+
+    // Issue 24 item 7: a conflict names both plugins and the type that differs.
+    #[test]
+    fn a_declaration_conflict_names_both_plugins_and_the_type() {
+        let bus = Bus::new(3, None);
+        let unit = <() as StableAbi>::LAYOUT;
+        bus.declare(
+            "x/e",
+            EventMode::Emit,
+            Some((<AgentPoint as StableAbi>::LAYOUT, unit)),
+            "plugin a",
+        )
+        .unwrap();
+        let e = bus
+            .declare(
+                "x/e",
+                EventMode::Emit,
+                Some((<ToolExecution as StableAbi>::LAYOUT, unit)),
+                "plugin b",
+            )
+            .unwrap_err();
+        assert!(e.contains("plugin a") && e.contains("plugin b"), "{e}");
+        assert!(e.contains("type AgentPoint"), "{e}");
+        let e = bus
+            .declare("x/e", EventMode::Parallel, None, "plugin c")
+            .unwrap_err();
+        assert!(e.contains("plugin a") && e.contains("plugin c"), "{e}");
+    }
+}

@@ -173,7 +173,10 @@ impl Kernel {
                     layouts,
                     &format!("plugin {}", row.plugin.name),
                 )
-                .map_err(|e| KernelError::Activation(format!("row '{}': {e}", row.id)))?;
+                .map_err(|detail| KernelError::EventConflict {
+                    row: row.id.clone(),
+                    detail,
+                })?;
             }
         }
         let slots = rows

@@ -79,6 +79,9 @@ crate::error_codes! {
         LockFile = "LOCK_FILE", by "the kernel (lock check)", retry Changed;
         /// A row failed to activate or stayed pending at boot.
         Activation = "ACTIVATION", by "the kernel (boot)", retry Never;
+        /// Two plugins declare one event with different modes or payload types; the message
+        /// names both plugins and the field that differs. Nothing activated.
+        EventDeclarationConflict = "EVENT_DECLARATION_CONFLICT", by "the kernel (boot)", retry Never;
         /// The driver or command row failed or answered nonsense; the message carries its
         /// code.
         Driver = "DRIVER", by "the kernel (hand-off)", retry Never;
