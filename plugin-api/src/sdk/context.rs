@@ -81,7 +81,12 @@ impl Context {
     /// `CONFIG` when the row config does not deserialise into `C`.
     pub fn config<C: DeserializeOwned>(&self) -> Result<C> {
         let json = self.config_json()?;
-        serde_json::from_value(json).map_err(|e| Error::new("CONFIG", format!("row config: {e}")))
+        serde_json::from_value(json).map_err(|e| {
+            Error::coded(
+                crate::codes::ContractCode::Config,
+                format!("row config: {e}"),
+            )
+        })
     }
 
     /// The row config as JSON.
@@ -393,8 +398,8 @@ impl Context {
     /// `UNDECLARED_REQUIREMENT` when not declared; `SERVICE_UNAVAILABLE`; `SERVICE_LAYOUT`.
     pub fn service<S: Service>(&self) -> Result<ServiceRef<S>> {
         self.lookup::<S>(false)?.ok_or_else(|| {
-            Error::new(
-                "SERVICE_UNAVAILABLE",
+            Error::coded(
+                crate::codes::ContractCode::ServiceUnavailable,
                 format!("service '{}' has no active provider", S::NAME),
             )
         })
@@ -570,8 +575,8 @@ where
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
             Ok(fut) => ffi::guard_future(fut),
             Err(p) => {
-                let e = crate::abi::PluginError::new(
-                    "PANIC",
+                let e = crate::abi::PluginError::coded(
+                    crate::codes::ContractCode::Panic,
                     format!("plugin panicked: {}", ffi::panic_message(&*p)),
                 );
                 async move { RResult::RErr(e) }.into_ffi()

@@ -34,6 +34,14 @@ use keel_proof_api::{
 };
 use serde_json::{Value, json};
 
+keel_plugin_api::error_codes! {
+    /// This test plugin's own code (a plugin declares its codes like any other).
+    enum ProofCode in "proof" {
+        /// The fixture failed on purpose.
+        Proof = "PROOF", by "this test plugin", retry Never;
+    }
+}
+
 #[derive(Default)]
 struct ProofDriver;
 
@@ -254,7 +262,10 @@ struct Scripted(Context);
 impl DriverProvider for Scripted {
     /// This driver takes no interrupt: the kernel's grace and teardown stop it.
     async fn interrupt(&self, _: DriverInterrupt) -> Result<()> {
-        Err(Error::new("PROOF", "the proof driver takes no interrupt"))
+        Err(Error::coded(
+            ProofCode::Proof,
+            "the proof driver takes no interrupt",
+        ))
     }
 
     async fn run(&self, invocation: DriverInvocation) -> Result<DriverOutcome> {
