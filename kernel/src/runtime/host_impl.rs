@@ -16,7 +16,8 @@ use keel_plugin_api::abi::{
     SyncTerminalFfi, TypeLayout,
 };
 use keel_plugin_api::codes::ContractCode;
-use keel_plugin_api::host::{BoxFuture, Host, HostCode, PayloadMut, PayloadRef};
+use keel_plugin_api::host::{BoxFuture, ControlCode, Host, HostCode, PayloadMut, PayloadRef};
+use keel_plugin_api::sdk::ControlOp;
 
 use super::{Inner, lifecycle};
 use crate::fiber::{Effect, EffectKind, Fiber};
@@ -452,15 +453,16 @@ impl Host for HostImpl {
     fn control(&self, _fiber: FiberId, request: String) -> BoxFuture<AbiResult<RString>> {
         let inner = Arc::clone(&self.0);
         self.boxed(async move {
-            let request: serde_json::Value = match serde_json::from_str(&request) {
-                Ok(v) => v,
-                Err(e) => {
-                    return err(PluginError::coded(ContractCode::InvalidJson, e.to_string()));
-                }
+            let op: ControlOp = match serde_json::from_str(&request) {
+                Ok(op) => op,
+                Err(e) => return err(PluginError::coded(ControlCode::Control, e.to_string())),
             };
-            match lifecycle::control(&inner, request).await {
-                Ok(v) => RResult::ROk(RString::from(v.to_string())),
-                Err((code, message)) => err(PluginError::received(&code, message)),
+            match lifecycle::control(&inner, op).await {
+                Ok(answer) => match serde_json::to_string(&answer) {
+                    Ok(text) => RResult::ROk(RString::from(text)),
+                    Err(e) => err(PluginError::coded(ContractCode::InvalidJson, e.to_string())),
+                },
+                Err(e) => err(e),
             }
         })
     }

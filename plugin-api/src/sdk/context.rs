@@ -128,15 +128,20 @@ impl Context {
         Ok(serde_json::from_str(raw.as_str())?)
     }
 
-    /// Row control: `{"op": "disable"|"enable"|"reload", "row": "...", "config": {...}}`.
-    /// Answers `{"row", "state"}` once the change is done; when another lifecycle change
-    /// ended the fiber this control made before it could answer (its provider went away),
-    /// the answer also carries `"overtaken": "<why that fiber ended>"`.
+    /// Row control ([`ControlOp`]): disable, enable or reload a row, read every row's
+    /// status, ask whether a project file is trusted. Answers once the change is done
+    /// ([`ControlAnswer`]); a row answer carries `overtaken` when another lifecycle change
+    /// ended the fiber this control made before it could answer (its provider went away).
     ///
     /// # Errors
-    /// Unknown rows, invalid configs, refused operations.
-    pub async fn control(&self, request: serde_json::Value) -> Result<serde_json::Value> {
-        let fut = (self.api.control())(self.fiber, RString::from(request.to_string()));
+    /// `UNKNOWN_ROW`, `BUSY`, `ROW_CONFIG`, `RELOAD_FAILED` ([`ControlCode`]); a gone fiber.
+    ///
+    /// [`ControlOp`]: crate::sdk::ControlOp
+    /// [`ControlAnswer`]: crate::sdk::ControlAnswer
+    /// [`ControlCode`]: crate::host::ControlCode
+    pub async fn control(&self, op: crate::sdk::ControlOp) -> Result<crate::sdk::ControlAnswer> {
+        let request = serde_json::to_string(&op)?;
+        let fut = (self.api.control())(self.fiber, RString::from(request));
         let raw = from_abi(fut.await)?;
         Ok(serde_json::from_str(raw.as_str())?)
     }
@@ -152,13 +157,16 @@ impl Context {
     /// A path that is not a project trust file or an unreadable file (`CONFIG_IO`), an
     /// unreadable trust record (`TRUST_FILE`), a gone fiber.
     pub async fn project_file_trust(&self, path: &std::path::Path) -> Result<FileTrust> {
-        let answer = self
-            .control(serde_json::json!({
-                "op": "project-file-trust",
-                "path": path.to_string_lossy(),
-            }))
-            .await?;
-        Ok(serde_json::from_value(answer)?)
+        let op = crate::sdk::ControlOp::ProjectFileTrust {
+            path: path.to_string_lossy().into_owned(),
+        };
+        match self.control(op).await? {
+            crate::sdk::ControlAnswer::FileTrust(trust) => Ok(trust),
+            other => Err(Error::coded(
+                crate::host::ControlCode::Control,
+                format!("project-file-trust answered {other:?}"),
+            )),
+        }
     }
 
     // ---- registration --------------------------------------------------------------------
@@ -607,11 +615,4 @@ pub(crate) fn test_disposer(f: impl FnOnce() + Send + 'static) -> DisposerFfi {
     })
 }
 
-/// [`Context::project_file_trust`]'s answer.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-pub struct FileTrust {
-    /// The file may be used.
-    pub trusted: bool,
-    /// One phrase for messages (`untrusted (never recorded by \`keel trust\`)`).
-    pub state: String,
-}
+use super::control::FileTrust;

@@ -21,7 +21,7 @@ use keel_plugin_api::abi::{RString, RVec};
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::agent::{AgentPoint, Status};
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::sdk::sleep;
+use keel_plugin_api::sdk::{ControlAnswer, ControlOp, sleep};
 use keel_plugin_api::services::command::{
     ArgSpec, Command, CommandInvocation, CommandOutcome, CommandProvider, CommandSpec, service_name,
 };
@@ -178,19 +178,23 @@ async fn step(ctx: Context, step: &str) -> Value {
             outcome(step, r, |v| v)
         }
         "status" => outcome(step, ctx.plugin_status(), |v| v),
-        "disable" | "enable" => outcome(
-            step,
-            ctx.control(json!({"op": name, "row": arg})).await,
-            |v| v,
-        ),
+        "disable" | "enable" => {
+            let row = arg.to_owned();
+            let op = if name == "disable" {
+                ControlOp::Disable { row }
+            } else {
+                ControlOp::Enable { row }
+            };
+            outcome(step, ctx.control(op).await, answer_json)
+        }
         "reload" => {
             let (row, config) = arg.split_once(':').unwrap_or((arg, "{}"));
             let config: Value = serde_json::from_str(config).unwrap_or(Value::Null);
+            let row = row.to_owned();
             outcome(
                 step,
-                ctx.control(json!({"op": "reload", "row": row, "config": config}))
-                    .await,
-                |v| v,
+                ctx.control(ControlOp::Reload { row, config }).await,
+                answer_json,
             )
         }
         "wait" => {
@@ -321,3 +325,12 @@ impl CommandProvider for Echo {
 }
 
 keel_plugin_api::export_plugin!(ProofDriver);
+
+/// A control answer as the JSON the steps print: a row answer as the row itself.
+fn answer_json(answer: ControlAnswer) -> Value {
+    match answer {
+        ControlAnswer::Row(row) => serde_json::to_value(row),
+        other => serde_json::to_value(other),
+    }
+    .unwrap_or(Value::Null)
+}
