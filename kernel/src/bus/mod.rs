@@ -25,10 +25,11 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use keel_plugin_api::abi::{EventMode, ListenerFfi, ListenerOptions, PluginError, TypeLayout};
+use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::events::kernel::{
     ListenerError, ListenerErrorEvent, PluginStatus, PluginStatusEvent,
 };
-use keel_plugin_api::host::{PayloadRef, layouts_compatible};
+use keel_plugin_api::host::{HostCode, PayloadRef, layouts_compatible};
 use keel_plugin_api::sdk::event::{EmitEvent, Event};
 
 use crate::fiber::Fiber;
@@ -150,13 +151,13 @@ pub struct Bus {
     default_deadline: Option<Duration>,
 }
 
-fn err(code: &str, message: String) -> PluginError {
-    PluginError::new(code, message)
+fn err(code: HostCode, message: String) -> PluginError {
+    PluginError::coded(code, message)
 }
 
 fn unknown(event: &str) -> PluginError {
     err(
-        "UNKNOWN_EVENT",
+        HostCode::UnknownEvent,
         format!(
             "event '{event}' is not declared: no loaded row's manifest declares it (the kernel \
              declares only kernel/* events; the plugin that owns an event declares it)"
@@ -292,7 +293,7 @@ impl Bus {
         }
         if slot.mode != mode {
             return Err(err(
-                "EVENT_MODE",
+                HostCode::EventMode,
                 format!(
                     "event '{event}' is {} but {} used it as {}",
                     slot.mode.as_str(),
@@ -304,7 +305,7 @@ impl Bus {
         if let Some(l) = payload {
             slot.payload.check(l).map_err(|r| {
                 err(
-                    "EVENT_LAYOUT",
+                    HostCode::EventLayout,
                     format!(
                         "event '{event}': payload type of {} does not match: {r}",
                         who()
@@ -315,7 +316,7 @@ impl Bus {
         if let Some(l) = output {
             slot.output.check(l).map_err(|r| {
                 err(
-                    "EVENT_LAYOUT",
+                    HostCode::EventLayout,
                     format!(
                         "event '{event}': output type of {} does not match: {r}",
                         who()
@@ -345,7 +346,7 @@ impl Bus {
         let who = format!("row '{}'", fiber.row);
         if ffi.mode() != mode {
             return Err(err(
-                "EVENT_MODE",
+                HostCode::EventMode,
                 format!(
                     "{who} registered a {} listener as {}",
                     ffi.mode().as_str(),
@@ -421,7 +422,7 @@ impl Bus {
             "listener failed: {}",
             e.message
         );
-        let counts = e.code.as_str() == "PANIC" || e.code.as_str() == "TIMEOUT";
+        let counts = e.is(ContractCode::Panic) || e.is(HostCode::Timeout);
         if counts && listener.fiber.record_fault(self.fault_threshold) {
             tracing::error!(
                 target: "keel::bus",

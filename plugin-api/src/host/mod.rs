@@ -14,7 +14,7 @@ mod table;
 pub use calls::{
     AsyncChain, ChainFuture, PayloadMut, PayloadRef, SyncChain, async_next, sync_next,
 };
-pub use codes::{ConfigCode, KernelCode};
+pub use codes::{ConfigCode, ControlCode, HostCode, KernelCode};
 pub use load::{LoadError, LoadedLibrary, load_library, read_abi_major};
 pub use table::{BoxFuture, Host, MAX_KERNELS, install_host};
 

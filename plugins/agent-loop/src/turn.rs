@@ -310,8 +310,8 @@ impl Turn<'_> {
                 let _ = self.seams.ctx.emit::<InboxDiscarded>(&p);
                 Ok(None)
             }
-            _ => Err(Error::new(
-                "INVALID_DECISION",
+            _ => Err(Error::coded(
+                keel_plugin_api::services::tools::ToolCode::InvalidDecision,
                 format!("agent/pre-step answered {decision}; expected kind enter or reject"),
             )),
         }
@@ -342,7 +342,10 @@ impl Turn<'_> {
             });
         }
         let Some(context) = self.context.as_ref() else {
-            return Err(Error::new("INTERNAL", "turn context missing"));
+            return Err(Error::coded(
+                keel_plugin_api::codes::SdkCode::Internal,
+                "turn context missing",
+            ));
         };
         let (base, tools, system, fixed_bytes) = (
             context.base.clone(),
@@ -422,7 +425,7 @@ impl Turn<'_> {
 
     /// LOOP-11: the failed step is closed; decide retry before the turn closes.
     async fn after_failure(&mut self, failure: LlmFailure) -> Result<StepEnd> {
-        if failure.code == "ABORTED" || self.aborted() {
+        if failure.code == keel_plugin_api::services::llm::LlmCode::Aborted || self.aborted() {
             return Ok(StepEnd::End(
                 json!({ "kind": "aborted", "reason": { "kind": "user" } }),
             ));

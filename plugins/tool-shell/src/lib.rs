@@ -102,8 +102,12 @@ impl Plugin for ToolShell {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: ShellConfig = ctx.config()?;
-        check_pass_env(&config.pass_env)
-            .map_err(|e| Error::new("CONFIG", format!("row config: {e}")))?;
+        check_pass_env(&config.pass_env).map_err(|e| {
+            Error::coded(
+                keel_plugin_api::codes::ContractCode::Config,
+                format!("row config: {e}"),
+            )
+        })?;
         let groups = Arc::new(LiveGroups::default());
         let grace = Duration::from_millis(config.grace_ms);
         let tools = vec![definition(&config)];

@@ -75,7 +75,10 @@ impl FakeHost {
 impl Host for FakeHost {
     async fn append(&self, event: Value) -> Result<()> {
         if self.refuse_append == event["type"].as_str() {
-            return Err(Error::new("SESSION_INVALID", "refused"));
+            return Err(Error::coded(
+                keel_plugin_api::services::session::SessionCode::Invalid,
+                "refused",
+            ));
         }
         self.events.lock().unwrap().push(event);
         Ok(())
@@ -379,7 +382,10 @@ fn tool03_approval_outcomes_have_distinct_codes_and_fail_closed() {
         ),
         (AskAnswer::NoService, ToolCode::ApprovalUnavailable.code()),
         (
-            AskAnswer::Failed(Error::new("SESSION_IO", "audit append failed")),
+            AskAnswer::Failed(Error::coded(
+                keel_plugin_api::services::session::SessionCode::Io,
+                "audit append failed",
+            )),
             ToolCode::ApprovalUnavailable.code(),
         ),
     ];
@@ -443,7 +449,10 @@ fn a_panicking_pre_execute_listener_fails_the_call_and_aborts_the_rest() {
     let mut host = FakeHost::new();
     host.pre = Box::new(|e| {
         if e.call_id.as_str() == "c1" {
-            Err(Error::new("PANIC", "plugin panicked: boom"))
+            Err(Error::coded(
+                keel_plugin_api::codes::ContractCode::Panic,
+                "plugin panicked: boom",
+            ))
         } else {
             Ok(j(json!({"kind": "allow"})))
         }
@@ -533,7 +542,7 @@ fn an_answer_that_is_not_a_tool_result_is_invalid_output() {
 #[test]
 fn a_failing_execute_listener_is_a_stage_failure() {
     let mut host = FakeHost::new();
-    host.exec = Box::new(|_| Err(Error::new("CHECKPOINT", "flush failed")));
+    host.exec = Box::new(|_| Err(Error::received("CHECKPOINT", "flush failed")));
     let out = run(&host, &[("write_file", "{}"), ("write_file", "{}")]).unwrap();
     assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
     assert_eq!(
@@ -700,7 +709,12 @@ fn a_rewrite_that_is_not_an_object_is_an_invalid_decision() {
 #[test]
 fn a_failing_rewrite_listener_is_a_stage_failure() {
     let mut host = FakeHost::new();
-    host.rewrite = Box::new(|_| Err(Error::new("PANIC", "plugin panicked")));
+    host.rewrite = Box::new(|_| {
+        Err(Error::coded(
+            keel_plugin_api::codes::ContractCode::Panic,
+            "plugin panicked",
+        ))
+    });
     let out = run(&host, &[("write_file", "{}")]).unwrap();
     assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
     assert!(out.failure.unwrap().message.contains("tools/rewrite"));
