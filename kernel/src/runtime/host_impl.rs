@@ -445,14 +445,14 @@ impl Host for HostImpl {
         }
     }
 
-    fn control(&self, _fiber: FiberId, request: String) -> BoxFuture<AbiResult<RString>> {
+    fn control(&self, fiber: FiberId, request: String) -> BoxFuture<AbiResult<RString>> {
         let inner = Arc::clone(&self.0);
         self.boxed(async move {
             let request: serde_json::Value = match serde_json::from_str(&request) {
                 Ok(v) => v,
                 Err(e) => return err(PluginError::new("INVALID_JSON", e.to_string())),
             };
-            match lifecycle::control(&inner, request).await {
+            match lifecycle::control(&inner, fiber, request).await {
                 Ok(v) => RResult::ROk(RString::from(v.to_string())),
                 Err((code, message)) => err(PluginError::new(&code, message)),
             }

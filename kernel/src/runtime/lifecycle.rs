@@ -19,7 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::future::join_all;
-use keel_plugin_api::abi::RResult;
+use keel_plugin_api::abi::{FiberId, RResult};
 use keel_plugin_api::events::kernel::{ConfigUpdateFailed, ConfigUpdateFailedEvent};
 use keel_plugin_api::host::KernelCode;
 
@@ -355,6 +355,7 @@ pub(super) fn status(inner: &Inner) -> Vec<RowStatus> {
 /// Row control requested by a plugin (drivers, tests): disable, enable, reload, status.
 pub(super) async fn control(
     inner: &Arc<Inner>,
+    fiber: FiberId,
     request: serde_json::Value,
 ) -> Result<serde_json::Value, (String, String)> {
     let op = request
@@ -367,15 +368,27 @@ pub(super) async fn control(
             .map_err(|e| ("INVALID_JSON".to_owned(), e.to_string()));
     }
     if op == "project-file-trust" {
-        // Issue 15: may a project file that carries commands (.claude/settings.json) be used?
+        // Issue 15, issue 24 item 4: may a project file the asking row's plugin declared
+        // (`Manifest::trusts_project_files`) be used? Only declared files are answered.
         let path = request
             .get("path")
             .and_then(|v| v.as_str())
             .unwrap_or_default();
+        let (row, declared) = inner
+            .fibers
+            .get(&fiber)
+            .map(|f| (f.row.clone(), f.plugin.manifest.trusted_files.clone()))
+            .unwrap_or_else(|| ("(no row)".to_owned(), Vec::new()));
         let vouched = inner.settings.trust_project;
-        return keel_config::trust::file_state(&inner.keel_home, path.as_ref(), vouched)
-            .map(|s| serde_json::json!({"trusted": s.allows(), "state": s.describe()}))
-            .map_err(|e| (e.code().to_owned(), e.to_string()));
+        return keel_config::trust::file_state(
+            &inner.keel_home,
+            &row,
+            &declared,
+            path.as_ref(),
+            vouched,
+        )
+        .map(|s| serde_json::json!({"trusted": s.allows(), "state": s.describe()}))
+        .map_err(|e| (e.code().to_owned(), e.to_string()));
     }
     let row = request
         .get("row")
