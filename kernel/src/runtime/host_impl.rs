@@ -450,14 +450,14 @@ impl Host for HostImpl {
         }
     }
 
-    fn control(&self, _fiber: FiberId, request: String) -> BoxFuture<AbiResult<RString>> {
+    fn control(&self, fiber: FiberId, request: String) -> BoxFuture<AbiResult<RString>> {
         let inner = Arc::clone(&self.0);
         self.boxed(async move {
             let op: ControlOp = match serde_json::from_str(&request) {
                 Ok(op) => op,
                 Err(e) => return err(PluginError::coded(ControlCode::Control, e.to_string())),
             };
-            match lifecycle::control(&inner, op).await {
+            match lifecycle::control(&inner, fiber, op).await {
                 Ok(answer) => match serde_json::to_string(&answer) {
                     Ok(text) => RResult::ROk(RString::from(text)),
                     Err(e) => err(PluginError::coded(ContractCode::InvalidJson, e.to_string())),

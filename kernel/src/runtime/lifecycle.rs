@@ -19,7 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::future::join_all;
-use keel_plugin_api::abi::{PluginError, RResult};
+use keel_plugin_api::abi::{FiberId, PluginError, RResult};
 use keel_plugin_api::events::kernel::{ConfigUpdateFailed, ConfigUpdateFailedEvent};
 use keel_plugin_api::host::{ControlCode, KernelCode};
 use keel_plugin_api::sdk::{ControlAnswer, ControlOp, FileTrust, RowControl};
@@ -357,6 +357,7 @@ pub(super) fn status(inner: &Inner) -> Vec<RowStatus> {
 /// project file trust.
 pub(super) async fn control(
     inner: &Arc<Inner>,
+    fiber: FiberId,
     op: ControlOp,
 ) -> Result<ControlAnswer, PluginError> {
     let row = match op {
@@ -366,10 +367,22 @@ pub(super) async fn control(
             });
         }
         ControlOp::ProjectFileTrust { path } => {
-            // Issue 15: may a project file that carries commands be used?
+            // Issue 15, issue 24 item 4: may a project file the asking row's plugin declared
+            // (`Manifest::trusts_project_files`) be used? Only declared files are answered.
+            let (row, declared) = inner
+                .fibers
+                .get(&fiber)
+                .map(|f| (f.row.clone(), f.plugin.manifest.trusted_files.clone()))
+                .unwrap_or_else(|| ("(no row)".to_owned(), Vec::new()));
             let vouched = inner.settings.trust_project;
-            return keel_config::trust::file_state(&inner.keel_home, path.as_ref(), vouched)
-                .map(|s| {
+            return keel_config::trust::file_state(
+                &inner.keel_home,
+                &row,
+                &declared,
+                path.as_ref(),
+                vouched,
+            )
+            .map(|s| {
                     ControlAnswer::FileTrust(FileTrust {
                         trusted: s.allows(),
                         state: s.describe().to_owned(),

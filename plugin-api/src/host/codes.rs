@@ -34,8 +34,12 @@ crate::error_codes! {
         /// The project layer changes security-relevant config and is not trusted as it is
         /// now (`keel trust`, or `--trust-project` for one run).
         ProjectUntrusted = "PROJECT_UNTRUSTED", by "the kernel (project trust)", retry Changed;
-        /// A file a keel run changed in the project's `.keel/`, `.claude/` or a workspace
-        /// `--patch` file, offered to `--trust-project` or `--patch` before `keel trust`.
+        /// A row asked whether a project file is trusted that its plugin's manifest does not
+        /// declare (`Manifest::trusts_project_files`); names the row and the path.
+        UndeclaredTrustFile = "UNDECLARED_TRUST_FILE", by "the kernel (project trust)", retry Never;
+        /// A file a keel run changed in the project's `.keel/`, a project file a plugin
+        /// declares (`Manifest::trusts_project_files`) or a workspace `--patch` file, offered
+        /// to `--trust-project` or `--patch` before `keel trust`.
         ProjectTainted = "PROJECT_TAINTED", by "the kernel (project trust)", retry Changed;
         /// A `--patch` file a resumed session recorded changed or vanished since.
         RecordedPatchChanged = "RECORDED_PATCH_CHANGED", by "the kernel (`keel resume`)", retry Changed;

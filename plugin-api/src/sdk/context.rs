@@ -146,16 +146,15 @@ impl Context {
         Ok(serde_json::from_str(raw.as_str())?)
     }
 
-    /// Whether a project file that can make keel run commands (`.claude/settings.json`,
-    /// `.claude/settings.local.json`: [`PROJECT_TRUST_FILES`]) may be used as its bytes are now:
-    /// `keel trust DIR` recorded them, or `--trust-project` vouches for this run. A workspace
-    /// is the model's to write, so a plugin asks before it runs anything such a file names.
-    ///
-    /// [`PROJECT_TRUST_FILES`]: crate::services::protected::PROJECT_TRUST_FILES
+    /// Whether a project file this plugin declared with
+    /// [`Manifest::trusts_project_files`](super::Manifest::trusts_project_files) (the hooks
+    /// row: `.claude/settings.json`) may be used as its bytes are now: `keel trust DIR`
+    /// recorded them, or `--trust-project` vouches for this run. A workspace is the model's to
+    /// write, so a plugin asks before it runs anything such a file names.
     ///
     /// # Errors
-    /// A path that is not a project trust file or an unreadable file (`CONFIG_IO`), an
-    /// unreadable trust record (`TRUST_FILE`), a gone fiber.
+    /// A path this row did not declare (`UNDECLARED_TRUST_FILE`), an unreadable file
+    /// (`CONFIG_IO`), an unreadable trust record (`TRUST_FILE`), a gone fiber.
     pub async fn project_file_trust(&self, path: &std::path::Path) -> Result<FileTrust> {
         let op = crate::sdk::ControlOp::ProjectFileTrust {
             path: path.to_string_lossy().into_owned(),

@@ -4,7 +4,8 @@
 //! and every lifecycle operation through the real `keel` binary and real cdylibs; `relaunch:P`
 //! asks the kernel to run the script again under profile P; `wait:ROW:STATE` polls the row
 //! status (up to 10 s) until ROW is in STATE and prints that row; `agent-status:TAG` emits the
-//! agent loop's `agent/status`, an event this driver uses but does not declare. Commas inside
+//! agent loop's `agent/status`, an event this driver uses but does not declare;
+//! `file-trust:PATH` asks whether a project file it does not declare is trusted. Commas inside
 //! `{…}`, `[…]` or a JSON string do not split steps, so `reload:ROW:{json}` takes any config.
 //!
 //! It also declares a command the kernel has never heard of, `keel proof-echo`, and a run
@@ -178,6 +179,11 @@ async fn step(ctx: Context, step: &str) -> Value {
             outcome(step, r, |v| v)
         }
         "status" => outcome(step, ctx.plugin_status(), |v| v),
+        "file-trust" => outcome(
+            step,
+            ctx.project_file_trust(std::path::Path::new(arg)).await,
+            |t| json!({"trusted": t.trusted, "state": t.state}),
+        ),
         "disable" | "enable" => {
             let row = arg.to_owned();
             let op = if name == "disable" {
