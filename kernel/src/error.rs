@@ -114,8 +114,7 @@ pub enum KernelError {
     /// A row failed to activate or stayed pending at boot.
     #[error("{0}")]
     Activation(String),
-    /// Two plugins declare one event differently (issue 24 item 7): found before any row
-    /// activates, so it is not an activation failure.
+    /// Two plugins declare one event differently (before any row activates; issue 24).
     #[error("row '{row}': {detail}")]
     EventConflict { row: String, detail: String },
     /// I/O with a path.

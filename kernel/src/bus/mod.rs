@@ -191,11 +191,8 @@ impl Bus {
     }
 
     /// Declares an event a plugin owns (from its manifest) with the declaring plugin's layouts,
-    /// which become canonical: a later dispatcher or listener with another payload type is
-    /// refused, whoever comes first at run time. Called at boot, before any row activates.
-    ///
-    /// # Errors
-    /// When the name is already declared with another mode or incompatible layouts.
+    /// which become canonical (a later dispatcher or listener with another payload type is
+    /// refused). Called at boot; errs when already declared with another mode or layouts.
     pub fn declare(
         &self,
         name: &str,

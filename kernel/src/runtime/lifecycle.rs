@@ -367,8 +367,7 @@ pub(super) async fn control(
             });
         }
         ControlOp::ProjectFileTrust { path } => {
-            // Issue 15, issue 24 item 4: may a project file the asking row's plugin declared
-            // (`Manifest::trusts_project_files`) be used? Only declared files are answered.
+            // May a project file the asking row's plugin declared be used (issues 15, 24)?
             let (row, declared) = inner
                 .fibers
                 .get(&fiber)
@@ -383,13 +382,13 @@ pub(super) async fn control(
                 vouched,
             )
             .map(|s| {
-                    ControlAnswer::FileTrust(FileTrust {
-                        trusted: s.allows(),
-                        state: s.describe().to_owned(),
-                    })
+                ControlAnswer::FileTrust(FileTrust {
+                    trusted: s.allows(),
+                    state: s.describe().to_owned(),
                 })
-                // The code is the config error's own catalog code (`ConfigCode`).
-                .map_err(|e| PluginError::received(e.code(), e.to_string()));
+            })
+            // The code is the config error's own catalog code (`ConfigCode`).
+            .map_err(|e| PluginError::received(e.code(), e.to_string()));
         }
         ControlOp::Disable { ref row }
         | ControlOp::Enable { ref row }
