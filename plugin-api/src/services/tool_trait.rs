@@ -244,6 +244,13 @@ impl ToolSet {
     }
 }
 
+/// One tool is a set of one: `ctx.serve_tools(self, MyTool)`.
+impl<T: Tool> From<T> for ToolSet {
+    fn from(tool: T) -> Self {
+        ToolSet::new().with(tool)
+    }
+}
+
 /// The [`ToolProvider`] of a [`ToolSet`]: one invocation, one tool, one decode.
 pub struct ToolSetProvider {
     tools: HashMap<String, Box<dyn ErasedTool>>,
@@ -295,13 +302,15 @@ impl Manifest {
 }
 
 impl Context {
-    /// Serves `tools` for `plugin` (whose manifest declares [`Manifest::serves_tools`]),
+    /// Serves `tools` (one [`Tool`], or a [`ToolSet`]) for `plugin` (whose manifest declares
+    /// [`Manifest::serves_tools`]),
     /// registers them with `keel.tools`, and unregisters them when this fiber unloads.
     ///
     /// # Errors
     /// `PLUGIN` when the manifest lacks `serves_tools()`; the registry's refusal
     /// (`DUPLICATE_TOOL`, `INVALID_TOOL_DEFINITION`); `SERVICE_UNAVAILABLE`.
-    pub async fn serve_tools(&self, plugin: &impl Plugin, tools: ToolSet) -> Result<()> {
+    pub async fn serve_tools(&self, plugin: &impl Plugin, tools: impl Into<ToolSet>) -> Result<()> {
+        let tools = tools.into();
         let manifest = plugin.manifest();
         let service = provider_service_name(&manifest.id);
         if !manifest.provides.iter().any(|p| p.name == service) {

@@ -46,8 +46,9 @@ crate::contract! {
 
 crate::contract! {
     /// A tool-providing row (`tool-fs`, `tool-shell`, …), served under the run-time name
-    /// [`provider_service_name`] (`keel.tool.<row>`, declared with
-    /// `Manifest::provides_named(…, false)`) and registered with [`Tools`].
+    /// [`provider_service_name`] (`keel.tool.<plugin>`, declared by `Manifest::serves_tools`)
+    /// and registered with [`Tools`]. The wire protocol under [`Tool`]: `ctx.serve_tools`
+    /// writes the provider, so authors do not.
     pub contract ToolProvider = "keel.tool.<row>", version 1;
     provider ToolExecutor;
     client ToolProviderClient;
@@ -56,8 +57,8 @@ crate::contract! {
     fn execute(ToolInvocation) -> ToolResult;
 }
 
-/// The service name a tool-providing row provides (declare it with
-/// `Manifest::provides_named(…, false)`), e.g. `keel.tool.tool-fs`.
+/// The service name a tool-providing plugin provides (`Manifest::serves_tools` declares it),
+/// e.g. `keel.tool.tool-fs`.
 pub fn provider_service_name(row: &str) -> String {
     format!("keel.tool.{row}")
 }

@@ -32,7 +32,7 @@ use keel_plugin_api::services::child_env::{PASS_ENV_KEY, check_pass_env, held_re
 use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::tools::{
-    Tool, ToolCall, ToolCode, ToolInvocation, ToolResult, ToolSet, ToolSpec,
+    Tool, ToolCall, ToolCode, ToolInvocation, ToolResult, ToolSpec,
 };
 
 pub use confine::{Confiner, SandboxService};
@@ -153,7 +153,7 @@ impl Plugin for ToolShell {
             Ok(())
         })?;
         let tool = ShellTool { ctx, shell, spec };
-        ctx.serve_tools(self, ToolSet::new().with(tool)).await
+        ctx.serve_tools(self, tool).await
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use keel_plugin_api::events::tools::ToolsResult;
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::tools::{Tool, ToolSet};
+use keel_plugin_api::services::tools::Tool;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -66,8 +66,7 @@ impl Plugin for {{camel}}Plugin {
             }
             Ok(())
         })?;
-        ctx.serve_tools(self, ToolSet::new().with(tool::Greet(config)))
-            .await
+        ctx.serve_tools(self, tool::Greet(config)).await
     }
 }
 
