@@ -98,7 +98,7 @@ impl Host for FakeHost {
         self.stage("guard", &exec);
         (self.guard)(&exec)
     }
-    async fn execute(&self, exec: ToolExecution) -> Result<Executed> {
+    async fn execute(&self, exec: ToolExecution, _args: Value) -> Result<Executed> {
         self.stage("execute", &exec);
         let snapshot = self.body_snapshot.lock().unwrap().clone();
         match snapshot {
@@ -194,6 +194,7 @@ fn run_as(
         registry: &registry,
         request: &request,
         timeout_ms: 600_000,
+        parsed: Default::default(),
     };
     let out = block_on(run_batch(
         &pipeline,
@@ -569,12 +570,27 @@ fn tool10_classification_needs_parallel_safe_and_parsed_arguments() {
     let r = registry();
     let read = r.lookup("read_file");
     let write = r.lookup("write_file");
-    assert_eq!(classify(read.as_ref(), "{}"), Mode::Parallel);
-    assert_eq!(classify(read.as_ref(), ""), Mode::Parallel);
-    assert_eq!(classify(read.as_ref(), "{oops"), Mode::Exclusive);
-    assert_eq!(classify(read.as_ref(), "3"), Mode::Exclusive);
-    assert_eq!(classify(write.as_ref(), "{}"), Mode::Exclusive);
-    assert_eq!(classify(None, "{}"), Mode::Exclusive);
+    assert_eq!(
+        classify(read.as_ref(), parse_args("{}").is_ok()),
+        Mode::Parallel
+    );
+    assert_eq!(
+        classify(read.as_ref(), parse_args("").is_ok()),
+        Mode::Parallel
+    );
+    assert_eq!(
+        classify(read.as_ref(), parse_args("{oops").is_ok()),
+        Mode::Exclusive
+    );
+    assert_eq!(
+        classify(read.as_ref(), parse_args("3").is_ok()),
+        Mode::Exclusive
+    );
+    assert_eq!(
+        classify(write.as_ref(), parse_args("{}").is_ok()),
+        Mode::Exclusive
+    );
+    assert_eq!(classify(None, parse_args("{}").is_ok()), Mode::Exclusive);
 }
 
 fn run_frozen(host: &FakeHost) -> Vec<FrozenResult> {
@@ -585,6 +601,7 @@ fn run_frozen(host: &FakeHost) -> Vec<FrozenResult> {
         registry: &registry,
         request: &request,
         timeout_ms: 600_000,
+        parsed: Default::default(),
     };
     let out = block_on(run_batch(&pipeline, 1, 10, &AtomicBool::new(false))).unwrap();
     out.results
@@ -719,4 +736,16 @@ fn a_failing_rewrite_listener_is_a_stage_failure() {
     assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
     assert!(out.failure.unwrap().message.contains("tools/rewrite"));
     assert!(host.stages().is_empty());
+}
+
+#[test]
+fn one_call_parses_its_argument_text_once_through_classify_policy_approval_and_execute() {
+    // Issue 24 item 1: the model's text is parsed once; classification, the approval request
+    // and the body's invocation share the parsed value.
+    let host = ask_host(AskAnswer::Outcome(ApprovalOutcome::AllowedOnce));
+    PARSES.with(|n| n.set(0));
+    let out = run(&host, &[("read_file", r#"{"path": "a.txt"}"#)]).unwrap();
+    assert!(!out.results[0].is_error, "{:?}", out.results);
+    assert_eq!(host.asked.lock().unwrap()[0].args["path"], "a.txt");
+    assert_eq!(PARSES.with(std::cell::Cell::get), 1);
 }
