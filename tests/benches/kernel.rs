@@ -224,23 +224,30 @@ fn find<'a>(cases: &'a [Value], case: &str, listeners: u64) -> Option<&'a Value>
 
 /// Per mode: the marginal cost of one more listener, `(ns(10) - ns(1)) / 9`, on both paths.
 fn marginal(cases: &[Value]) -> Vec<Value> {
-    ["sync-waterfall", "async-waterfall", "emit", "parallel"]
-        .iter()
-        .filter_map(|&case| {
-            let one = find(cases, case, 1)?;
-            let ten = find(cases, case, 10)?;
-            let abi = (num(ten, "abi_ns_per_event") - num(one, "abi_ns_per_event")) / 9.0;
-            let inproc = (num(ten, "inproc_ns_per_event") - num(one, "inproc_ns_per_event")) / 9.0;
-            Some(json!({
-                "case": case,
-                "abi_ns_per_hop": round(abi),
-                "inproc_ns_per_hop": round(inproc),
-                "ratio": round(abi / inproc),
-                "abi_fixed_ns": round(num(one, "abi_ns_per_event") - abi),
-                "inproc_fixed_ns": round(num(one, "inproc_ns_per_event") - inproc),
-            }))
-        })
-        .collect()
+    [
+        "sync-waterfall",
+        "async-waterfall",
+        "emit",
+        "parallel",
+        "decision-json",
+        "decision-typed",
+    ]
+    .iter()
+    .filter_map(|&case| {
+        let one = find(cases, case, 1)?;
+        let ten = find(cases, case, 10)?;
+        let abi = (num(ten, "abi_ns_per_event") - num(one, "abi_ns_per_event")) / 9.0;
+        let inproc = (num(ten, "inproc_ns_per_event") - num(one, "inproc_ns_per_event")) / 9.0;
+        Some(json!({
+            "case": case,
+            "abi_ns_per_hop": round(abi),
+            "inproc_ns_per_hop": round(inproc),
+            "ratio": round(abi / inproc),
+            "abi_fixed_ns": round(num(one, "abi_ns_per_event") - abi),
+            "inproc_fixed_ns": round(num(one, "inproc_ns_per_event") - inproc),
+        }))
+    })
+    .collect()
 }
 
 fn dispatch_table(cases: &[Value], marginal: &[Value]) -> String {

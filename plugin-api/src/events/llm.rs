@@ -3,10 +3,10 @@
 use abi_stable::StableAbi;
 use abi_stable::std_types::RString;
 
-use super::json::Json;
+use super::typed::Typed;
 use crate::declare_event;
 use crate::sdk::{Payload, Result};
-use crate::services::llm::LlmRequest;
+use crate::services::llm::{LlmRequest, LlmResponse};
 
 /// One model call on its way to the adapter.
 #[repr(C)]
@@ -51,9 +51,9 @@ impl LlmCall {
 }
 
 declare_event! {
-    /// Around every model call: checkpoint, scrub, metrics. Output: an `LlmResponse` (`{"chunks":
-    /// [StreamChunk]}`). The terminal dispatches exactly one attempt to the adapter bound to
+    /// Around every model call: checkpoint, scrub, metrics. Output: a typed `LlmResponse`
+    /// (wire JSON `{"chunks":[StreamChunk]}`). The terminal dispatches exactly one attempt to the adapter bound to
     /// `request.config.provider` when the call was prepared. Listener failures stay failures
     /// (they end the turn with an error); adapter failures are terminal chunks.
-    pub struct Stream: async_waterfall("llm/stream") -> LlmCall => Json;
+    pub struct Stream: async_waterfall("llm/stream") -> LlmCall => Typed<LlmResponse>;
 }

@@ -62,6 +62,15 @@ impl InboxMessage {
     pub fn to_json(&self) -> Value {
         json!({ "id": self.id, "content": self.content, "source": { "kind": "user" } })
     }
+
+    /// The message as `agent/pre-step` carries it (the same JSON as [`Self::to_json`]).
+    pub fn to_step(&self) -> keel_plugin_api::events::agent::StepMessage {
+        keel_plugin_api::events::agent::StepMessage {
+            id: self.id.clone(),
+            content: self.content.clone(),
+            source: Some(json!({ "kind": "user" })),
+        }
+    }
 }
 
 /// Where the log stands, for numbering and request headers.

@@ -63,7 +63,12 @@ impl Seams {
     }
 
     /// A point for `agent/*` payloads.
-    pub fn point(session_id: &str, turn: u64, step: u64, data: &Value) -> Result<AgentPoint> {
+    pub fn point(
+        session_id: &str,
+        turn: u64,
+        step: u64,
+        data: &impl serde::Serialize,
+    ) -> Result<AgentPoint> {
         Ok(AgentPoint {
             session_id: session_id.into(),
             turn,

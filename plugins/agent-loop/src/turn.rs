@@ -16,8 +16,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use keel_plugin_api::events::agent::{AgentError, PreStep, RequestError, TurnStopping};
-use keel_plugin_api::events::{Json, agent::InboxClaimed, agent::InboxDiscarded};
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::agent::{
+    AgentError, PreStep, PreStepData, PreStepDecision, RequestError, RetryDecision, Steer,
+    StepMessage, TurnStopping,
+};
+use keel_plugin_api::events::{agent::InboxClaimed, agent::InboxDiscarded};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::{FinishReason, LlmCallConfig, LlmFailure, LlmRequest};
 use keel_plugin_api::services::session::{EventInput, SessionCode};
@@ -260,12 +264,12 @@ impl Turn<'_> {
 
     /// `agent/pre-step` (LOOP-10, B6 checkpoint): `None` when the step is rejected.
     async fn admit(&self, claimed: Vec<InboxMessage>) -> Result<Option<Vec<InboxMessage>>> {
-        let batch: Vec<Value> = claimed.iter().map(InboxMessage::to_json).collect();
+        let batch: Vec<StepMessage> = claimed.iter().map(InboxMessage::to_step).collect();
         let p = Seams::point(
             &self.sid,
             self.turn,
             self.step,
-            &json!({ "messages": batch }),
+            &PreStepData { messages: batch },
         )?;
         if !claimed.is_empty() {
             let _ = self.seams.ctx.emit::<InboxClaimed>(&p);
@@ -276,44 +280,26 @@ impl Turn<'_> {
             .run_async_waterfall::<PreStep, _, _>(
                 p.clone(),
                 |p: keel_plugin_api::events::agent::AgentPoint| async move {
-                    let messages = p
-                        .data
-                        .parse::<Value>()?
-                        .get("messages")
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    Json::of(&json!({ "kind": "enter", "messages": messages }))
+                    let PreStepData { messages } = p.data.parse()?;
+                    Typed::new(&PreStepDecision::Enter { messages })
                 },
             )
             .await?;
-        let decision: Value = out.parse()?;
-        match decision.get("kind").and_then(Value::as_str) {
-            Some("enter") => {
-                let msgs = decision
-                    .get("messages")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                // Admitted messages keep their ids; ones the decision left out stay removed.
-                Ok(Some(
-                    msgs.iter()
-                        .filter_map(|m| {
-                            Some(InboxMessage {
-                                id: m.get("id")?.as_str()?.to_owned(),
-                                content: m.get("content")?.as_str()?.to_owned(),
-                            })
-                        })
-                        .collect(),
-                ))
-            }
-            Some("reject") => {
+        match out.into_inner()? {
+            // Admitted messages keep their ids; ones the decision left out stay removed.
+            PreStepDecision::Enter { messages } => Ok(Some(
+                messages
+                    .into_iter()
+                    .map(|m| InboxMessage {
+                        id: m.id,
+                        content: m.content,
+                    })
+                    .collect(),
+            )),
+            PreStepDecision::Reject => {
                 let _ = self.seams.ctx.emit::<InboxDiscarded>(&p);
                 Ok(None)
             }
-            _ => Err(Error::coded(
-                keel_plugin_api::services::tools::ToolCode::InvalidDecision,
-                format!("agent/pre-step answered {decision}; expected kind enter or reject"),
-            )),
         }
     }
 
@@ -451,25 +437,20 @@ impl Turn<'_> {
                         let failure: LlmFailure = serde_json::from_value(
                             d.get("failure").cloned().unwrap_or(Value::Null),
                         )?;
-                        let decision =
-                            match retry::decide(&policy, &failure, attempt, retry::jitter_sample())
-                            {
-                                Decision::Retry { delay_ms } => {
-                                    json!({ "kind": "retry", "delay_ms": delay_ms })
-                                }
-                                Decision::Fail => json!({ "kind": "fail" }),
-                            };
-                        Json::of(&decision)
+                        Typed::new(&match retry::decide(
+                            &policy,
+                            &failure,
+                            attempt,
+                            retry::jitter_sample(),
+                        ) {
+                            Decision::Retry { delay_ms } => RetryDecision::Retry { delay_ms },
+                            Decision::Fail => RetryDecision::Fail,
+                        })
                     }
                 },
             )
             .await?;
-        let decision: Value = out.parse()?;
-        if decision.get("kind").and_then(Value::as_str) == Some("retry") {
-            let delay = decision
-                .get("delay_ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
+        if let RetryDecision::Retry { delay_ms: delay } = out.into_inner()? {
             tracing::warn!(session = %self.sid, code = %failure.code, attempt, delay_ms = delay, "model call failed; retrying");
             // B2 `llm/retry`: the retry is a fact of the log, not only of the tracing output.
             let retry = json!({
@@ -618,16 +599,14 @@ impl Turn<'_> {
         )?;
         let objection = self.seams.ctx.serial::<TurnStopping>(p).await?;
         if let Some(o) = objection {
-            let v: Value = o.parse()?;
-            if let Some(text) = v.get("steer").and_then(Value::as_str) {
-                self.agent.send(
-                    text.to_owned(),
-                    keel_plugin_api::services::agent::InboxTarget::Steer,
-                    None,
-                    Source::Loop,
-                );
-                return Ok(StepEnd::Continue);
-            }
+            let Steer { steer } = o.into_inner()?;
+            self.agent.send(
+                steer,
+                keel_plugin_api::services::agent::InboxTarget::Steer,
+                None,
+                Source::Loop,
+            );
+            return Ok(StepEnd::Continue);
         }
         Ok(StepEnd::End(json!({ "kind": "completed" })))
     }

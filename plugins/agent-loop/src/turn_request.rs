@@ -1,6 +1,7 @@
 //! The frozen call config of a request (`agent/request`, LOOP-05) and the `request/header` /
 //! `request/context` events that log it when it changed.
 
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::agent::Request;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::LlmCallConfig;
@@ -21,10 +22,12 @@ impl Turn<'_> {
             .ctx
             .run_async_waterfall::<Request, _, _>(
                 p,
-                |p: keel_plugin_api::events::agent::AgentPoint| async move { Ok(p.data) },
+                |p: keel_plugin_api::events::agent::AgentPoint| async move {
+                    Typed::new(&p.data.parse::<LlmCallConfig>()?)
+                },
             )
             .await?;
-        out.parse()
+        out.into_inner()
     }
 
     /// Logs `request/header` when config, system prompt or tools changed, and

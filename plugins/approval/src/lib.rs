@@ -34,7 +34,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use approvals::{Approvals, Audit, Responder};
-use keel_plugin_api::events::approval::Answer;
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::approval::{Answer, ApprovalQuestion};
 use keel_plugin_api::events::session::{SessionEvent, SessionEventNotice};
 use keel_plugin_api::services::approval::ApprovalOutcome;
 use policy::{CallView, Mode};
@@ -77,22 +78,17 @@ struct SeamResponder {
 
 impl Responder for SeamResponder {
     async fn answer(&self, id: &str, request: &ApprovalRequest) -> ApprovalOutcome {
-        let Ok(mut question) = serde_json::to_value(request) else {
-            return ApprovalOutcome::Unavailable;
+        let question = ApprovalQuestion {
+            id: id.to_owned(),
+            request: request.clone(),
         };
-        if let Some(q) = question.as_object_mut() {
-            q.insert("id".into(), id.into());
-        }
-        let Ok(payload) = Json::of(&question) else {
+        let Ok(payload) = Typed::new(&question) else {
             return ApprovalOutcome::Unavailable;
         };
         match self.ctx.serial::<Answer>(payload).await {
             Ok(Some(reply)) => reply
-                .parse::<Value>()
-                .ok()
-                .and_then(|v| v.get("outcome").cloned())
-                .and_then(|o| serde_json::from_value(o).ok())
-                .unwrap_or(ApprovalOutcome::Unavailable),
+                .into_inner()
+                .map_or(ApprovalOutcome::Unavailable, |a| a.outcome),
             Ok(None) => ApprovalOutcome::Unavailable,
             Err(e) => {
                 tracing::warn!(error = %e, "an approval/answer listener failed; the ask is unavailable");

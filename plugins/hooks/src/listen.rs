@@ -17,7 +17,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use keel_plugin_api::events::Json;
-use keel_plugin_api::events::agent::{AgentPoint, PreStep, TurnStopping};
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::agent::{
+    AgentPoint, PreStep, PreStepDecision, Steer, StepMessage, TurnStopping,
+};
 use keel_plugin_api::events::context::{Compact, ContextPoint};
 use keel_plugin_api::events::session::{SessionCreated, SessionDisposed};
 use keel_plugin_api::events::tools::{
@@ -299,7 +302,7 @@ async fn pre_step(
     st: &Shared,
     point: AgentPoint,
     next: keel_plugin_api::sdk::AsyncNext<PreStep>,
-) -> Result<Json> {
+) -> Result<Typed<PreStepDecision>> {
     let engine = &st.0;
     let sid = point.session_id.to_string();
     let cwd = engine.cwd_of(&sid);
@@ -347,7 +350,7 @@ async fn pre_step(
             engine.line(&format!(
                 "a UserPromptSubmit hook blocked the prompt: {reason}"
             ));
-            return Json::of(&json!({"kind": "reject"}));
+            return Typed::new(&PreStepDecision::Reject);
         }
         extra.extend(
             answer
@@ -360,19 +363,17 @@ async fn pre_step(
     if extra.is_empty() {
         return Ok(downstream);
     }
-    let mut decision: Value = downstream.parse()?;
-    if decision.get("kind").and_then(Value::as_str) != Some("enter") {
+    let PreStepDecision::Enter { mut messages } = downstream.get()? else {
         return Ok(downstream);
+    };
+    for (i, (event, text)) in extra.into_iter().enumerate() {
+        messages.push(StepMessage {
+            id: format!("hook_{sid}_{}_{}_{i}", point.turn, point.step),
+            content: format!("[{event} hook] {text}"),
+            source: None,
+        });
     }
-    if let Some(messages) = decision.get_mut("messages").and_then(Value::as_array_mut) {
-        for (i, (event, text)) in extra.into_iter().enumerate() {
-            messages.push(json!({
-                "id": format!("hook_{sid}_{}_{}_{i}", point.turn, point.step),
-                "content": format!("[{event} hook] {text}"),
-            }));
-        }
-    }
-    Json::of(&decision)
+    Typed::new(&PreStepDecision::Enter { messages })
 }
 
 /// Once per run, at the first step (every tool is registered by then): a PreToolUse or
@@ -428,7 +429,7 @@ fn prompt_of(st: &Shared, sid: &str, data: &Value) -> String {
 
 /// Stop in `agent/turn-stopping`: a block steers the turn on, at most
 /// `max_stop_continuations` times per turn.
-async fn stop(st: &Shared, point: &AgentPoint) -> Result<Option<Json>> {
+async fn stop(st: &Shared, point: &AgentPoint) -> Result<Option<Typed<Steer>>> {
     let engine = &st.0;
     let sid = point.session_id.to_string();
     let done = {
@@ -464,7 +465,7 @@ async fn stop(st: &Shared, point: &AgentPoint) -> Result<Option<Json>> {
         m.stops.insert(sid.clone(), (point.turn, done + 1));
         m.steers.entry(sid).or_default().push(reason.clone());
     }
-    Ok(Some(Json::of(&json!({"steer": reason}))?))
+    Ok(Some(Typed::new(&Steer { steer: reason })?))
 }
 
 /// PreCompact in the synchronous `context/compact`: the hooks run on a thread of their own

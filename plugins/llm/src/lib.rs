@@ -15,7 +15,7 @@ pub mod registry;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use keel_plugin_api::codes::ContractCode;
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::llm::{LlmCall, Stream};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::{
@@ -128,13 +128,13 @@ async fn stream(ctx: Context, state: &Shared, request: LlmRequest) -> Result<Llm
         let prepared = Arc::clone(&prepared);
         async move {
             let response = dispatch(ctx, &prepared, &call).await?;
-            Json::of(&response)
+            Typed::new(&response)
         }
     };
     let out = ctx
         .run_async_waterfall::<Stream, _, _>(payload, terminal)
         .await?;
-    let response: LlmResponse = out.parse().map_err(|e| {
+    let response: LlmResponse = out.into_inner().map_err(|e| {
         Error::coded(
             LlmCode::LlmStreamOutput,
             format!(

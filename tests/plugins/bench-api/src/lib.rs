@@ -9,6 +9,9 @@ use std::hint::black_box;
 
 use keel_plugin_api::abi::{RString, RVec, StableAbi};
 use keel_plugin_api::declare_event;
+use keel_plugin_api::events::{Json, Typed};
+use keel_plugin_api::sdk::Result;
+use serde::{Deserialize, Serialize};
 
 /// A chat-completion request: the shape of the hot payloads keel dispatches per model call.
 #[repr(C)]
@@ -67,4 +70,59 @@ declare_event! {
 declare_event! {
     /// Benchmark parallel: listeners read the request and complete at once.
     pub struct BenchParallel: parallel("bench/parallel") -> ChatRequest;
+}
+
+/// A step-admission-shaped decision (issue 24 item 2): what `agent/pre-step` returns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum BenchDecision {
+    /// Enter the step with these messages.
+    Enter {
+        /// The batch.
+        messages: Vec<String>,
+    },
+    /// Drop the batch.
+    Reject,
+}
+
+impl BenchDecision {
+    /// The decision every decision case's terminal returns (two short messages).
+    pub fn sample() -> BenchDecision {
+        BenchDecision::Enter {
+            messages: vec!["user: count the hops".into(), "user: and again".into()],
+        }
+    }
+}
+
+/// A JSON-decision listener's work (the pre-issue-24 pattern): parse the text and compare the
+/// `kind` string.
+///
+/// # Errors
+/// `INVALID_JSON` when the decision is not JSON.
+#[inline]
+pub fn read_json_decision(decision: &Json) -> Result<()> {
+    let value: serde_json::Value = decision.parse()?;
+    black_box(value.get("kind").and_then(|k| k.as_str()) == Some("enter"));
+    Ok(())
+}
+
+/// A typed-decision listener's work: decode the `BenchDecision` and match on it.
+///
+/// # Errors
+/// `INVALID_ARGUMENTS` when the decision is not a `BenchDecision`.
+#[inline]
+pub fn read_typed_decision(decision: &Typed<BenchDecision>) -> Result<()> {
+    black_box(matches!(decision.get()?, BenchDecision::Enter { .. }));
+    Ok(())
+}
+
+declare_event! {
+    /// Benchmark decision waterfall, JSON text: each listener runs `next` and reads the decision
+    /// with `read_json_decision` (the JSON hop of issue 24 item 2).
+    pub struct BenchDecisionJson: async_waterfall("bench/decision-json") -> ChatRequest => Json;
+}
+declare_event! {
+    /// Benchmark decision waterfall, typed: each listener runs `next` and reads the decision
+    /// with `read_typed_decision` (the typed hop of issue 24 item 2).
+    pub struct BenchDecisionTyped: async_waterfall("bench/decision-typed") -> ChatRequest => Typed<BenchDecision>;
 }

@@ -4,7 +4,8 @@
 //! Prompts:
 //! - `ready` — return at once (boot-to-ready runs: the harness times the kernel, not this).
 //! - `dispatch:ITERS:LISTENERS[:REPS[:CASES]]` — for each mode (sync waterfall, async waterfall, emit,
-//!   parallel) time ITERS events (ITERS/10 for the async modes) dispatched
+//!   parallel, and the decision waterfalls `decision-json`/`decision-typed` of issue 24 item 2,
+//!   whose in-process side is the same encode and reads without dispatch) time ITERS events (ITERS/10 for the async modes) dispatched
 //!   1. **across the ABI**: this image → kernel → the `bench-listener` image (LISTENERS
 //!      listeners, registered by a row of that plugin) → kernel → the terminal back in this
 //!      image; and
@@ -30,8 +31,11 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use keel_bench_api::{
-    BenchAsyncWaterfall, BenchEmit, BenchParallel, BenchWaterfall, ChatRequest, bump, observe,
+    BenchAsyncWaterfall, BenchDecision, BenchDecisionJson, BenchDecisionTyped, BenchEmit,
+    BenchParallel, BenchWaterfall, ChatRequest, bump, observe, read_json_decision,
+    read_typed_decision,
 };
+use keel_plugin_api::events::{Json, Typed};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::driver::{
     Driver, DriverInterrupt, DriverInvocation, DriverOutcome, DriverProvider,
@@ -69,6 +73,7 @@ type AsyncTerminal = Box<dyn Fn(ChatRequest) -> BoxFut<ChatRequest> + Send + Syn
 
 /// The same listeners as `bench-listener`, as plain closures in this image.
 struct Inproc {
+    listeners: usize,
     sync: Vec<SyncListener>,
     emit: Vec<EmitListener>,
     parallel: Vec<ParallelListener>,
@@ -131,6 +136,7 @@ fn inproc(listeners: usize) -> Inproc {
         }));
     }
     black_box(Inproc {
+        listeners,
         sync,
         emit,
         parallel,
@@ -214,6 +220,61 @@ async fn inproc_async(chain: &Inproc, events: u64) -> Result<Duration> {
     let elapsed = started.elapsed();
     black_box(&request);
     Ok(elapsed)
+}
+
+// The decision cases (issue 24 item 2): the terminal encodes one decision, every listener
+// runs `next` and then reads the decision, the dispatcher reads it once more. In-process is
+// the same work without dispatch: one encode and LISTENERS + 1 reads.
+async fn abi_decision_json(ctx: Context, events: u64) -> Result<Duration> {
+    let started = Instant::now();
+    for _ in 0..events {
+        let decision = ctx
+            .run_async_waterfall::<BenchDecisionJson, _, _>(
+                ChatRequest::sample(),
+                |_: ChatRequest| async move { Json::of(&BenchDecision::sample()) },
+            )
+            .await?;
+        read_json_decision(&decision)?;
+    }
+    Ok(started.elapsed())
+}
+
+async fn abi_decision_typed(ctx: Context, events: u64) -> Result<Duration> {
+    let started = Instant::now();
+    for _ in 0..events {
+        let decision = ctx
+            .run_async_waterfall::<BenchDecisionTyped, _, _>(
+                ChatRequest::sample(),
+                |_: ChatRequest| async move { Typed::new(&BenchDecision::sample()) },
+            )
+            .await?;
+        read_typed_decision(&decision)?;
+    }
+    Ok(started.elapsed())
+}
+
+fn inproc_decision_json(chain: &Inproc, events: u64) -> Result<Duration> {
+    let started = Instant::now();
+    for _ in 0..events {
+        black_box(ChatRequest::sample());
+        let decision = Json::of(&BenchDecision::sample())?;
+        for _ in 0..=chain.listeners {
+            read_json_decision(&decision)?;
+        }
+    }
+    Ok(started.elapsed())
+}
+
+fn inproc_decision_typed(chain: &Inproc, events: u64) -> Result<Duration> {
+    let started = Instant::now();
+    for _ in 0..events {
+        black_box(ChatRequest::sample());
+        let decision = Typed::new(&BenchDecision::sample())?;
+        for _ in 0..=chain.listeners {
+            read_typed_decision(&decision)?;
+        }
+    }
+    Ok(started.elapsed())
 }
 
 fn abi_emit(ctx: Context, events: u64) -> Result<Duration> {
@@ -310,14 +371,18 @@ enum Case {
     AsyncWaterfall,
     Emit,
     Parallel,
+    DecisionJson,
+    DecisionTyped,
 }
 
 impl Case {
-    const ALL: [Case; 4] = [
+    const ALL: [Case; 6] = [
         Case::SyncWaterfall,
         Case::AsyncWaterfall,
         Case::Emit,
         Case::Parallel,
+        Case::DecisionJson,
+        Case::DecisionTyped,
     ];
 
     fn name(self) -> &'static str {
@@ -326,11 +391,16 @@ impl Case {
             Case::AsyncWaterfall => "async-waterfall",
             Case::Emit => "emit",
             Case::Parallel => "parallel",
+            Case::DecisionJson => "decision-json",
+            Case::DecisionTyped => "decision-typed",
         }
     }
 
     fn is_async(self) -> bool {
-        matches!(self, Case::AsyncWaterfall | Case::Parallel)
+        matches!(
+            self,
+            Case::AsyncWaterfall | Case::Parallel | Case::DecisionJson | Case::DecisionTyped
+        )
     }
 
     async fn abi(self, ctx: Context, events: u64) -> Result<Duration> {
@@ -339,6 +409,8 @@ impl Case {
             Case::AsyncWaterfall => abi_async(ctx, events).await,
             Case::Emit => abi_emit(ctx, events),
             Case::Parallel => abi_parallel(ctx, events).await,
+            Case::DecisionJson => abi_decision_json(ctx, events).await,
+            Case::DecisionTyped => abi_decision_typed(ctx, events).await,
         }
     }
 
@@ -348,6 +420,8 @@ impl Case {
             Case::AsyncWaterfall => inproc_async(chain, events).await,
             Case::Emit => inproc_emit(chain, events),
             Case::Parallel => inproc_parallel(chain, events).await,
+            Case::DecisionJson => inproc_decision_json(chain, events),
+            Case::DecisionTyped => inproc_decision_typed(chain, events),
         }
     }
 }
@@ -485,6 +559,8 @@ impl Plugin for BenchDriver {
             .provides::<Driver>()
             .declares::<BenchWaterfall>()
             .declares::<BenchAsyncWaterfall>()
+            .declares::<BenchDecisionJson>()
+            .declares::<BenchDecisionTyped>()
             .declares::<BenchEmit>()
             .declares::<BenchParallel>()
     }

@@ -1,12 +1,13 @@
 //! Benchmark plugin: the listener side of keel's dispatch benchmark.
 //!
 //! Row config `{ "count": N }` registers N listeners on each benchmark event (sync waterfall,
-//! async waterfall, emit, parallel). Each does the minimal work from `keel-bench-api` — a
+//! async waterfall, the two decision waterfalls, emit, parallel). Each does the minimal work from `keel-bench-api` — a
 //! waterfall listener bumps `max_tokens` and calls `next`, a notification listener reads one
 //! field — so the benchmark measures the dispatch path, not the listeners.
 
 use keel_bench_api::{
-    BenchAsyncWaterfall, BenchEmit, BenchParallel, BenchWaterfall, ChatRequest, bump, observe,
+    BenchAsyncWaterfall, BenchDecisionJson, BenchDecisionTyped, BenchEmit, BenchParallel,
+    BenchWaterfall, ChatRequest, bump, observe, read_json_decision, read_typed_decision,
 };
 use keel_plugin_api::prelude::*;
 use serde::Deserialize;
@@ -31,6 +32,8 @@ impl Plugin for BenchListener {
             .description("N minimal listeners per dispatch mode, for the dispatch benchmark")
             .declares::<BenchWaterfall>()
             .declares::<BenchAsyncWaterfall>()
+            .declares::<BenchDecisionJson>()
+            .declares::<BenchDecisionTyped>()
             .declares::<BenchEmit>()
             .declares::<BenchParallel>()
             .config_schema(serde_json::json!({
@@ -55,6 +58,22 @@ impl Plugin for BenchListener {
                 |mut request: ChatRequest, next| async move {
                     bump(&mut request);
                     next.run(request).await
+                },
+            )?;
+            ctx.async_waterfall::<BenchDecisionJson, _, _>(
+                options,
+                |request: ChatRequest, next| async move {
+                    let decision = next.run(request).await?;
+                    read_json_decision(&decision)?;
+                    Ok(decision)
+                },
+            )?;
+            ctx.async_waterfall::<BenchDecisionTyped, _, _>(
+                options,
+                |request: ChatRequest, next| async move {
+                    let decision = next.run(request).await?;
+                    read_typed_decision(&decision)?;
+                    Ok(decision)
                 },
             )?;
             ctx.on::<BenchEmit>(options, |request| {

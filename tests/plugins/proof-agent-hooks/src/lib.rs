@@ -19,7 +19,8 @@
 use std::path::PathBuf;
 
 use keel_plugin_api::events::Json;
-use keel_plugin_api::events::agent::TurnStopping;
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::agent::{Steer, TurnStopping};
 use keel_plugin_api::events::context::Compact;
 use keel_plugin_api::events::llm::Stream;
 use keel_plugin_api::events::session::SessionFlush;
@@ -143,9 +144,9 @@ impl Plugin for Hooks {
                     let c = config.clone();
                     async move {
                         if c.action == "steer" && c.first_time() {
-                            return Json::of(
-                                &serde_json::json!({ "steer": "One more thing: say goodbye." }),
-                            )
+                            return Typed::new(&Steer {
+                                steer: "One more thing: say goodbye.".into(),
+                            })
                             .map(Some);
                         }
                         Ok(None)

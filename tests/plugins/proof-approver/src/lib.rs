@@ -7,17 +7,17 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use keel_plugin_api::events::Json;
-use keel_plugin_api::events::approval::Answer;
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::approval::{Answer, ApprovalQuestion};
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::approval::{ApprovalOutcome, AskAnswer};
 use serde::Deserialize;
-use serde_json::Value;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Config {
     /// `allowed-once`, `rejected` or `cancelled`.
-    outcome: String,
+    outcome: ApprovalOutcome,
     /// Only answer questions whose reason starts with this.
     #[serde(default)]
     reasons_starting: Option<String>,
@@ -36,12 +36,13 @@ impl Plugin for Approver {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: Config = ctx.config()?;
-        ctx.on_serial::<Answer, _, _>(ListenerOptions::default(), move |question: &Json| {
+        ctx.on_serial::<Answer, _, _>(ListenerOptions::default(), move |question| {
             let c = config.clone();
-            let parsed: Result<Value> = question.parse();
+            let parsed = question.get();
+            let text = question.text().to_owned();
             async move {
-                let q = parsed?;
-                let reason = q.get("reason").and_then(Value::as_str).unwrap_or("");
+                let q: ApprovalQuestion = parsed?;
+                let reason = q.request.reason.as_deref().unwrap_or("");
                 if let Some(prefix) = &c.reasons_starting
                     && !reason.starts_with(prefix.as_str())
                 {
@@ -51,8 +52,8 @@ impl Plugin for Approver {
                     .create(true)
                     .append(true)
                     .open(&c.record)?;
-                writeln!(file, "{q}")?;
-                Json::of(&serde_json::json!({ "outcome": c.outcome })).map(Some)
+                writeln!(file, "{text}")?;
+                Typed::new(&AskAnswer { outcome: c.outcome }).map(Some)
             }
         })?;
         Ok(())
