@@ -114,6 +114,9 @@ pub enum KernelError {
     /// A row failed to activate or stayed pending at boot.
     #[error("{0}")]
     Activation(String),
+    /// Two plugins declare one event differently (before any row activates; issue 24).
+    #[error("row '{row}': {detail}")]
+    EventConflict { row: String, detail: String },
     /// I/O with a path.
     #[error("{path}: {reason}")]
     Io { path: PathBuf, reason: String },
@@ -156,6 +159,7 @@ impl KernelError {
             KernelError::LockGraph { .. } => KernelCode::LockGraph.code(),
             KernelError::LockFile { .. } => KernelCode::LockFile.code(),
             KernelError::Activation(_) => KernelCode::Activation.code(),
+            KernelError::EventConflict { .. } => KernelCode::EventDeclarationConflict.code(),
             KernelError::Io { .. } => ContractCode::Io.code(),
             KernelError::Driver { .. } => KernelCode::Driver.code(),
             KernelError::Relaunch { source, .. } => source.code(),

@@ -55,8 +55,8 @@ impl Services {
             .iter()
             .find(|e| e.name == name && (e.exclusive || exclusive))
         {
-            return Err(PluginError::new(
-                KernelCode::DuplicateProvider.code(),
+            return Err(PluginError::coded(
+                KernelCode::DuplicateProvider,
                 format!(
                     "service '{name}' is already provided by row '{}'; row '{}' cannot provide it too",
                     existing.provider.row, provider.row
@@ -125,8 +125,8 @@ impl Services {
             return Ok(entry.handle.clone());
         }
         layouts_compatible(expected, found).map_err(|r| {
-            PluginError::new(
-                KernelCode::ServiceLayout.code(),
+            PluginError::coded(
+                KernelCode::ServiceLayout,
                 format!(
                     "service '{}' of row '{}' does not match what row '{consumer_row}' expects: {r}",
                     entry.name, entry.provider.row

@@ -354,8 +354,8 @@ impl TestHost {
     /// `SERVICE_UNAVAILABLE` when no active row provides `C`.
     pub fn client<C: Contract>(&self) -> Result<C::Client> {
         self.ctx().get_client::<C>()?.ok_or_else(|| {
-            Error::new(
-                "SERVICE_UNAVAILABLE",
+            Error::coded(
+                keel_plugin_api::codes::ContractCode::ServiceUnavailable,
                 format!("no active row provides '{}'", C::NAME),
             )
         })
@@ -368,8 +368,8 @@ impl TestHost {
     /// not a contract.
     pub fn named_client<C: Contract>(&self, name: &str) -> Result<C::Client> {
         self.ctx().named_client::<C>(name)?.ok_or_else(|| {
-            Error::new(
-                "SERVICE_UNAVAILABLE",
+            Error::coded(
+                keel_plugin_api::codes::ContractCode::ServiceUnavailable,
                 format!("no active row provides '{name}'"),
             )
         })

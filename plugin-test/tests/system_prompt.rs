@@ -88,7 +88,7 @@ fn loop14_a_listener_error_reaches_the_caller_with_its_code() {
         .linked("prompt", exported!(keel_plugin_system_prompt), json!({}))
         .on_probe_activate(|ctx| {
             ctx.waterfall::<Assemble>(ListenerOptions::default(), |_, _| {
-                Err(Error::new("PROOF_REFUSED", "no prompt today"))
+                Err(Error::received("PROOF_REFUSED", "no prompt today"))
             })?;
             Ok(())
         })

@@ -102,6 +102,9 @@ mod mcp_support;
 mod new_plugin;
 /// A plugin built out of tree, and an ABI-major mismatch fixture.
 mod out_of_tree;
+/// Project-file trust is declared by plugins: a row gets no answer for a file its plugin did
+/// not declare (issue 24 item 4).
+mod project_file_trust;
 /// The prompt and the limits are guarded keys (issue 23 item 6).
 mod project_guarded;
 /// Files a run changed in `.keel/`, `.claude/` or a workspace patch are tainted (issue 23

@@ -49,7 +49,11 @@ Every error keel reports carries one of these codes: the CLI prints it as `error
 error reads `Error [CODE]: …` to the model, and the session log records it. The spelling is part \
 of the contract within an ABI major. A plugin builds an error from a typed variant \
 (`Error::coded(ToolCode::UnknownTool, …)`) and matches one it received by parsing it back \
-(`err.code_as::<LlmCode>()`), so no code is a free string in keel's own code.\n\n\
+(`err.code_as::<LlmCode>()` or `err.is(LlmCode::Aborted)`); codes do not compare with strings and \
+there is no public constructor from one (`Error::received` only rebuilds a code decoded from the \
+wire), and `cargo xtask tidy` fails on a code spelled as a string literal outside these \
+declarations in the non-test code of `kernel/`, `plugin-api/` and `plugins/` — so no code is a \
+free string in keel's own code.\n\n\
 **Retry helps** says what a caller (or the model reading a tool error) should do: *no* — the \
 same call fails the same way; *yes, later* — transient, back off and retry; *once* — usually \
 permanent, retried at most once; *with a changed call* — fix the arguments, path or approval \

@@ -21,6 +21,7 @@ mod python_deps;
 mod shell;
 mod test;
 mod tidy;
+mod tidy_codes;
 mod tidy_kernel;
 
 use std::process::ExitCode;

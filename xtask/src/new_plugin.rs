@@ -28,10 +28,8 @@ const FILES: &[(&str, &str)] = &[
         "src/greet.rs",
         include_str!("../templates/plugin/src/greet.rs"),
     ),
-    (
-        "src/tool_api.rs",
-        include_str!("../templates/plugin/src/tool_api.rs"),
-    ),
+    ("src/tool.rs", include_str!("../templates/plugin/src/tool.rs")),
+    ("src/fake.rs", include_str!("../templates/plugin/src/fake.rs")),
     (".gitignore", "/target\n"),
 ];
 

@@ -8,7 +8,9 @@
 //! - non-test sources of `kernel/`, `plugin-api/`, `plugins/` stay within [`LINE_BUDGET`] lines
 //!   (style.md item 4; `*_tests.rs` and anything under a `tests/` folder are exempt);
 //! - the kernel crate stays under its line budget and no kernel crate names a feature
-//!   ([`crate::tidy_kernel`]).
+//!   ([`crate::tidy_kernel`]);
+//! - no non-test source of `kernel/`, `plugin-api/`, `plugins/` spells a code as a free string
+//!   ([`crate::tidy_codes`]).
 //!
 //! Decision: the manifest checks read TOML line by line instead of pulling in a TOML parser —
 //! the shapes cargo accepts for a dependency are few and this crate stays dependency-free. The
@@ -65,6 +67,7 @@ pub fn check(root: &Path) -> Result<(usize, Vec<Problem>)> {
     let mut problems = Vec::new();
     let mut checked = 0;
     let mut kernel_lines = 0;
+    let codes = crate::tidy_codes::catalog_codes();
     for top in HEADER_ROOTS {
         for file in rust_files(&root.join(top))? {
             checked += 1;
@@ -101,6 +104,9 @@ pub fn check(root: &Path) -> Result<(usize, Vec<Problem>)> {
                 if rel.starts_with("kernel/src/") {
                     kernel_lines += non_test_lines(&text);
                 }
+            }
+            for (path, message) in crate::tidy_codes::problems(&rel, &text, &codes) {
+                problems.push(Problem { path, message });
             }
             let lines = text.lines().count();
             if BUDGET_ROOTS.contains(top) && !is_test_file(&rel) && lines > LINE_BUDGET {

@@ -54,7 +54,7 @@ pub fn non_test_lines(text: &str) -> usize {
 
 /// Net `{` minus `}` on a line, outside string and char literals and `//` comments (good
 /// enough for rustfmt-formatted code, which is all tidy reads).
-fn brace_delta(line: &str) -> i64 {
+pub(crate) fn brace_delta(line: &str) -> i64 {
     let mut delta = 0;
     let mut in_str = false;
     let mut chars = line.chars().peekable();

@@ -66,7 +66,8 @@ enum Command {
         command: PluginsCommand,
     },
     /// Trust DIR's project layer (DIR/.keel/config.toml) as it is now, so it may change
-    /// security-relevant settings (the rows' guarded keys, endpoints, rows).
+    /// security-relevant settings (the rows' guarded keys, endpoints, rows), and the project
+    /// files the profile's plugins declare (`trusts_project_files`).
     #[command(display_order = 100)]
     Trust {
         /// Project directory (default: the current directory).
@@ -344,7 +345,12 @@ fn dispatch(
         Command::Plugins {
             command: PluginsCommand::List { profile, json },
         } => inspect::plugins_list(paths, &under(profile), json),
-        Command::Trust { dir, revoke } => trust::trust(paths, dir.as_deref(), revoke),
+        Command::Trust { dir, revoke } => trust::trust(
+            paths,
+            &under(ProfileArgs::default()),
+            dir.as_deref(),
+            revoke,
+        ),
         Command::Lock(profile) => inspect::lock(paths, &under(profile)),
         Command::Doctor(profile) => doctor::doctor(paths, &under(profile)),
         Command::Run(_) | Command::Resume { .. } => {

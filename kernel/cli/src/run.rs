@@ -69,11 +69,13 @@ pub(super) fn run(
     };
     // Issue 23 item 6: what this run changed in the project's trust-relevant files is tainted.
     let workspace = std::env::current_dir().unwrap_or_default();
-    let patches = taint_watch::patch_files(&first.assembly.profile);
-    let before = keel_config::taint::snapshot(&workspace, &patches);
+    let declared = taint_watch::declared_files(&first.assembly, &workspace);
+    let mut watched = taint_watch::patch_files(&first.assembly.profile);
+    watched.extend(declared.iter().cloned());
+    let before = keel_config::taint::snapshot(&workspace, &watched);
     let result = hand_off(paths, profile_args, first, invocation);
     let by = taint_watch::run_name(session_id.as_deref());
-    taint_watch::record(paths, &workspace, &patches, &before, &by);
+    taint_watch::record(paths, &workspace, &watched, &declared, &before, &by);
     result
 }
 

@@ -1,7 +1,9 @@
 //! `keel trust [DIR] [--revoke]`: the user's word that a project layer may change
-//! security-relevant settings (ARCHITECTURE §6) and that the project's Claude Code settings may
-//! run their hooks (issue 15). It records the digest of each file as it is now and says what
-//! the layer does, so the user sees what they vouch for.
+//! security-relevant settings (ARCHITECTURE §6) and that the project files the profile's
+//! plugins declare (`Manifest::trusts_project_files`: the hooks row's settings, issue 15) may
+//! be acted on. It records the digest of each file as it is now and says what the layer does
+//! and which plugin declared each other file, so the user sees what they vouch for. The kernel
+//! knows no product (issue 24 item 4): the list of files comes from the manifests.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -11,7 +13,14 @@ use keel_config::{LayerKind, LayerOps, RowAction};
 use keel_kernel::error::{KernelError, Result};
 use keel_kernel::paths::Paths;
 
-pub(super) fn trust(paths: &Paths, dir: Option<&Path>, revoke: bool) -> Result<i32> {
+use super::ProfileArgs;
+
+pub(super) fn trust(
+    paths: &Paths,
+    profile: &ProfileArgs,
+    dir: Option<&Path>,
+    revoke: bool,
+) -> Result<i32> {
     let dir = match dir {
         Some(d) => d.to_path_buf(),
         None => std::env::current_dir().map_err(|e| KernelError::Io {
@@ -27,7 +36,9 @@ pub(super) fn trust(paths: &Paths, dir: Option<&Path>, revoke: bool) -> Result<i
         }
     } else {
         let mut text = String::new();
-        let recorded = trust::record(&paths.keel_home, &dir);
+        let declared = declared_files(paths, profile);
+        let files: Vec<String> = declared.iter().map(|(rel, _)| rel.clone()).collect();
+        let recorded = trust::record(&paths.keel_home, &dir, &files);
         // Issue 23 item 6: the user's review clears what a run tainted in this project (a
         // tainted workspace `--patch` file too, even with no layer to record).
         let cleared = keel_config::taint::clear_under(&paths.keel_home, &dir)?;
@@ -47,10 +58,15 @@ pub(super) fn trust(paths: &Paths, dir: Option<&Path>, revoke: bool) -> Result<i
                 file.display(),
                 digest.get(..16).unwrap_or(&digest)
             ));
-            let lines = if file.extension().is_some_and(|e| e == "toml") {
-                summary(&file)
-            } else {
-                vec!["(Claude Code settings: its hooks may run as commands)".to_owned()]
+            let by = declared
+                .iter()
+                .find(|(rel, _)| file.ends_with(rel))
+                .map(|(_, plugins)| plugins.join(", "));
+            let lines = match by {
+                Some(plugins) => vec![format!(
+                    "(declared by plugin {plugins}: what it names may run as commands)"
+                )],
+                None => summary(&file),
             };
             for line in lines {
                 text.push_str(&format!("  {line}\n"));
@@ -62,6 +78,35 @@ pub(super) fn trust(paths: &Paths, dir: Option<&Path>, revoke: bool) -> Result<i
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
     Ok(0)
+}
+
+/// The project files the profile's plugins declare, each with the plugins that declare it.
+/// A profile that cannot be resolved or loaded leaves only the layer to record (said on
+/// stderr: `keel trust` still records what it can vouch for).
+fn declared_files(paths: &Paths, profile: &ProfileArgs) -> Vec<(String, Vec<String>)> {
+    let libraries = profile.resolve(paths).and_then(|p| {
+        let located = keel_kernel::loader::locate(&p.rows, paths)?;
+        keel_kernel::loader::load(&located, &p.rows)
+    });
+    let libraries = match libraries {
+        Ok(libraries) => libraries,
+        Err(e) => {
+            keel_output_guard::redact::eprintln(format_args!(
+                "keel: warning: kernel: the profile's plugins could not be read, so only the project layer is recorded: {e}"
+            ));
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for lib in libraries.values() {
+        for rel in &lib.manifest.trusted_files {
+            match out.iter_mut().find(|(r, _)| r == rel) {
+                Some((_, plugins)) => plugins.push(lib.name.clone()),
+                None => out.push((rel.clone(), vec![lib.name.clone()])),
+            }
+        }
+    }
+    out
 }
 
 /// One line per row operation of the layer (`replaces row 'fence'`), so the user sees what

@@ -113,6 +113,18 @@ pub enum ConfigError {
     #[error("{path}: {reason}", path = .path.display())]
     TrustFile { path: PathBuf, reason: String },
 
+    /// A row asked about a project file its plugin did not declare
+    /// (`Manifest::trusts_project_files`).
+    #[error(
+        "row '{row}' asked whether {path} is trusted, but its plugin declares no such project \
+         file (it declares: {declared})"
+    )]
+    UndeclaredTrustFile {
+        row: String,
+        path: String,
+        declared: String,
+    },
+
     /// The project layer changes security-relevant config and is not trusted as it is now.
     #[error(
         "project layer {path} is {state} and changes security-relevant settings: {changes}; \
@@ -187,6 +199,7 @@ impl ConfigError {
                 ConfigCode::MissingPatch.code()
             }
             ConfigError::TrustFile { .. } => ConfigCode::TrustFile.code(),
+            ConfigError::UndeclaredTrustFile { .. } => ConfigCode::UndeclaredTrustFile.code(),
             ConfigError::ProjectUntrusted { .. } => ConfigCode::ProjectUntrusted.code(),
             ConfigError::ProjectTainted(_) => ConfigCode::ProjectTainted.code(),
             ConfigError::RecordedPatchChanged { .. } => ConfigCode::RecordedPatchChanged.code(),

@@ -1,6 +1,7 @@
 //! Files a keel run changed in the project's trust-relevant places (issue 23 item 6;
 //! ARCHITECTURE §6). What the model wrote must not be trusted later: keel digests everything
-//! under the workspace's `.keel/` and `.claude/`, and each `--patch` file inside the workspace,
+//! under the workspace's `.keel/`, each project file a plugin of the profile declares
+//! (`Manifest::trusts_project_files`, issue 24 item 4), and each `--patch` file inside the workspace,
 //! when a run starts and again when it ends (error paths included). A file that is new,
 //! changed or removed between the two is *tainted*: recorded in `$KEEL_HOME/tainted-files.json`
 //! (0600, beside the trust records, out of every tool's reach) with the run that changed it.
@@ -21,8 +22,9 @@ use super::error::ConfigError;
 pub const TAINT_FILE: &str = "tainted-files.json";
 const FORMAT: u32 = 1;
 
-/// The workspace directories whose files are trust-relevant.
-pub const WATCHED_DIRS: &[&str] = &[".keel", ".claude"];
+/// The workspace directories whose files are trust-relevant (the kernel's own: the declared
+/// project files are watched one by one).
+pub const WATCHED_DIRS: &[&str] = &[".keel"];
 
 /// Digests of the watched files: absolute path → blake3 hex.
 pub type Snapshot = BTreeMap<PathBuf, String>;
@@ -42,6 +44,10 @@ struct Taint {
     by: String,
     /// new, changed or removed.
     change: String,
+    /// A project file a plugin declared (`--trust-project` refuses its project, as for
+    /// `.keel/`), not a `--patch` file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    project_file: bool,
     /// When, in ms since the epoch.
     at_ms: u64,
 }
@@ -99,8 +105,9 @@ fn digest_into(path: &Path, out: &mut Snapshot) {
     out.insert(path.to_path_buf(), digest);
 }
 
-/// Records every file new, changed or removed between `before` and `after` as tainted by `by`;
-/// answers them. Nothing changed: nothing is written.
+/// Records every file new, changed or removed between `before` and `after` as tainted by `by`
+/// (those among `project_files`, the declared project files, marked as such); answers them.
+/// Nothing changed: nothing is written.
 ///
 /// # Errors
 /// An unreadable taint file or a failed write.
@@ -109,6 +116,7 @@ pub fn record(
     before: &Snapshot,
     after: &Snapshot,
     by: &str,
+    project_files: &[PathBuf],
 ) -> Result<Vec<PathBuf>, ConfigError> {
     let mut changed = Vec::new();
     for (path, digest) in after {
@@ -134,6 +142,7 @@ pub fn record(
             Taint {
                 by: by.to_owned(),
                 change: (*change).to_owned(),
+                project_file: project_files.contains(path),
                 at_ms,
             },
         );
@@ -155,7 +164,8 @@ pub fn tainted_by(keel_home: &Path, path: &Path) -> Result<Option<String>, Confi
         .map(|t| t.by.clone()))
 }
 
-/// The first tainted file under `dir`'s watched directories, with who tainted it.
+/// The first tainted file under `dir`'s watched directories or among its declared project
+/// files, with who tainted it.
 ///
 /// # Errors
 /// An unreadable or malformed taint file.
@@ -167,10 +177,9 @@ pub fn tainted_under(
     let file = load(keel_home)?;
     Ok(file.files.iter().find_map(|(path, t)| {
         let path = PathBuf::from(path);
-        WATCHED_DIRS
-            .iter()
-            .any(|w| path.starts_with(dir.join(w)))
-            .then(|| (path, t.by.clone()))
+        (WATCHED_DIRS.iter().any(|w| path.starts_with(dir.join(w)))
+            || (t.project_file && path.starts_with(&dir)))
+        .then(|| (path, t.by.clone()))
     }))
 }
 
@@ -250,5 +259,48 @@ fn bad(path: &Path, reason: &str) -> ConfigError {
     ConfigError::TrustFile {
         path: path.to_path_buf(),
         reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 24 item 4: a declared project file (any name: the kernel knows no product) that a
+    // run created is tainted and marked, so `--trust-project` refuses its project; a tainted
+    // `--patch` file is not a project file.
+    #[test]
+    fn a_declared_file_the_run_wrote_taints_its_project() {
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path().canonicalize().unwrap();
+        let declared = root.join(".acme/settings.json");
+        let patch = root.join("patch.toml");
+        let watched = vec![declared.clone(), patch.clone()];
+        let before = snapshot(&root, &watched);
+        assert!(before.is_empty(), "{before:?}");
+        std::fs::create_dir_all(root.join(".acme")).unwrap();
+        std::fs::write(&declared, "{}").unwrap();
+        std::fs::write(&patch, "# patch\n").unwrap();
+        let after = snapshot(&root, &watched);
+        let changed = record(
+            home.path(),
+            &before,
+            &after,
+            "run 1",
+            std::slice::from_ref(&declared),
+        )
+        .unwrap();
+        assert_eq!(changed.len(), 2, "{changed:?}");
+        let (path, by) = tainted_under(home.path(), &root).unwrap().unwrap();
+        assert_eq!((path, by.as_str()), (declared, "run 1"));
+
+        let home = tempfile::tempdir().unwrap();
+        record(home.path(), &before, &after, "run 2", &[]).unwrap();
+        assert_eq!(tainted_under(home.path(), &root).unwrap(), None);
+        assert_eq!(
+            tainted_by(home.path(), &patch).unwrap().as_deref(),
+            Some("run 2")
+        );
     }
 }

@@ -9,6 +9,11 @@
 //! a row whose plugin guards config, disabling a row, swapping a row's plugin, or changing a key
 //! a manifest marks guarded (a whole row, an endpoint, a credential reference) needs trust.
 //! The kernel checks that once the manifests are loaded, before anything activates.
+//!
+//! Other project files are trusted the same way, by their bytes, when a plugin declares them
+//! (`Manifest::trusts_project_files`; the hooks row declares its settings files): the
+//! kernel knows no product, so `keel trust` records the files the profile's plugins declare
+//! and [`file_state`] answers a row for the files its own plugin declared, and no others.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -16,7 +21,6 @@ use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use keel_plugin_api::sdk::Guarded;
-pub use keel_plugin_api::services::protected::PROJECT_TRUST_FILES;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -86,8 +90,8 @@ struct Record {
     /// blake3 (hex) of `.keel/config.toml` when trusted (empty: there was none).
     #[serde(default)]
     digest: String,
-    /// blake3 (hex) of each other project trust file present when trusted, by its path
-    /// relative to the project (`.claude/settings.json`).
+    /// blake3 (hex) of each declared project file present when trusted, by its path
+    /// relative to the project (a plugin's `trusts_project_files`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     files: BTreeMap<String, String>,
     /// When, in ms since the epoch.
@@ -154,27 +158,46 @@ fn recorded(file: &TrustFile, dir: &Path, rel: &str, digest: &str) -> TrustState
     }
 }
 
-/// The trust state of one project trust file (absolute; one of [`PROJECT_TRUST_FILES`] under
-/// its project directory) as its bytes are now; `vouched` is `--trust-project`.
+/// Whether `rel` may name a project file: relative, and only plain names (no `..`, no `.`).
+pub fn valid_rel(rel: &str) -> bool {
+    let path = Path::new(rel);
+    !rel.is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+/// The trust state of one project file (absolute: one of `declared`, the files the asking
+/// row's plugin declared, under its project directory) as its bytes are now; `vouched` is
+/// `--trust-project`.
 ///
 /// # Errors
-/// A path that is not a project trust file, an unreadable file, or an unreadable trust file.
-pub fn file_state(keel_home: &Path, path: &Path, vouched: bool) -> Result<TrustState, ConfigError> {
-    let not_one = || ConfigError::Io {
-        path: path.to_path_buf(),
-        message: format!(
-            "not a project trust file (those are {} under a project)",
-            PROJECT_TRUST_FILES.join(", ")
-        ),
+/// A path that is none of `declared` under a project (`UNDECLARED_TRUST_FILE`, naming `row`),
+/// an unreadable file, or an unreadable trust file.
+pub fn file_state(
+    keel_home: &Path,
+    row: &str,
+    declared: &[String],
+    path: &Path,
+    vouched: bool,
+) -> Result<TrustState, ConfigError> {
+    let undeclared = || ConfigError::UndeclaredTrustFile {
+        row: row.to_owned(),
+        path: path.display().to_string(),
+        declared: if declared.is_empty() {
+            "none".to_owned()
+        } else {
+            declared.join(", ")
+        },
     };
-    let rel = PROJECT_TRUST_FILES
+    let rel = declared
         .iter()
-        .find(|rel| path.ends_with(rel))
-        .ok_or_else(not_one)?;
+        .find(|rel| valid_rel(rel) && path.ends_with(rel.as_str()))
+        .ok_or_else(undeclared)?;
     let dir = path
         .ancestors()
         .nth(Path::new(rel).components().count())
-        .ok_or_else(not_one)?;
+        .ok_or_else(undeclared)?;
     let dir = dir.canonicalize().map_err(|e| bad_dir(dir, &e))?;
     let bytes = std::fs::read(path).map_err(|e| ConfigError::Io {
         path: path.to_path_buf(),
@@ -187,13 +210,17 @@ pub fn file_state(keel_home: &Path, path: &Path, vouched: bool) -> Result<TrustS
     Ok(recorded(&load(keel_home)?, &dir, rel, &digest))
 }
 
-/// `keel trust DIR`: records the digest of each project trust file in `DIR` as it is now
-/// (`.keel/config.toml`, `.claude/settings.json`, `.claude/settings.local.json`). Returns the
-/// files recorded and their digests.
+/// `keel trust DIR`: records the digest of the project layer (`.keel/config.toml`) and of
+/// each of `declared` (the project files the profile's plugins declare) present in `DIR` as
+/// it is now. Returns the files recorded and their digests.
 ///
 /// # Errors
 /// None of those files in `dir`, an unreadable trust file, or a failed write.
-pub fn record(keel_home: &Path, dir: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
+pub fn record(
+    keel_home: &Path,
+    dir: &Path,
+    declared: &[String],
+) -> Result<Vec<(PathBuf, String)>, ConfigError> {
     let dir = dir.canonicalize().map_err(|e| bad_dir(dir, &e))?;
     let mut record = Record {
         digest: String::new(),
@@ -202,8 +229,14 @@ pub fn record(keel_home: &Path, dir: &Path) -> Result<Vec<(PathBuf, String)>, Co
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
     };
+    let mut names = vec![LAYER_FILE];
+    for rel in declared {
+        if valid_rel(rel) && !names.contains(&rel.as_str()) {
+            names.push(rel);
+        }
+    }
     let mut trusted = Vec::new();
-    for rel in PROJECT_TRUST_FILES {
+    for rel in &names {
         let path = dir.join(rel);
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
@@ -216,20 +249,17 @@ pub fn record(keel_home: &Path, dir: &Path) -> Result<Vec<(PathBuf, String)>, Co
             }
         };
         let digest = blake3::hash(&bytes).to_hex().to_string();
-        if rel == LAYER_FILE {
+        if *rel == LAYER_FILE {
             record.digest = digest.clone();
         } else {
-            record.files.insert(rel.to_owned(), digest.clone());
+            record.files.insert((*rel).to_owned(), digest.clone());
         }
         trusted.push((path, digest));
     }
     if trusted.is_empty() {
         return Err(ConfigError::Io {
             path: dir.join(LAYER_FILE),
-            message: format!(
-                "nothing to trust: none of {} exists",
-                PROJECT_TRUST_FILES.join(", ")
-            ),
+            message: format!("nothing to trust: none of {} exists", names.join(", ")),
         });
     }
     let mut file = load(keel_home)?;

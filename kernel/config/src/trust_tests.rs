@@ -6,6 +6,15 @@ use serde_json::json;
 
 use super::*;
 
+/// What a plugin might declare (`Manifest::trusts_project_files`): the kernel knows no
+/// product, so these are any project files.
+fn declared() -> Vec<String> {
+    vec![
+        ".acme/settings.json".to_owned(),
+        ".acme/settings.local.json".to_owned(),
+    ]
+}
+
 fn row(id: &str, plugin: &str, config: Value) -> RowState {
     RowState {
         id: id.to_owned(),
@@ -119,7 +128,7 @@ fn trust_records_follow_the_file_content() {
         state(home.path(), &dir, &v1).unwrap(),
         TrustState::Untrusted
     );
-    let recorded = record(home.path(), work.path()).unwrap();
+    let recorded = record(home.path(), work.path(), &declared()).unwrap();
     assert_eq!(recorded, vec![(dir.join(".keel/config.toml"), v1.clone())]);
     assert_eq!(state(home.path(), &dir, &v1).unwrap(), TrustState::Trusted);
     let mode = std::fs::metadata(home.path().join(TRUST_FILE))
@@ -143,7 +152,7 @@ fn trust_records_follow_the_file_content() {
 fn bad_trust_input_names_the_file() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let e = record(home.path(), work.path()).unwrap_err();
+    let e = record(home.path(), work.path(), &declared()).unwrap_err();
     assert!(e.to_string().contains("nothing to trust"), "{e}");
 
     let dir = work.path();
@@ -161,24 +170,27 @@ fn bad_trust_input_names_the_file() {
     assert!(e.to_string().contains("format version 9"), "{e}");
 }
 
-// Issue 15: Claude Code's settings are trusted file by file, by their bytes, like the layer;
-// `--trust-project` vouches for every one; only the project trust files can be asked about.
+// Issue 15, issue 24 item 4: a declared project file is trusted file by file, by its bytes,
+// like the layer; `--trust-project` vouches for every one; a row can ask only about the files
+// its plugin declared.
 #[test]
-fn claude_settings_are_trusted_by_their_own_digest() {
+fn declared_files_are_trusted_by_their_own_digest() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(work.path().join(".claude")).unwrap();
-    let settings = work.path().join(".claude/settings.json");
-    let local = work.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(work.path().join(".acme")).unwrap();
+    let settings = work.path().join(".acme/settings.json");
+    let local = work.path().join(".acme/settings.local.json");
     std::fs::write(&settings, "{}").unwrap();
-    let ask = |p: &std::path::Path, vouched| file_state(home.path(), p, vouched).unwrap();
+    let ask = |p: &std::path::Path, vouched| {
+        file_state(home.path(), "hooks", &declared(), p, vouched).unwrap()
+    };
 
     assert_eq!(ask(&settings, false), TrustState::Untrusted);
     assert_eq!(ask(&settings, true), TrustState::Vouched);
-    let recorded = record(home.path(), work.path()).unwrap();
+    let recorded = record(home.path(), work.path(), &declared()).unwrap();
     let dir = work.path().canonicalize().unwrap();
     assert_eq!(recorded.len(), 1, "only the file present: {recorded:?}");
-    assert_eq!(recorded[0].0, dir.join(".claude/settings.json"));
+    assert_eq!(recorded[0].0, dir.join(".acme/settings.json"));
     assert_eq!(ask(&settings, false), TrustState::Trusted);
 
     // A file that appeared after the record is not trusted by it; a changed one no longer is.
@@ -186,26 +198,63 @@ fn claude_settings_are_trusted_by_their_own_digest() {
     assert_eq!(ask(&local, false), TrustState::Changed);
     std::fs::write(&settings, "{\"hooks\":{}}").unwrap();
     assert_eq!(ask(&settings, false), TrustState::Changed);
-    record(home.path(), work.path()).unwrap();
+    record(home.path(), work.path(), &declared()).unwrap();
     assert_eq!(ask(&settings, false), TrustState::Trusted);
     assert_eq!(ask(&local, false), TrustState::Trusted);
 
     let other = work.path().join("hooks.json");
     std::fs::write(&other, "{}").unwrap();
-    let e = file_state(home.path(), &other, true).unwrap_err();
-    assert!(e.to_string().contains("not a project trust file"), "{e}");
+    let e = file_state(home.path(), "hooks", &declared(), &other, true).unwrap_err();
+    assert_eq!(e.code(), "UNDECLARED_TRUST_FILE");
+    assert!(e.to_string().contains("row 'hooks'"), "{e}");
     let e = file_state(
         home.path(),
-        &work.path().join(".claude/x/settings.json"),
+        "hooks",
+        &declared(),
+        &work.path().join(".acme/x/settings.json"),
         false,
     );
-    assert!(e.is_err(), "a nested path is not the project's settings");
+    assert!(e.is_err(), "a nested path is not the project's file");
     let gone = file_state(
         home.path(),
-        &work.path().join("none/.claude/settings.json"),
+        "hooks",
+        &declared(),
+        &work.path().join("none/.acme/settings.json"),
         true,
     );
     assert!(gone.is_err(), "a missing file is an error, never trusted");
+}
+
+// Issue 24 item 4: a row whose plugin declares nothing (or other files) cannot have a file
+// trusted, recorded or vouched, whatever `keel trust` recorded for another plugin; and a
+// declaration that climbs out of the project is never read.
+#[test]
+fn an_undeclared_file_is_refused_naming_the_row_and_the_path() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join(".acme")).unwrap();
+    let settings = work.path().join(".acme/settings.json");
+    std::fs::write(&settings, "{}").unwrap();
+    record(home.path(), work.path(), &declared()).unwrap();
+
+    let e = file_state(home.path(), "fence", &[], &settings, true).unwrap_err();
+    assert_eq!(e.code(), "UNDECLARED_TRUST_FILE");
+    let text = e.to_string();
+    assert!(
+        text.contains("row 'fence'") && text.contains(".acme/settings.json"),
+        "{text}"
+    );
+    assert!(text.contains("declares: none"), "{text}");
+    let others = vec![".other/file.json".to_owned()];
+    let e = file_state(home.path(), "fence", &others, &settings, false).unwrap_err();
+    assert!(e.to_string().contains(".other/file.json"), "{e}");
+
+    assert!(!valid_rel("../outside.json") && !valid_rel("/etc/passwd") && !valid_rel(""));
+    assert!(valid_rel(".acme/settings.json"));
+    let climbing = vec!["../outside.json".to_owned()];
+    let e = record(home.path(), work.path(), &climbing);
+    let recorded = e.map(|r| r.len()).unwrap_or(0);
+    assert_eq!(recorded, 0, "a climbing declaration is never recorded");
 }
 
 // A record written before issue 15 (no `files`) still reads and still trusts its layer.
@@ -252,10 +301,10 @@ fn unreadable_trust_and_project_files_are_errors() {
     assert_eq!(e.code(), "TRUST_FILE");
 
     let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(work.path().join(".claude/settings.json")).unwrap();
+    std::fs::create_dir_all(work.path().join(".acme/settings.json")).unwrap();
     std::fs::create_dir_all(work.path().join(".keel")).unwrap();
     std::fs::write(work.path().join(".keel/config.toml"), "# layer\n").unwrap();
-    let e = record(home.path(), work.path()).unwrap_err();
+    let e = record(home.path(), work.path(), &declared()).unwrap_err();
     assert!(e.to_string().contains("settings.json"), "{e}");
     assert!(!home.path().join(TRUST_FILE).exists(), "nothing recorded");
 }

@@ -22,7 +22,10 @@ use keel_plugin_api::abi::{
     AbiResult, AsyncTerminalFfi, ErasedBox, EventMode, PluginError, ROption, RResult, SyncStatus,
     SyncTerminalFfi, TypeLayout,
 };
-use keel_plugin_api::host::{AsyncChain, PayloadMut, PayloadRef, SyncChain, async_next, sync_next};
+use keel_plugin_api::codes::ContractCode;
+use keel_plugin_api::host::{
+    AsyncChain, HostCode, PayloadMut, PayloadRef, SyncChain, async_next, sync_next,
+};
 
 use super::{Bus, Listener, Slot};
 
@@ -36,8 +39,8 @@ pub async fn with_deadline<T>(
         None => fut.await,
         Some(d) => match tokio::time::timeout(d, fut).await {
             Ok(r) => r,
-            Err(_) => RResult::RErr(PluginError::new(
-                "TIMEOUT",
+            Err(_) => RResult::RErr(PluginError::coded(
+                HostCode::Timeout,
                 format!("{} exceeded its deadline of {} ms", what(), d.as_millis()),
             )),
         },
@@ -181,7 +184,7 @@ impl Bus {
                 0 => RResult::ROk(()),
                 1 => {
                     let (row, e) = failures.remove(0);
-                    RResult::RErr(PluginError::new(
+                    RResult::RErr(PluginError::received(
                         &e.code,
                         format!("row '{row}': {}", e.message),
                     ))
@@ -191,8 +194,8 @@ impl Bus {
                         .iter()
                         .map(|(row, e)| format!("row '{row}': {}: {}", e.code, e.message))
                         .collect();
-                    RResult::RErr(PluginError::new(
-                        "AGGREGATE",
+                    RResult::RErr(PluginError::coded(
+                        HostCode::Aggregate,
                         format!(
                             "{n} listeners of '{}' failed: {}",
                             slot.name,
@@ -236,8 +239,8 @@ impl Bus {
                     RResult::ROk(ROption::RNone) => {}
                     RResult::ROk(ROption::RSome(decision)) => {
                         if let Err(r) = slot.output.check(decision.layout()) {
-                            return RResult::RErr(PluginError::new(
-                                "EVENT_LAYOUT",
+                            return RResult::RErr(PluginError::coded(
+                                HostCode::EventLayout,
                                 format!(
                                     "event '{}': decision of row '{}' has the wrong type: {r}",
                                     slot.name, l.fiber.row
@@ -277,7 +280,7 @@ impl SyncChain for SyncFrame<'_> {
             let status = l.ffi.call_waterfall(payload.reborrow(), &next);
             // A panic passing back up through `next` is counted once, where it started.
             if let Some(e) = status.error()
-                && e.code.as_str() == "PANIC"
+                && e.is(ContractCode::Panic)
                 && !self.contained.replace(true)
             {
                 self.bus.contain(&self.slot.name, l, e);
@@ -286,7 +289,7 @@ impl SyncChain for SyncFrame<'_> {
         }
         let status = self.terminal.run(payload);
         if let Some(e) = status.error()
-            && e.code.as_str() == "PANIC"
+            && e.is(ContractCode::Panic)
         {
             // The dispatcher's own default panicked: no listener is at fault.
             self.contained.set(true);
@@ -334,7 +337,7 @@ impl AsyncFrame {
                 d.as_millis()
             ),
         };
-        let e = PluginError::new("TIMEOUT", message);
+        let e = PluginError::coded(HostCode::Timeout, message);
         if let Some(l) = self.snapshot.get(culprit)
             && !self.contained.swap(true, Ordering::AcqRel)
         {
@@ -361,7 +364,7 @@ impl AsyncChain for AsyncFrame {
                 let out = self.terminal.run(payload).await;
                 self.running.store(outer, Ordering::Release);
                 if let RResult::RErr(e) = &out
-                    && e.code.as_str() == "PANIC"
+                    && e.is(ContractCode::Panic)
                 {
                     // The dispatcher's own default panicked: no listener is at fault.
                     self.contained.store(true, Ordering::Release);
@@ -383,7 +386,7 @@ impl AsyncChain for AsyncFrame {
             };
             self.running.store(outer, Ordering::Release);
             if let RResult::RErr(e) = &r
-                && e.code.as_str() == "PANIC"
+                && e.is(ContractCode::Panic)
                 && !self.contained.swap(true, Ordering::AcqRel)
             {
                 self.bus.contain(&self.slot.name, &l, e);
@@ -402,8 +405,8 @@ fn check_output(
     match out {
         RResult::ROk(b) => match slot.output.check(b.layout()) {
             Ok(()) => RResult::ROk(b),
-            Err(r) => RResult::RErr(PluginError::new(
-                "EVENT_LAYOUT",
+            Err(r) => RResult::RErr(PluginError::coded(
+                HostCode::EventLayout,
                 format!(
                     "event '{}': output of {} has the wrong type: {r}",
                     slot.name,

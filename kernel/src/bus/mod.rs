@@ -25,10 +25,11 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use keel_plugin_api::abi::{EventMode, ListenerFfi, ListenerOptions, PluginError, TypeLayout};
+use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::events::kernel::{
     ListenerError, ListenerErrorEvent, PluginStatus, PluginStatusEvent,
 };
-use keel_plugin_api::host::{PayloadRef, layouts_compatible};
+use keel_plugin_api::host::{HostCode, PayloadRef, layouts_compatible};
 use keel_plugin_api::sdk::event::{EmitEvent, Event};
 
 use crate::fiber::Fiber;
@@ -150,13 +151,13 @@ pub struct Bus {
     default_deadline: Option<Duration>,
 }
 
-fn err(code: &str, message: String) -> PluginError {
-    PluginError::new(code, message)
+fn err(code: HostCode, message: String) -> PluginError {
+    PluginError::coded(code, message)
 }
 
 fn unknown(event: &str) -> PluginError {
     err(
-        "UNKNOWN_EVENT",
+        HostCode::UnknownEvent,
         format!(
             "event '{event}' is not declared: no loaded row's manifest declares it (the kernel \
              declares only kernel/* events; the plugin that owns an event declares it)"
@@ -190,11 +191,8 @@ impl Bus {
     }
 
     /// Declares an event a plugin owns (from its manifest) with the declaring plugin's layouts,
-    /// which become canonical: a later dispatcher or listener with another payload type is
-    /// refused, whoever comes first at run time. Called at boot, before any row activates.
-    ///
-    /// # Errors
-    /// When the name is already declared with another mode or incompatible layouts.
+    /// which become canonical (a later dispatcher or listener with another payload type is
+    /// refused). Called at boot; errs when already declared with another mode or layouts.
     pub fn declare(
         &self,
         name: &str,
@@ -292,7 +290,7 @@ impl Bus {
         }
         if slot.mode != mode {
             return Err(err(
-                "EVENT_MODE",
+                HostCode::EventMode,
                 format!(
                     "event '{event}' is {} but {} used it as {}",
                     slot.mode.as_str(),
@@ -304,7 +302,7 @@ impl Bus {
         if let Some(l) = payload {
             slot.payload.check(l).map_err(|r| {
                 err(
-                    "EVENT_LAYOUT",
+                    HostCode::EventLayout,
                     format!(
                         "event '{event}': payload type of {} does not match: {r}",
                         who()
@@ -315,7 +313,7 @@ impl Bus {
         if let Some(l) = output {
             slot.output.check(l).map_err(|r| {
                 err(
-                    "EVENT_LAYOUT",
+                    HostCode::EventLayout,
                     format!(
                         "event '{event}': output type of {} does not match: {r}",
                         who()
@@ -345,7 +343,7 @@ impl Bus {
         let who = format!("row '{}'", fiber.row);
         if ffi.mode() != mode {
             return Err(err(
-                "EVENT_MODE",
+                HostCode::EventMode,
                 format!(
                     "{who} registered a {} listener as {}",
                     ffi.mode().as_str(),
@@ -421,7 +419,7 @@ impl Bus {
             "listener failed: {}",
             e.message
         );
-        let counts = e.code.as_str() == "PANIC" || e.code.as_str() == "TIMEOUT";
+        let counts = e.is(ContractCode::Panic) || e.is(HostCode::Timeout);
         if counts && listener.fiber.record_fault(self.fault_threshold) {
             tracing::error!(
                 target: "keel::bus",
@@ -447,5 +445,42 @@ impl Bus {
                 message: e.message.clone(),
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod declare_tests {
+    use keel_plugin_api::abi::{EventMode, StableAbi};
+    use keel_plugin_api::events::agent::AgentPoint;
+    use keel_plugin_api::events::tools::ToolExecution;
+
+    use super::Bus;
+
+    // Issue 24 item 7: a conflict names both plugins and the type that differs.
+    #[test]
+    fn a_declaration_conflict_names_both_plugins_and_the_type() {
+        let bus = Bus::new(3, None);
+        let unit = <() as StableAbi>::LAYOUT;
+        bus.declare(
+            "x/e",
+            EventMode::Emit,
+            Some((<AgentPoint as StableAbi>::LAYOUT, unit)),
+            "plugin a",
+        )
+        .unwrap();
+        let e = bus
+            .declare(
+                "x/e",
+                EventMode::Emit,
+                Some((<ToolExecution as StableAbi>::LAYOUT, unit)),
+                "plugin b",
+            )
+            .unwrap_err();
+        assert!(e.contains("plugin a") && e.contains("plugin b"), "{e}");
+        assert!(e.contains("type AgentPoint"), "{e}");
+        let e = bus
+            .declare("x/e", EventMode::Parallel, None, "plugin c")
+            .unwrap_err();
+        assert!(e.contains("plugin a") && e.contains("plugin c"), "{e}");
     }
 }

@@ -15,7 +15,9 @@ use keel_plugin_api::abi::{
     FiberId, ListenerFfi, ListenerOptions, LogLevel, PluginError, ROption, RResult, RString,
     SyncTerminalFfi, TypeLayout,
 };
-use keel_plugin_api::host::{BoxFuture, Host, PayloadMut, PayloadRef};
+use keel_plugin_api::codes::ContractCode;
+use keel_plugin_api::host::{BoxFuture, ControlCode, Host, HostCode, PayloadMut, PayloadRef};
+use keel_plugin_api::sdk::ControlOp;
 
 use super::{Inner, lifecycle};
 use crate::fiber::{Effect, EffectKind, Fiber};
@@ -37,8 +39,8 @@ impl<F: Future> Future for InRuntime<F> {
 }
 
 fn inactive(fiber: FiberId) -> PluginError {
-    PluginError::new(
-        "INACTIVE_FIBER",
+    PluginError::coded(
+        HostCode::InactiveFiber,
         format!("fiber {} is not active (disposed or unloading)", fiber.0),
     )
 }
@@ -104,8 +106,8 @@ impl HostImpl {
 }
 
 fn refused(fiber: &Fiber) -> PluginError {
-    PluginError::new(
-        "INACTIVE_FIBER",
+    PluginError::coded(
+        HostCode::InactiveFiber,
         format!(
             "row '{}' is {}; registration refused",
             fiber.row,
@@ -146,14 +148,14 @@ impl Host for HostImpl {
         };
         match keel_output_guard::redact::set(&row, pairs) {
             Ok(()) => RResult::ROk(()),
-            Err(why) => RResult::RErr(PluginError::new("REDACT", why)),
+            Err(why) => RResult::RErr(PluginError::coded(HostCode::Redact, why)),
         }
     }
 
     fn write_output(&self, _fiber: FiberId, stream: u8, text: &str) -> AbiResult<()> {
         match keel_output_guard::redact::write(stream, text) {
             Ok(()) => RResult::ROk(()),
-            Err(e) => RResult::RErr(PluginError::new("IO", e.to_string())),
+            Err(e) => RResult::RErr(PluginError::coded(ContractCode::Io, e.to_string())),
         }
     }
 
@@ -186,7 +188,10 @@ impl Host for HostImpl {
         let dir = self.0.keel_home.join("data").join(&f.row);
         match std::fs::create_dir_all(&dir) {
             Ok(()) => RResult::ROk(RString::from(dir.display().to_string())),
-            Err(e) => err(PluginError::new("IO", format!("{}: {e}", dir.display()))),
+            Err(e) => err(PluginError::coded(
+                ContractCode::Io,
+                format!("{}: {e}", dir.display()),
+            )),
         }
     }
 
@@ -239,8 +244,8 @@ impl Host for HostImpl {
                 Err(e) => return err(e),
             };
             let Some(effect) = f.take_effect(registration) else {
-                return err(PluginError::new(
-                    "UNKNOWN_REGISTRATION",
+                return err(PluginError::coded(
+                    HostCode::UnknownRegistration,
                     format!("row '{}' has no registration {registration}", f.row),
                 ));
             };
@@ -258,8 +263,8 @@ impl Host for HostImpl {
     ) -> AbiResult<()> {
         // `kernel/*` events report what the kernel observed; a plugin may listen, never forge.
         if event.starts_with("kernel/") {
-            return err(PluginError::new(
-                "EVENT_RESERVED",
+            return err(PluginError::coded(
+                HostCode::EventReserved,
                 format!(
                     "{} may not dispatch '{event}': kernel/* events are the kernel's own",
                     self.who(fiber)
@@ -330,8 +335,8 @@ impl Host for HostImpl {
             return err(refused(&f));
         }
         let Some(decl) = f.plugin.manifest.provides.iter().find(|p| p.name == name) else {
-            return err(PluginError::new(
-                "UNDECLARED_SERVICE",
+            return err(PluginError::coded(
+                HostCode::UndeclaredService,
                 format!(
                     "row '{}' provides '{name}' but its manifest does not declare it",
                     f.row
@@ -382,8 +387,8 @@ impl Host for HostImpl {
         let declared = f.plugin.manifest.requires.iter().any(|r| r.name == name)
             || f.plugin.manifest.provides.iter().any(|p| p.name == name);
         if !optional && !declared {
-            return err(PluginError::new(
-                "UNDECLARED_REQUIREMENT",
+            return err(PluginError::coded(
+                HostCode::UndeclaredRequirement,
                 format!(
                     "row '{}' uses service '{name}' without declaring it in its manifest's requires",
                     f.row
@@ -397,8 +402,8 @@ impl Host for HostImpl {
                 Err(e) => err(e),
             },
             None if optional => RResult::ROk(ROption::RNone),
-            None => err(PluginError::new(
-                "SERVICE_UNAVAILABLE",
+            None => err(PluginError::coded(
+                ContractCode::ServiceUnavailable,
                 format!(
                     "service '{name}' has no active provider (requested by row '{}')",
                     f.row
@@ -441,20 +446,23 @@ impl Host for HostImpl {
     fn plugin_status(&self, _fiber: FiberId) -> AbiResult<RString> {
         match serde_json::to_string(&lifecycle::status(&self.0)) {
             Ok(s) => RResult::ROk(RString::from(s)),
-            Err(e) => err(PluginError::new("INVALID_JSON", e.to_string())),
+            Err(e) => err(PluginError::coded(ContractCode::InvalidJson, e.to_string())),
         }
     }
 
-    fn control(&self, _fiber: FiberId, request: String) -> BoxFuture<AbiResult<RString>> {
+    fn control(&self, fiber: FiberId, request: String) -> BoxFuture<AbiResult<RString>> {
         let inner = Arc::clone(&self.0);
         self.boxed(async move {
-            let request: serde_json::Value = match serde_json::from_str(&request) {
-                Ok(v) => v,
-                Err(e) => return err(PluginError::new("INVALID_JSON", e.to_string())),
+            let op: ControlOp = match serde_json::from_str(&request) {
+                Ok(op) => op,
+                Err(e) => return err(PluginError::coded(ControlCode::Control, e.to_string())),
             };
-            match lifecycle::control(&inner, request).await {
-                Ok(v) => RResult::ROk(RString::from(v.to_string())),
-                Err((code, message)) => err(PluginError::new(&code, message)),
+            match lifecycle::control(&inner, fiber, op).await {
+                Ok(answer) => match serde_json::to_string(&answer) {
+                    Ok(text) => RResult::ROk(RString::from(text)),
+                    Err(e) => err(PluginError::coded(ContractCode::InvalidJson, e.to_string())),
+                },
+                Err(e) => err(e),
             }
         })
     }

@@ -19,9 +19,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::future::join_all;
-use keel_plugin_api::abi::RResult;
+use keel_plugin_api::abi::{FiberId, PluginError, RResult};
 use keel_plugin_api::events::kernel::{ConfigUpdateFailed, ConfigUpdateFailedEvent};
-use keel_plugin_api::host::KernelCode;
+use keel_plugin_api::host::{ControlCode, KernelCode};
+use keel_plugin_api::sdk::{ControlAnswer, ControlOp, FileTrust, RowControl};
 
 use super::{Inner, RowStatus};
 use crate::bus::with_deadline;
@@ -352,46 +353,52 @@ pub(super) fn status(inner: &Inner) -> Vec<RowStatus> {
         .collect()
 }
 
-/// Row control requested by a plugin (drivers, tests): disable, enable, reload, status.
+/// Row control requested by a plugin (drivers, tests): disable, enable, reload, status,
+/// project file trust.
 pub(super) async fn control(
     inner: &Arc<Inner>,
-    request: serde_json::Value,
-) -> Result<serde_json::Value, (String, String)> {
-    let op = request
-        .get("op")
-        .and_then(|v| v.as_str())
-        .unwrap_or_default()
-        .to_owned();
-    if op == "status" {
-        return serde_json::to_value(status(inner))
-            .map_err(|e| ("INVALID_JSON".to_owned(), e.to_string()));
-    }
-    if op == "project-file-trust" {
-        // Issue 15: may a project file that carries commands (.claude/settings.json) be used?
-        let path = request
-            .get("path")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default();
-        let vouched = inner.settings.trust_project;
-        return keel_config::trust::file_state(&inner.keel_home, path.as_ref(), vouched)
-            .map(|s| serde_json::json!({"trusted": s.allows(), "state": s.describe()}))
-            .map_err(|e| (e.code().to_owned(), e.to_string()));
-    }
-    let row = request
-        .get("row")
-        .and_then(|v| v.as_str())
-        .ok_or_else(|| {
-            (
-                "CONTROL".to_owned(),
-                format!("control request needs a 'row': {request}"),
+    fiber: FiberId,
+    op: ControlOp,
+) -> Result<ControlAnswer, PluginError> {
+    let row = match op {
+        ControlOp::Status => {
+            return Ok(ControlAnswer::Status {
+                rows: status(inner),
+            });
+        }
+        ControlOp::ProjectFileTrust { path } => {
+            // May a project file the asking row's plugin declared be used (issues 15, 24)?
+            let (row, declared) = inner
+                .fibers
+                .get(&fiber)
+                .map(|f| (f.row.clone(), f.plugin.manifest.trusted_files.clone()))
+                .unwrap_or_else(|| ("(no row)".to_owned(), Vec::new()));
+            let vouched = inner.settings.trust_project;
+            return keel_config::trust::file_state(
+                &inner.keel_home,
+                &row,
+                &declared,
+                path.as_ref(),
+                vouched,
             )
-        })?
-        .to_owned();
+            .map(|s| {
+                ControlAnswer::FileTrust(FileTrust {
+                    trusted: s.allows(),
+                    state: s.describe().to_owned(),
+                })
+            })
+            // The code is the config error's own catalog code (`ConfigCode`).
+            .map_err(|e| PluginError::received(e.code(), e.to_string()));
+        }
+        ControlOp::Disable { ref row }
+        | ControlOp::Enable { ref row }
+        | ControlOp::Reload { ref row, .. } => row.clone(),
+    };
     // Wait for a lifecycle change in progress (e.g. a settle after a late provide), but not
     // forever: a control request made from inside an activation would otherwise deadlock.
     let Ok(_guard) = tokio::time::timeout(CONTROL_WAIT, inner.lifecycle.lock()).await else {
-        return Err((
-            "BUSY".to_owned(),
+        return Err(PluginError::coded(
+            ControlCode::Busy,
             format!(
                 "another lifecycle change did not finish within {} s (a control request from inside an activation?)",
                 CONTROL_WAIT.as_secs()
@@ -401,8 +408,8 @@ pub(super) async fn control(
     let (fiber, plugin, current) = {
         let rows = inner.rows();
         let slot = rows.iter().find(|s| s.id == row).ok_or_else(|| {
-            (
-                "UNKNOWN_ROW".to_owned(),
+            PluginError::coded(
+                ControlCode::UnknownRow,
                 format!("no row '{row}' in this profile"),
             )
         })?;
@@ -413,8 +420,8 @@ pub(super) async fn control(
         )
     };
     // The fiber this control unloads (disable) or leaves in the row (enable, reload).
-    let mine = match op.as_str() {
-        "disable" => {
+    let mine = match op {
+        ControlOp::Disable { .. } => {
             if let Some(f) = &fiber {
                 unload(inner, Arc::clone(f), FiberState::Disposed, DISABLED).await;
             }
@@ -424,7 +431,7 @@ pub(super) async fn control(
             }
             fiber
         }
-        "enable" => {
+        ControlOp::Enable { .. } => {
             if let Some(slot) = inner.rows().iter_mut().find(|s| s.id == row)
                 && (!slot.enabled
                     || slot
@@ -439,18 +446,14 @@ pub(super) async fn control(
             settle(inner).await;
             mine
         }
-        "reload" => {
-            let config = request
-                .get("config")
-                .cloned()
-                .unwrap_or_else(|| serde_json::json!({}));
+        ControlOp::Reload { config, .. } => {
             if let Err((pointer, reason)) =
                 crate::schema::validate(&plugin.manifest.config_schema, &config)
             {
                 let reason = format!("invalid config at {pointer}: {reason}");
                 config_failed(inner, &row, &reason);
-                return Err((
-                    KernelCode::RowConfig.code().to_owned(),
+                return Err(PluginError::coded(
+                    KernelCode::RowConfig,
                     format!("row '{row}': {reason}"),
                 ));
             }
@@ -472,8 +475,8 @@ pub(super) async fn control(
                     .unwrap_or(current);
                 replace_fiber(inner, &row, &last_good);
                 settle(inner).await;
-                return Err((
-                    "RELOAD_FAILED".to_owned(),
+                return Err(PluginError::coded(
+                    ControlCode::ReloadFailed,
                     format!("row '{row}': {reason}; rolled back to the last good config"),
                 ));
             }
@@ -482,12 +485,7 @@ pub(super) async fn control(
             }
             mine
         }
-        other => {
-            return Err((
-                "CONTROL".to_owned(),
-                format!("unknown control op '{other}'"),
-            ));
-        }
+        ControlOp::Status | ControlOp::ProjectFileTrust { .. } => None,
     };
     // Overtaken: another lifecycle change (a provider leaving, say) disposed this control's
     // fiber before the control could answer.
@@ -498,11 +496,11 @@ pub(super) async fn control(
         overtaken = f.ended.get().filter(|why| *why != DISABLED).cloned();
     }
     let state = row_fiber(inner, &row).map_or("disabled", |f| f.state().as_str());
-    let mut answer = serde_json::json!({ "row": row, "state": state });
-    if let Some(why) = overtaken {
-        answer["overtaken"] = why.into();
-    }
-    Ok(answer)
+    Ok(ControlAnswer::Row(RowControl {
+        state: state.to_owned(),
+        row,
+        overtaken,
+    }))
 }
 
 /// Why a disabled row's fiber ended; a control that disables is not overtaken by itself.

@@ -116,24 +116,8 @@ pub struct RowSpec {
 #[derive(Clone)]
 pub struct Kernel(Arc<Inner>);
 
-/// State of one row after boot.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RowStatus {
-    /// Row id.
-    pub row: String,
-    /// Plugin.
-    pub plugin: String,
-    /// Fiber state, or `disabled`.
-    pub state: String,
-    /// Whether faulted.
-    pub faulted: bool,
-    /// Faults counted.
-    pub faults: u32,
-    /// Last error.
-    pub error: Option<String>,
-    /// Registered effects, oldest first.
-    pub effects: Vec<String>,
-}
+/// State of one row after boot (declared in the SDK, which answers it to `control`).
+pub use keel_plugin_api::sdk::RowStatus;
 
 impl Kernel {
     /// Creates the kernel and installs it as this process's host. Declares plugin events.
@@ -173,7 +157,10 @@ impl Kernel {
                     layouts,
                     &format!("plugin {}", row.plugin.name),
                 )
-                .map_err(|e| KernelError::Activation(format!("row '{}': {e}", row.id)))?;
+                .map_err(|detail| KernelError::EventConflict {
+                    row: row.id.clone(),
+                    detail,
+                })?;
             }
         }
         let slots = rows

@@ -111,12 +111,26 @@ pub struct PluginError {
 }
 
 impl PluginError {
-    /// Builds an error from a code and message.
-    pub fn new(code: &str, message: impl Into<String>) -> Self {
+    /// Builds an error from a catalog code (`crate::codes`).
+    pub fn coded(code: impl crate::codes::ErrorCode, message: impl Into<String>) -> Self {
+        PluginError {
+            code: RString::from(code.as_str()),
+            message: RString::from(message.into()),
+        }
+    }
+
+    /// Rebuilds an error whose code was received from elsewhere (another `Error`, the wire);
+    /// new errors are built with [`PluginError::coded`].
+    pub fn received(code: &str, message: impl Into<String>) -> Self {
         PluginError {
             code: RString::from(code),
             message: RString::from(message.into()),
         }
+    }
+
+    /// Whether this error carries `code`.
+    pub fn is(&self, code: impl crate::codes::ErrorCode) -> bool {
+        self.code.as_str() == code.as_str()
     }
 }
 

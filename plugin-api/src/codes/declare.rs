@@ -69,12 +69,6 @@ macro_rules! error_codes {
             }
         }
 
-        impl ::core::cmp::PartialEq<&str> for $name {
-            fn eq(&self, other: &&str) -> bool {
-                self.code() == *other
-            }
-        }
-
         impl $crate::__private::serde::Serialize for $name {
             fn serialize<S: $crate::__private::serde::Serializer>(&self, s: S) -> ::core::result::Result<S::Ok, S::Error> {
                 s.serialize_str(self.code())

@@ -9,8 +9,14 @@
 
 mod contract;
 mod declare;
+mod driver;
+mod mcp;
+mod sdk;
 
 pub use contract::ContractCode;
+pub use driver::DriverCode;
+pub use mcp::McpCode;
+pub use sdk::SdkCode;
 
 /// Whether retrying can help (what a caller, or a model reading a tool error, should do).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,15 +82,20 @@ pub trait ErrorCode: Copy + 'static {
 /// Every code set, in the order `docs/errors.md` lists them.
 pub const CATALOG: &[CodeSet] = &[
     ContractCode::SET,
+    SdkCode::SET,
     crate::services::llm::LlmCode::SET,
     crate::services::prompt::PromptCode::SET,
     crate::services::tools::ToolCode::SET,
     crate::services::tools::FsCode::SET,
     crate::services::tools::ShellCode::SET,
+    McpCode::SET,
     crate::services::approval::ApprovalCode::SET,
     crate::services::sandbox::SandboxCode::SET,
     crate::host::ConfigCode::SET,
     crate::host::KernelCode::SET,
+    crate::host::HostCode::SET,
+    crate::host::ControlCode::SET,
+    DriverCode::SET,
     crate::services::agent::AgentCode::SET,
     crate::services::subagent::SubagentCode::SET,
     crate::services::credentials::CredentialCode::SET,

@@ -28,7 +28,7 @@ impl Json {
     pub fn of<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
         serde_json::to_string(value)
             .map(|text| Json { text: text.into() })
-            .map_err(|e| Error::new("INVALID_JSON", e.to_string()))
+            .map_err(|e| Error::coded(crate::codes::ContractCode::InvalidJson, e.to_string()))
     }
 
     /// Parses the document as `T`.
@@ -37,8 +37,8 @@ impl Json {
     /// `INVALID_JSON` naming the expected type.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T> {
         serde_json::from_str(self.text.as_str()).map_err(|e| {
-            Error::new(
-                "INVALID_JSON",
+            Error::coded(
+                crate::codes::ContractCode::InvalidJson,
                 format!("expected {}: {e}", std::any::type_name::<T>()),
             )
         })

@@ -86,8 +86,8 @@ impl PayloadMut<'_> {
 }
 
 fn mode_error(expected: &str) -> PluginError {
-    PluginError::new(
-        "EVENT_MODE",
+    PluginError::coded(
+        crate::host::HostCode::EventMode,
         format!("listener is not a {expected} listener"),
     )
 }
@@ -202,8 +202,8 @@ unsafe extern "C" fn sync_next_trampoline<C: SyncChain>(
         chain.run_from(index, PayloadMut::from_raw(payload))
     })) {
         Ok(r) => r,
-        Err(_) => SyncStatus::err(PluginError::new(
-            "KERNEL_PANIC",
+        Err(_) => SyncStatus::err(PluginError::coded(
+            crate::host::HostCode::KernelPanic,
             "kernel panicked in waterfall next",
         )),
     }
@@ -242,8 +242,8 @@ unsafe extern "C" fn async_next_trampoline(
         Arc::clone(chain).run_from(index, payload)
     })) {
         Ok(fut) => fut.into_ffi(),
-        Err(_) => ready(RResult::RErr(PluginError::new(
-            "KERNEL_PANIC",
+        Err(_) => ready(RResult::RErr(PluginError::coded(
+            crate::host::HostCode::KernelPanic,
             "kernel panicked in waterfall next",
         ))),
     }

@@ -34,8 +34,12 @@ crate::error_codes! {
         /// The project layer changes security-relevant config and is not trusted as it is
         /// now (`keel trust`, or `--trust-project` for one run).
         ProjectUntrusted = "PROJECT_UNTRUSTED", by "the kernel (project trust)", retry Changed;
-        /// A file a keel run changed in the project's `.keel/`, `.claude/` or a workspace
-        /// `--patch` file, offered to `--trust-project` or `--patch` before `keel trust`.
+        /// A row asked whether a project file is trusted that its plugin's manifest does not
+        /// declare (`Manifest::trusts_project_files`); names the row and the path.
+        UndeclaredTrustFile = "UNDECLARED_TRUST_FILE", by "the kernel (project trust)", retry Never;
+        /// A file a keel run changed in the project's `.keel/`, a project file a plugin
+        /// declares (`Manifest::trusts_project_files`) or a workspace `--patch` file, offered
+        /// to `--trust-project` or `--patch` before `keel trust`.
         ProjectTainted = "PROJECT_TAINTED", by "the kernel (project trust)", retry Changed;
         /// A `--patch` file a resumed session recorded changed or vanished since.
         RecordedPatchChanged = "RECORDED_PATCH_CHANGED", by "the kernel (`keel resume`)", retry Changed;
@@ -79,6 +83,9 @@ crate::error_codes! {
         LockFile = "LOCK_FILE", by "the kernel (lock check)", retry Changed;
         /// A row failed to activate or stayed pending at boot.
         Activation = "ACTIVATION", by "the kernel (boot)", retry Never;
+        /// Two plugins declare one event with different modes or payload types; the message
+        /// names both plugins and the field that differs. Nothing activated.
+        EventDeclarationConflict = "EVENT_DECLARATION_CONFLICT", by "the kernel (boot)", retry Never;
         /// The driver or command row failed or answered nonsense; the message carries its
         /// code.
         Driver = "DRIVER", by "the kernel (hand-off)", retry Never;
@@ -86,5 +93,57 @@ crate::error_codes! {
         RelaunchRefused = "RELAUNCH_REFUSED", by "the kernel (`keel resume`)", retry Never;
         /// A provider's handle is not of the type its service's consumers expect.
         ServiceLayout = "SERVICE_LAYOUT", by "the kernel (service lookup)", retry Never;
+    }
+}
+
+crate::error_codes! {
+    /// Host calls: what the kernel (or the SDK's side of the host table) answers a plugin's
+    /// call into it — fibers, registrations, events, redaction, and the kernel's own panics.
+    pub enum HostCode in "host" {
+        /// The calling fiber was disposed (its row unloaded or reloaded) or is not yet active
+        /// for this kind of call; the message names the row.
+        InactiveFiber = "INACTIVE_FIBER", by "the kernel (host calls)", retry Never;
+        /// A row provided a service its manifest does not declare.
+        UndeclaredService = "UNDECLARED_SERVICE", by "the kernel (`provide`)", retry Never;
+        /// A row asked for a service its manifest neither requires nor optionally uses.
+        UndeclaredRequirement = "UNDECLARED_REQUIREMENT", by "the kernel (service lookup)", retry Never;
+        /// A row asked to undo a registration it does not hold.
+        UnknownRegistration = "UNKNOWN_REGISTRATION", by "the kernel (`unregister`)", retry Never;
+        /// No loaded row's manifest declares the event.
+        UnknownEvent = "UNKNOWN_EVENT", by "the kernel (event bus)", retry Never;
+        /// A plugin dispatched a `kernel/*` event; those are the kernel's own.
+        EventReserved = "EVENT_RESERVED", by "the kernel (event bus)", retry Never;
+        /// An event was used in a mode (broadcast, serial, waterfall) other than its declared
+        /// one, or a listener of the wrong mode was called.
+        EventMode = "EVENT_MODE", by "the kernel (event bus); the SDK's listener shims", retry Never;
+        /// A payload or decision is not of the event's declared type; names the event and row.
+        EventLayout = "EVENT_LAYOUT", by "the kernel (event bus)", retry Never;
+        /// Several listeners of one broadcast failed; the message lists each row's code.
+        Aggregate = "AGGREGATE", by "the kernel (event bus)", retry Never;
+        /// A listener or call exceeded its deadline.
+        Timeout = "TIMEOUT", by "the kernel (event bus deadlines)", retry Later;
+        /// A redaction pair was refused (empty, or too many for the row).
+        Redact = "REDACT", by "the kernel (`redact`)", retry Changed;
+        /// The kernel panicked while serving a host call; the panic was caught at the boundary.
+        KernelPanic = "KERNEL_PANIC", by "the host table", retry Never;
+        /// A host call was made in a process with no kernel installed (a unit test without
+        /// the harness).
+        NoHost = "NO_HOST", by "the host table", retry Never;
+    }
+}
+
+crate::error_codes! {
+    /// The kernel's control call (`Context::control`): status, enable, disable, reload, project
+    /// file trust, asked by a command plugin.
+    pub enum ControlCode in "control" {
+        /// The request is not a control operation this kernel knows, or its answer could not
+        /// be built.
+        Control = "CONTROL", by "the kernel (control)", retry Changed;
+        /// Another control operation is running; control operations run one at a time.
+        Busy = "BUSY", by "the kernel (control)", retry Later;
+        /// The operation names a row the running configuration does not have.
+        UnknownRow = "UNKNOWN_ROW", by "the kernel (control)", retry Changed;
+        /// A reloaded row failed to activate; the message carries the row's code.
+        ReloadFailed = "RELOAD_FAILED", by "the kernel (control `reload`)", retry Never;
     }
 }

@@ -119,7 +119,7 @@ pub trait Host: Send + Sync + 'static {
         let _ = fiber;
         RResult::from(
             crate::sdk::write_stream(stream, text)
-                .map_err(|e| PluginError::new("IO", e.to_string())),
+                .map_err(|e| PluginError::coded(crate::codes::ContractCode::Io, e.to_string())),
         )
     }
 }
@@ -145,12 +145,15 @@ fn current_host() -> Option<&'static Arc<dyn Host>> {
 }
 
 fn no_host() -> PluginError {
-    PluginError::new("NO_HOST", "no kernel is installed in this process")
+    PluginError::coded(
+        crate::host::HostCode::NoHost,
+        "no kernel is installed in this process",
+    )
 }
 
 fn kernel_panic() -> PluginError {
-    PluginError::new(
-        "KERNEL_PANIC",
+    PluginError::coded(
+        crate::host::HostCode::KernelPanic,
         "the kernel panicked while serving a plugin call",
     )
 }
@@ -321,8 +324,8 @@ extern "C" fn redact(fiber: FiberId, pairs: RString) -> AbiResult<()> {
     with_host(
         |h| match serde_json::from_str::<Vec<(String, String)>>(pairs.as_str()) {
             Ok(pairs) => h.redact(fiber, pairs),
-            Err(e) => RResult::RErr(PluginError::new(
-                "INVALID_JSON",
+            Err(e) => RResult::RErr(PluginError::coded(
+                crate::codes::ContractCode::InvalidJson,
                 format!("redactions must be [[needle, replacement], …]: {e}"),
             )),
         },

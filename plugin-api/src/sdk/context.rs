@@ -81,7 +81,12 @@ impl Context {
     /// `CONFIG` when the row config does not deserialise into `C`.
     pub fn config<C: DeserializeOwned>(&self) -> Result<C> {
         let json = self.config_json()?;
-        serde_json::from_value(json).map_err(|e| Error::new("CONFIG", format!("row config: {e}")))
+        serde_json::from_value(json).map_err(|e| {
+            Error::coded(
+                crate::codes::ContractCode::Config,
+                format!("row config: {e}"),
+            )
+        })
     }
 
     /// The row config as JSON.
@@ -123,37 +128,44 @@ impl Context {
         Ok(serde_json::from_str(raw.as_str())?)
     }
 
-    /// Row control: `{"op": "disable"|"enable"|"reload", "row": "...", "config": {...}}`.
-    /// Answers `{"row", "state"}` once the change is done; when another lifecycle change
-    /// ended the fiber this control made before it could answer (its provider went away),
-    /// the answer also carries `"overtaken": "<why that fiber ended>"`.
+    /// Row control ([`ControlOp`]): disable, enable or reload a row, read every row's
+    /// status, ask whether a project file is trusted. Answers once the change is done
+    /// ([`ControlAnswer`]); a row answer carries `overtaken` when another lifecycle change
+    /// ended the fiber this control made before it could answer (its provider went away).
     ///
     /// # Errors
-    /// Unknown rows, invalid configs, refused operations.
-    pub async fn control(&self, request: serde_json::Value) -> Result<serde_json::Value> {
-        let fut = (self.api.control())(self.fiber, RString::from(request.to_string()));
+    /// `UNKNOWN_ROW`, `BUSY`, `ROW_CONFIG`, `RELOAD_FAILED` ([`ControlCode`]); a gone fiber.
+    ///
+    /// [`ControlOp`]: crate::sdk::ControlOp
+    /// [`ControlAnswer`]: crate::sdk::ControlAnswer
+    /// [`ControlCode`]: crate::host::ControlCode
+    pub async fn control(&self, op: crate::sdk::ControlOp) -> Result<crate::sdk::ControlAnswer> {
+        let request = serde_json::to_string(&op)?;
+        let fut = (self.api.control())(self.fiber, RString::from(request));
         let raw = from_abi(fut.await)?;
         Ok(serde_json::from_str(raw.as_str())?)
     }
 
-    /// Whether a project file that can make keel run commands (`.claude/settings.json`,
-    /// `.claude/settings.local.json`: [`PROJECT_TRUST_FILES`]) may be used as its bytes are now:
-    /// `keel trust DIR` recorded them, or `--trust-project` vouches for this run. A workspace
-    /// is the model's to write, so a plugin asks before it runs anything such a file names.
-    ///
-    /// [`PROJECT_TRUST_FILES`]: crate::services::protected::PROJECT_TRUST_FILES
+    /// Whether a project file this plugin declared with
+    /// [`Manifest::trusts_project_files`](super::Manifest::trusts_project_files) (the hooks
+    /// row: `.claude/settings.json`) may be used as its bytes are now: `keel trust DIR`
+    /// recorded them, or `--trust-project` vouches for this run. A workspace is the model's to
+    /// write, so a plugin asks before it runs anything such a file names.
     ///
     /// # Errors
-    /// A path that is not a project trust file or an unreadable file (`CONFIG_IO`), an
-    /// unreadable trust record (`TRUST_FILE`), a gone fiber.
+    /// A path this row did not declare (`UNDECLARED_TRUST_FILE`), an unreadable file
+    /// (`CONFIG_IO`), an unreadable trust record (`TRUST_FILE`), a gone fiber.
     pub async fn project_file_trust(&self, path: &std::path::Path) -> Result<FileTrust> {
-        let answer = self
-            .control(serde_json::json!({
-                "op": "project-file-trust",
-                "path": path.to_string_lossy(),
-            }))
-            .await?;
-        Ok(serde_json::from_value(answer)?)
+        let op = crate::sdk::ControlOp::ProjectFileTrust {
+            path: path.to_string_lossy().into_owned(),
+        };
+        match self.control(op).await? {
+            crate::sdk::ControlAnswer::FileTrust(trust) => Ok(trust),
+            other => Err(Error::coded(
+                crate::host::ControlCode::Control,
+                format!("project-file-trust answered {other:?}"),
+            )),
+        }
     }
 
     // ---- registration --------------------------------------------------------------------
@@ -395,8 +407,8 @@ impl Context {
     /// `UNDECLARED_REQUIREMENT` when not declared; `SERVICE_UNAVAILABLE`; `SERVICE_LAYOUT`.
     pub(crate) fn service<S: Service>(&self) -> Result<ServiceRef<S>> {
         self.lookup::<S>(false)?.ok_or_else(|| {
-            Error::new(
-                "SERVICE_UNAVAILABLE",
+            Error::coded(
+                crate::codes::ContractCode::ServiceUnavailable,
                 format!("service '{}' has no active provider", S::NAME),
             )
         })
@@ -573,8 +585,8 @@ where
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
             Ok(fut) => ffi::guard_future(fut),
             Err(p) => {
-                let e = crate::abi::PluginError::new(
-                    "PANIC",
+                let e = crate::abi::PluginError::coded(
+                    crate::codes::ContractCode::Panic,
                     format!("plugin panicked: {}", ffi::panic_message(&*p)),
                 );
                 async move { RResult::RErr(e) }.into_ffi()
@@ -605,11 +617,4 @@ pub(crate) fn test_disposer(f: impl FnOnce() + Send + 'static) -> DisposerFfi {
     })
 }
 
-/// [`Context::project_file_trust`]'s answer.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-pub struct FileTrust {
-    /// The file may be used.
-    pub trusted: bool,
-    /// One phrase for messages (`untrusted (never recorded by \`keel trust\`)`).
-    pub state: String,
-}
+use super::control::FileTrust;

@@ -1,7 +1,8 @@
 //! The SDK's error type: a stable code plus a message, the only shape that crosses the ABI.
 //!
-//! Codes are SCREAMING_SNAKE strings shared with the contract (`PANIC`, `TIMEOUT`,
-//! `INACTIVE_FIBER`, `UNDECLARED_SERVICE`, …); plugins add their own. Keeping the error this
+//! Codes are SCREAMING_SNAKE strings on the wire, each a variant of a catalog in
+//! [`crate::codes`] (`PANIC`, `TIMEOUT`, `INACTIVE_FIBER`, `UNDECLARED_SERVICE`, …); an error
+//! is built from a variant ([`Error::coded`]) and compared with [`Error::is`]. Keeping the error this
 //! small means no plugin error type ever needs a stable layout.
 
 use crate::abi::{AbiResult, PluginError};
@@ -40,11 +41,13 @@ impl Error {
         C::parse(&self.code)
     }
 
-    /// Builds an error from a code string received from elsewhere (the ABI, a log). New code
-    /// builds errors with [`Error::coded`].
-    pub fn new(code: &str, message: impl Into<String>) -> Self {
+    /// Rebuilds an error whose code was *received* — decoded from the ABI, a log line, a
+    /// child's output — so its spelling is whatever the sender wrote. This never creates a
+    /// code: errors keel's own code returns are built with [`Error::coded`] from a catalog
+    /// variant (`cargo xtask tidy` fails on a free-string code literal).
+    pub fn received(code: impl Into<String>, message: impl Into<String>) -> Self {
         Error {
-            code: code.to_owned(),
+            code: code.into(),
             message: message.into(),
         }
     }
@@ -56,7 +59,7 @@ impl Error {
 
     /// Converts to the ABI shape.
     pub fn into_abi(self) -> PluginError {
-        PluginError::new(&self.code, self.message)
+        PluginError::received(&self.code, self.message)
     }
 }
 

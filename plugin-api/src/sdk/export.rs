@@ -74,8 +74,8 @@ pub fn activate_entry<P: Plugin>(
             match std::panic::catch_unwind(|| instance().activate(context)) {
                 Ok(fut) => guard_future(fut),
                 Err(p) => {
-                    let e = Error::new(
-                        "PANIC",
+                    let e = Error::coded(
+                        crate::codes::ContractCode::Panic,
                         format!("plugin panicked: {}", super::ffi::panic_message(&*p)),
                     );
                     guard_future(async move { Err(e) })

@@ -34,8 +34,8 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 fn panic_error(payload: &(dyn Any + Send)) -> PluginError {
-    PluginError::new(
-        "PANIC",
+    PluginError::coded(
+        crate::codes::ContractCode::Panic,
         format!("plugin panicked: {}", panic_message(payload)),
     )
 }

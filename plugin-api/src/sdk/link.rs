@@ -23,8 +23,8 @@ pub(crate) fn link(ctx: &HostCtx) -> Result<HostApi_Ref> {
         return Ok(*api);
     }
     if ctx.abi != ABI_MAJOR {
-        return Err(Error::new(
-            "ABI_MISMATCH",
+        return Err(Error::coded(
+            crate::host::KernelCode::AbiMismatch,
             format!("plugin ABI {ABI_MAJOR}, kernel ABI {}", ctx.abi),
         ));
     }
@@ -39,8 +39,8 @@ pub(crate) fn link(ctx: &HostCtx) -> Result<HostApi_Ref> {
         } else {
             crate::host::first_error_line(&report)
         };
-        return Err(Error::new(
-            "ABI_MISMATCH",
+        return Err(Error::coded(
+            crate::host::KernelCode::AbiMismatch,
             format!("the kernel's host API is incompatible with this plugin: {reason}"),
         ));
     }
@@ -60,8 +60,8 @@ pub(crate) fn link(ctx: &HostCtx) -> Result<HostApi_Ref> {
 /// The linked table, once any fiber of this plugin was activated.
 pub(crate) fn host() -> Result<HostApi_Ref> {
     HOST.get().copied().ok_or_else(|| {
-        Error::new(
-            "NOT_LINKED",
+        Error::coded(
+            crate::codes::SdkCode::NotLinked,
             "the kernel has not activated this plugin yet; host calls are unavailable",
         )
     })

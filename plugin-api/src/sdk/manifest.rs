@@ -46,6 +46,13 @@ pub struct Manifest {
     /// Options of `keel run` / `keel resume` this plugin, a driver, defines and validates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub run_options: Vec<ArgSpec>,
+    /// Project files (relative to the project directory, e.g. `.claude/settings.json`) whose
+    /// bytes this plugin acts on and so wants trusted (issue 24 item 4): `keel trust DIR`
+    /// records their digests beside the layer's, and
+    /// [`Context::project_file_trust`](super::Context::project_file_trust) answers for these
+    /// paths only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_files: Vec<String>,
     /// Layouts of the declared events; handed to the kernel through the root module, not JSON.
     #[serde(skip)]
     pub(crate) event_layouts: Vec<DeclaredLayout>,
@@ -148,6 +155,7 @@ impl Manifest {
             guarded: Guarded::None,
             commands: Vec::new(),
             run_options: Vec::new(),
+            trusted_files: Vec::new(),
             event_layouts: Vec::new(),
         }
     }
@@ -255,6 +263,15 @@ impl Manifest {
     /// untrusted project layer may not change them.
     pub fn guard_keys(mut self, keys: &[&str]) -> Self {
         self.guarded = Guarded::Keys(keys.iter().map(|k| (*k).to_owned()).collect());
+        self
+    }
+
+    /// Project files (relative to the project directory, without `..`) whose digests this
+    /// plugin wants trusted: `keel trust DIR` records each one present, and the kernel answers
+    /// [`Context::project_file_trust`](super::Context::project_file_trust) for these paths
+    /// only (a request for another path is refused: `UNDECLARED_TRUST_FILE`).
+    pub fn trusts_project_files(mut self, paths: &[&str]) -> Self {
+        self.trusted_files = paths.iter().map(|p| (*p).to_owned()).collect();
         self
     }
 }

@@ -8,6 +8,7 @@ mod context;
 mod contract;
 #[cfg(test)]
 mod contract_tests;
+mod control;
 mod declare_contract;
 pub mod environ;
 mod error;
@@ -29,10 +30,11 @@ mod tracing_forward;
 
 #[cfg(test)]
 pub(crate) use context::test_disposer;
-pub use context::{Context, FileTrust, Registration, sleep};
+pub use context::{Context, Registration, sleep};
 #[doc(hidden)]
 pub use contract::__boxed;
 pub use contract::{BoxedAnswer, Contract, ContractClient, ContractHandle, MethodSpec, Serves};
+pub use control::{ControlAnswer, ControlOp, FileTrust, RowControl, RowStatus};
 pub use error::{Error, Result};
 pub use ffi::{AsyncNext, Next};
 pub use frozen::Frozen;

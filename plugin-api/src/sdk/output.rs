@@ -23,8 +23,8 @@ impl Context {
     /// `UNSUPPORTED`; the kernel's refusal (disposed fiber).
     pub fn redact(&self, pairs: &[(String, String)]) -> Result<()> {
         let Some(redact) = self.api.redact() else {
-            return Err(Error::new(
-                "UNSUPPORTED",
+            return Err(Error::coded(
+                crate::codes::SdkCode::Unsupported,
                 "this kernel's host table has no redact function",
             ));
         };
@@ -54,7 +54,8 @@ impl Context {
     fn write_output(&self, stream: u8, text: &str) -> Result<()> {
         match self.api.write_output() {
             Some(write) => from_abi(write(self.fiber, stream, RStr::from(text))),
-            None => write_stream(stream, text).map_err(|e| Error::new("IO", e.to_string())),
+            None => write_stream(stream, text)
+                .map_err(|e| Error::coded(crate::codes::ContractCode::Io, e.to_string())),
         }
     }
 }

@@ -18,9 +18,12 @@ static RUNTIME: Mutex<Option<tokio::runtime::Runtime>> = Mutex::new(None);
 /// # Errors
 /// `RUNTIME` when the runtime cannot be built or was shut down.
 pub fn plugin_runtime() -> Result<tokio::runtime::Handle> {
-    let mut slot = RUNTIME
-        .lock()
-        .map_err(|_| Error::new("RUNTIME", "plugin runtime lock poisoned"))?;
+    let mut slot = RUNTIME.lock().map_err(|_| {
+        Error::coded(
+            crate::codes::SdkCode::Runtime,
+            "plugin runtime lock poisoned",
+        )
+    })?;
     if let Some(rt) = slot.as_ref() {
         return Ok(rt.handle().clone());
     }
@@ -29,7 +32,12 @@ pub fn plugin_runtime() -> Result<tokio::runtime::Handle> {
         .thread_name("keel-plugin-rt")
         .enable_all()
         .build()
-        .map_err(|e| Error::new("RUNTIME", format!("cannot build plugin runtime: {e}")))?;
+        .map_err(|e| {
+            Error::coded(
+                crate::codes::SdkCode::Runtime,
+                format!("cannot build plugin runtime: {e}"),
+            )
+        })?;
     let handle = rt.handle().clone();
     *slot = Some(rt);
     Ok(handle)
@@ -47,9 +55,15 @@ where
     let handle = plugin_runtime()?;
     handle.spawn(fut).await.map_err(|e| {
         if e.is_panic() {
-            Error::new("PANIC", "task on the plugin runtime panicked")
+            Error::coded(
+                crate::codes::ContractCode::Panic,
+                "task on the plugin runtime panicked",
+            )
         } else {
-            Error::new("CANCELLED", "task on the plugin runtime was cancelled")
+            Error::coded(
+                crate::codes::SdkCode::Cancelled,
+                "task on the plugin runtime was cancelled",
+            )
         }
     })
 }

@@ -20,4 +20,5 @@ pub mod sandbox;
 pub mod secret_env;
 pub mod session;
 pub mod subagent;
+pub mod tool_trait;
 pub mod tools;

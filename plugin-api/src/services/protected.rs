@@ -21,15 +21,6 @@ pub const PROJECT_DIR: &str = ".keel";
 /// `settings.local.json` carry hooks (commands) the `hooks` row may run.
 pub const CLAUDE_DIR: &str = ".claude";
 
-/// The project files that can make keel run commands or change security, relative to the
-/// workspace root: what `keel trust` records and what a plugin asks
-/// [`Context::project_file_trust`](crate::sdk::Context::project_file_trust) about.
-pub const PROJECT_TRUST_FILES: [&str; 3] = [
-    ".keel/config.toml",
-    ".claude/settings.json",
-    ".claude/settings.local.json",
-];
-
 /// The user's private files under `$HOME` (issue 23 item 4): private keys and credential
 /// files. One list for every guard: the firewall's default `deny_paths` are built from it (for
 /// the file tools' paths), and the sandbox masks each one that exists for every process it

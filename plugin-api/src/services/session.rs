@@ -596,6 +596,11 @@ crate::error_codes! {
         Invalid = "SESSION_INVALID", by "`keel.session`, `keel.session-store`", retry Changed;
         /// A fork boundary inside an open turn.
         OpenTurn = "SESSION_OPEN_TURN", by "`keel.session` `fork`", retry Changed;
+        /// Recovery's closer for a call whose `tool/call` was never logged: it did not run.
+        ToolNotStarted = "TOOL_NOT_STARTED", by "`keel.session` recovery (a tool result)", retry Changed;
+        /// Recovery's closer for a call logged as started with no result: its side effect may
+        /// have happened.
+        ToolOutcomeUnknown = "TOOL_OUTCOME_UNKNOWN", by "`keel.session` recovery (a tool result)", retry Never;
         /// The agent loop could not append to its session; the turn ends (the message carries
         /// the session's own code).
         Append = "SESSION_APPEND", by "`agent-loop`", retry Never;

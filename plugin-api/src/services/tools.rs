@@ -1,9 +1,10 @@
 //! The tool seam (ARCHITECTURE §8, requirements C9 and B9): the `keel.tools` registry and
 //! pipeline, the protocol of tool-providing plugins, and the result shape.
 //!
-//! Tool plugins (`tool-fs`, `tool-shell`, …) serve [`ToolProvider`] under the run-time name
-//! [`provider_service_name`] and register their [`ToolDefinition`]s with [`Tools`]
-//! ([`register_until_unload`]). The agent loop hands each assistant message's calls to
+//! A tool plugin implements [`Tool`] per tool and calls `ctx.serve_tools(…)`
+//! ([`ToolSet`], `Manifest::serves_tools`); underneath, the wire protocol stays
+//! [`ToolProvider`] served under [`provider_service_name`], with the [`ToolDefinition`]s
+//! registered with [`Tools`] ([`register_until_unload`]), which the SDK writes. The agent loop hands each assistant message's calls to
 //! `run_batch`, which runs the whole B9 pipeline and appends `tool/call` / `tool/result` to the
 //! session in model order; the results come back frozen ([`FrozenResult`]).
 
@@ -11,6 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::codes::ErrorCode;
 use crate::sdk::{Context, Error, Frozen, Result};
+
+pub use super::tool_trait::{
+    ErasedTool, Tool, ToolCall, ToolFuture, ToolSet, ToolSetProvider, ToolSpec, decode_args,
+    schema_of,
+};
 
 crate::contract! {
     /// The registry and pipeline (`tools` plugin).
@@ -40,8 +46,9 @@ crate::contract! {
 
 crate::contract! {
     /// A tool-providing row (`tool-fs`, `tool-shell`, …), served under the run-time name
-    /// [`provider_service_name`] (`keel.tool.<row>`, declared with
-    /// `Manifest::provides_named(…, false)`) and registered with [`Tools`].
+    /// [`provider_service_name`] (`keel.tool.<plugin>`, declared by `Manifest::serves_tools`)
+    /// and registered with [`Tools`]. The wire protocol under [`Tool`]: `ctx.serve_tools`
+    /// writes the provider, so authors do not.
     pub contract ToolProvider = "keel.tool.<row>", version 1;
     provider ToolExecutor;
     client ToolProviderClient;
@@ -50,8 +57,8 @@ crate::contract! {
     fn execute(ToolInvocation) -> ToolResult;
 }
 
-/// The service name a tool-providing row provides (declare it with
-/// `Manifest::provides_named(…, false)`), e.g. `keel.tool.tool-fs`.
+/// The service name a tool-providing plugin provides (`Manifest::serves_tools` declares it),
+/// e.g. `keel.tool.tool-fs`.
 pub fn provider_service_name(row: &str) -> String {
     format!("keel.tool.{row}")
 }

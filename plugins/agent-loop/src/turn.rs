@@ -328,7 +328,10 @@ impl Turn<'_> {
             });
         }
         let Some(context) = self.context.as_ref() else {
-            return Err(Error::new("INTERNAL", "turn context missing"));
+            return Err(Error::coded(
+                keel_plugin_api::codes::SdkCode::Internal,
+                "turn context missing",
+            ));
         };
         let (base, tools, system, fixed_bytes) = (
             context.base.clone(),
@@ -408,7 +411,7 @@ impl Turn<'_> {
 
     /// LOOP-11: the failed step is closed; decide retry before the turn closes.
     async fn after_failure(&mut self, failure: LlmFailure) -> Result<StepEnd> {
-        if failure.code == "ABORTED" || self.aborted() {
+        if failure.code == keel_plugin_api::services::llm::LlmCode::Aborted || self.aborted() {
             return Ok(StepEnd::End(
                 json!({ "kind": "aborted", "reason": { "kind": "user" } }),
             ));

@@ -187,7 +187,10 @@ mod tests {
     impl Audit for Log {
         async fn append(&self, session_id: &str, event: Value) -> Result<()> {
             if self.fail_on == event["type"].as_str() {
-                return Err(Error::new("SESSION_IO", "disk full"));
+                return Err(Error::coded(
+                    keel_plugin_api::services::session::SessionCode::Io,
+                    "disk full",
+                ));
             }
             self.events
                 .lock()

@@ -36,13 +36,9 @@ use keel_plugin_api::services::context::{
 use keel_plugin_api::services::llm::Llm;
 use keel_plugin_api::services::protected::{protected_paths, refuse_read};
 use keel_plugin_api::services::session::Sessions;
-use keel_plugin_api::services::tools::{
-    ToolProvider, Tools, provider_service_name, register_until_unload,
-};
 
 use crate::config::ContextConfig;
 use crate::manager::Manager;
-use crate::tools::ColdTools;
 
 /// The plugin id; the tool provider is served as `keel.tool.context`.
 pub const PLUGIN_ID: &str = "context";
@@ -69,10 +65,9 @@ impl Plugin for ContextPlugin {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("token budget, compaction by replacement, the cold tier and its tools")
             .provides::<ContextManager>()
-            .provides_named(&provider_service_name(PLUGIN_ID), false)
             .requires::<Sessions>()
             .requires::<Llm>()
-            .requires::<Tools>()
+            .serves_tools()
             .declares::<Compact>()
             .declares::<Compacted>()
             .config_type::<ContextConfig>()
@@ -124,16 +119,7 @@ impl Plugin for ContextPlugin {
             m.states().remove(s.session_id.as_str());
             Ok(())
         })?;
-        let service = provider_service_name(PLUGIN_ID);
-        ctx.serve_named::<ToolProvider, _>(&service, ColdTools(manager))?;
-        register_until_unload(
-            &ctx,
-            &service,
-            tools::definitions(),
-            "unregister the coldcontext tools",
-        )
-        .await?;
-        Ok(())
+        ctx.serve_tools(self, tools::tool_set(manager)).await
     }
 }
 

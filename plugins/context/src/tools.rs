@@ -10,12 +10,10 @@
 
 use std::sync::Arc;
 
-use keel_plugin_api::codes::ContractCode;
-use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::context::ContextCode;
-use keel_plugin_api::services::tools::{ToolDefinition, ToolExecutor, ToolInvocation, ToolResult};
+use keel_plugin_api::services::tools::{Tool, ToolCall, ToolResult, ToolSet, ToolSpec};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::manager::Manager;
 use crate::stub::{self, size};
@@ -26,78 +24,87 @@ const MAX_HITS: usize = 50;
 /// Bytes a read answers by default.
 const DEFAULT_READ: usize = 24 * 1024;
 
-/// The two definitions registered with `keel.tools`.
-pub fn definitions() -> Vec<ToolDefinition> {
-    vec![
-        ToolDefinition {
-            name: "coldcontext_search".into(),
-            description: "Search the cold context: earlier messages and tool results of this \
-                          session that were moved out of the conversation to fit the model's \
-                          context window (their stubs say `cold:<n>`). Full-text search over \
-                          their words; each hit names its reference, what it was, its size and \
-                          the matching part."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "query": { "type": "string", "description": "Words to find." },
-                    "limit": { "type": "integer", "minimum": 1, "maximum": MAX_HITS, "description": "Most hits (default 8)." }
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }),
-            parallel_safe: true,
-            mutating: false,
-            child_only: false,
-        },
-        ToolDefinition {
-            name: "coldcontext_read".into(),
-            description: "Read one message of the cold context exactly as it was, by its \
-                          reference (`cold:<n>`). Long ones are read in parts with `offset` \
-                          (bytes) and `limit`; a partial read ends with a line giving the \
-                          next offset."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "ref": { "type": "string", "description": "The reference, e.g. cold:42." },
-                    "offset": { "type": "integer", "minimum": 0, "description": "First byte (default 0)." },
-                    "limit": { "type": "integer", "minimum": 1, "description": "Most bytes (default 24576)." }
-                },
-                "required": ["ref"],
-                "additionalProperties": false
-            }),
-            parallel_safe: true,
-            mutating: false,
-            child_only: false,
-        },
-    ]
-}
-
-#[derive(Deserialize)]
+/// `coldcontext_search` arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SearchArgs {
+pub struct SearchArgs {
+    /// Words to find.
     query: String,
+    /// Most hits (default 8).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 50))]
     limit: Option<usize>,
 }
 
-#[derive(Deserialize)]
+/// `coldcontext_read` arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadArgs {
+pub struct ReadArgs {
+    /// The reference, e.g. cold:42.
     #[serde(rename = "ref")]
+    #[schemars(with = "String")]
     reference: serde_json::Value,
+    /// First byte (default 0).
     #[serde(default)]
     offset: Option<usize>,
+    /// Most bytes (default 24576).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
-/// The tool provider over the manager.
+/// The cold tier's tools over the manager.
 pub struct ColdTools(pub Arc<Manager>);
 
-fn bad_args(name: &str, e: &serde_json::Error) -> ToolResult {
-    ToolResult::error(ContractCode::InvalidArguments, format!("{name}: {e}"))
+/// `coldcontext_search`.
+pub struct ColdSearch(pub Arc<ColdTools>);
+
+/// `coldcontext_read`.
+pub struct ColdRead(pub Arc<ColdTools>);
+
+impl Tool for ColdSearch {
+    const NAME: &'static str = "coldcontext_search";
+    type Args = SearchArgs;
+
+    fn describe(&self) -> ToolSpec {
+        ToolSpec::new(
+            "Search the cold context: earlier messages and tool results of this session that \
+             were moved out of the conversation to fit the model's context window (their stubs \
+             say `cold:<n>`). Full-text search over their words; each hit names its reference, \
+             what it was, its size and the matching part.",
+        )
+        .parallel_safe()
+    }
+
+    async fn run(&self, args: SearchArgs, call: &ToolCall) -> ToolResult {
+        self.0.search(args, call).await
+    }
+}
+
+impl Tool for ColdRead {
+    const NAME: &'static str = "coldcontext_read";
+    type Args = ReadArgs;
+
+    fn describe(&self) -> ToolSpec {
+        ToolSpec::new(
+            "Read one message of the cold context exactly as it was, by its reference \
+             (`cold:<n>`). Long ones are read in parts with `offset` (bytes) and `limit`; a \
+             partial read ends with a line giving the next offset.",
+        )
+        .parallel_safe()
+    }
+
+    async fn run(&self, args: ReadArgs, call: &ToolCall) -> ToolResult {
+        self.0.read(args, call).await
+    }
+}
+
+/// Both tools, for `ctx.serve_tools`.
+pub fn tool_set(manager: Arc<Manager>) -> ToolSet {
+    let tools = Arc::new(ColdTools(manager));
+    ToolSet::new()
+        .with(ColdSearch(Arc::clone(&tools)))
+        .with(ColdRead(tools))
 }
 
 /// `cold:42`, `42` or 42 → 42.
@@ -109,25 +116,8 @@ fn parse_ref(v: &serde_json::Value) -> Option<u64> {
     }
 }
 
-impl ToolExecutor for ColdTools {
-    async fn execute(&self, call: ToolInvocation) -> Result<ToolResult> {
-        match call.name.as_str() {
-            "coldcontext_search" => Ok(self.search(&call).await),
-            "coldcontext_read" => Ok(self.read(&call).await),
-            other => Ok(ToolResult::error(
-                keel_plugin_api::services::tools::ToolCode::UnknownTool,
-                format!("the context plugin has no tool '{other}'"),
-            )),
-        }
-    }
-}
-
 impl ColdTools {
-    async fn search(&self, call: &ToolInvocation) -> ToolResult {
-        let args: SearchArgs = match serde_json::from_value(call.args.clone()) {
-            Ok(a) => a,
-            Err(e) => return bad_args("coldcontext_search", &e),
-        };
+    async fn search(&self, args: SearchArgs, call: &ToolCall) -> ToolResult {
         if let Err(e) = self.0.ready(&call.session_id).await {
             return ToolResult::from_error(&e);
         }
@@ -163,11 +153,7 @@ impl ColdTools {
         }
     }
 
-    async fn read(&self, call: &ToolInvocation) -> ToolResult {
-        let args: ReadArgs = match serde_json::from_value(call.args.clone()) {
-            Ok(a) => a,
-            Err(e) => return bad_args("coldcontext_read", &e),
-        };
+    async fn read(&self, args: ReadArgs, call: &ToolCall) -> ToolResult {
         let Some(seq) = parse_ref(&args.reference) else {
             return ToolResult::error(
                 ContextCode::ColdRefUnknown,
@@ -241,6 +227,7 @@ fn slice(text: &str, seq: u64, offset: usize, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_whole_read_is_exact_and_a_partial_one_says_where_to_go_on() {

@@ -229,7 +229,10 @@ mod tests {
         }
         async fn register_credential(&self, r: RegisterCredential) -> Result<Registered> {
             if self.refuse {
-                return Err(Error::new("SECRETS_CORRUPT", "cannot build the scrubber"));
+                return Err(Error::coded(
+                    keel_plugin_api::services::firewall::SecretsCode::Corrupt,
+                    "cannot build the scrubber",
+                ));
             }
             self.seen.lock().unwrap().push(serde_json::to_value(r)?);
             Ok(Registered { added: true })

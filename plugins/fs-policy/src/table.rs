@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use keel_plugin_api::services::tools::FsCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -77,8 +78,8 @@ impl ObservationTable {
     /// `FS_NOT_FOUND`; present(v) → `version` v.
     pub fn edit_decision(&self, session_id: &str, target: &str) -> Value {
         match self.state(session_id, target) {
-            None => json!({ "kind": "error", "code": "FS_NOT_OBSERVED" }),
-            Some(Observation::Absent) => json!({ "kind": "error", "code": "FS_NOT_FOUND" }),
+            None => json!({ "kind": "error", "code": FsCode::NotObserved }),
+            Some(Observation::Absent) => json!({ "kind": "error", "code": FsCode::NotFound }),
             Some(Observation::Present { version }) => {
                 json!({ "kind": "version", "version": version })
             }

@@ -77,7 +77,7 @@ impl Run<'_> {
             Ok(rx) => Some(rx),
             Err(e) => {
                 self.feed.err(format::error_line(
-                    "DRIVER_IO",
+                    keel_plugin_api::codes::DriverCode::Io.as_str(),
                     &format!("cannot read stdin: {e}"),
                 ));
                 None
@@ -148,7 +148,7 @@ impl Run<'_> {
                     None => lines = None,
                     Some((n, Err(e))) => {
                         self.feed.err(format::error_line(
-                            "DRIVER_IO",
+                            keel_plugin_api::codes::DriverCode::Io.as_str(),
                             &format!("stdin line {n}: {e}; no more input is read"),
                         ));
                         lines = None;
@@ -172,7 +172,7 @@ impl Run<'_> {
             None => (
                 format::failed_report(
                     id,
-                    "NO_INPUT",
+                    keel_plugin_api::codes::DriverCode::NoInput.as_str(),
                     "stdin closed before any message was sent; nothing ran",
                 ),
                 None,

@@ -74,7 +74,7 @@ pub mod exit {
 /// [`exit::TURN_FAILED`] for `SESSION_LOCKED` — another keel holds the session, a conflict
 /// that passes when it finishes, not a mistake in the command — else [`exit::USAGE`].
 pub fn open_failure_exit(code: &str) -> i32 {
-    if code == "SESSION_LOCKED" {
+    if code == keel_plugin_api::services::session::SessionCode::Locked.as_str() {
         exit::TURN_FAILED
     } else {
         exit::USAGE

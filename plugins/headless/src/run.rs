@@ -261,7 +261,7 @@ pub async fn run(inv: &DriverInvocation, services: Services<'_>, env: RunEnv) ->
     };
     if !active.try_begin() {
         sink.err(&format::error_line(
-            "DRIVER_BUSY",
+            keel_plugin_api::codes::DriverCode::Busy.as_str(),
             "the headless driver is already running a session in this process",
         ));
         return exit::USAGE;
@@ -289,7 +289,7 @@ pub async fn run(inv: &DriverInvocation, services: Services<'_>, env: RunEnv) ->
         Err(e) => {
             // The sink went with the thread that could not start: say it on stderr directly.
             crate::feed::StdSink(None).err(&format::error_line(
-                "DRIVER_IO",
+                keel_plugin_api::codes::DriverCode::Io.as_str(),
                 &format!("cannot start the output thread: {e}"),
             ));
             exit::USAGE
@@ -455,8 +455,8 @@ impl Run<'_> {
             })
             .await?;
         if created.session_id.is_empty() {
-            return Err(Error::new(
-                "AGENT_PROTOCOL",
+            return Err(Error::coded(
+                keel_plugin_api::codes::DriverCode::AgentProtocol,
                 "keel.agent create answered without a session_id",
             ));
         }
@@ -487,8 +487,8 @@ impl Run<'_> {
                     .await
                     .map(|_| ()),
                 None if mode == "danger-full-access" => Ok(()),
-                None => Err(Error::new(
-                    "SANDBOX_UNAVAILABLE",
+                None => Err(Error::coded(
+                    keel_plugin_api::services::sandbox::SandboxCode::Unavailable,
                     format!("--sandbox {mode} needs a sandbox row in the profile; nothing was run"),
                 )),
             };

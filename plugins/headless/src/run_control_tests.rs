@@ -29,7 +29,10 @@ impl ApprovalProvider for FakeApproval {
             serde_json::to_value(&request).unwrap(),
         ));
         if self.fails {
-            return Err(Error::new("UNKNOWN_METHOD", "no set_mode"));
+            return Err(Error::coded(
+                keel_plugin_api::codes::ContractCode::UnknownMethod,
+                "no set_mode",
+            ));
         }
         Ok(())
     }

@@ -102,7 +102,7 @@ impl Harness {
 }
 
 fn fail(e: &(String, String)) -> Error {
-    Error::new(&e.0, e.1.clone())
+    Error::received(e.0.clone(), e.1.clone())
 }
 
 type Answer = futures::future::BoxFuture<'static, Result<Value>>;
@@ -214,14 +214,20 @@ fn fake_agent(
                     }
                     Ok(json!({}))
                 }
-                "close" if script.close_fails => Err(Error::new("SESSION_IO", "disk full")),
+                "close" if script.close_fails => Err(Error::coded(
+                    keel_plugin_api::services::session::SessionCode::Io,
+                    "disk full",
+                )),
                 "close" => {
                     for n in script.at_create.iter().chain(&script.at_send) {
                         hub.durable(|| n.session_id.clone(), n.seq);
                     }
                     Ok(json!({}))
                 }
-                other => Err(Error::new("UNKNOWN_METHOD", other.to_owned())),
+                other => Err(Error::coded(
+                    keel_plugin_api::codes::ContractCode::UnknownMethod,
+                    other.to_owned(),
+                )),
             }
         }
     })

@@ -123,6 +123,9 @@ impl Plugin for HooksPlugin {
             .optional::<keel_plugin_api::services::credentials::Credentials>()
             // A hook is a command keel runs on its own: no untrusted layer may add one.
             .guard_row()
+            // Claude Code's settings carry hooks: `keel trust` records them, and the kernel
+            // answers this row about them and nothing else (issue 24 item 4).
+            .trusts_project_files(&settings::FILES)
             .config_type::<HooksConfig>()
     }
 

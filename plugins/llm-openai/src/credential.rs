@@ -268,7 +268,7 @@ mod tests {
         let handle = fake(Arc::new(Mutex::new(None)), Arc::new(Mutex::new(Vec::new())));
         let adapter = adapter_with(Some(handle));
         let f = failure_of(&adapter);
-        assert_eq!(f.code, "CREDENTIAL_MISSING");
+        assert_eq!(f.code.as_str(), "CREDENTIAL_MISSING");
         assert!(
             f.message.contains("K_REF is not set") && f.message.contains("/kh/credentials.toml"),
             "{}",
@@ -285,13 +285,13 @@ mod tests {
         let handle = client(StandIn {
             value: Arc::new(Mutex::new(None)),
             calls: Arc::new(Mutex::new(Vec::new())),
-            fail: Some(Error::new(
-                "CREDENTIALS_FILE",
+            fail: Some(Error::coded(
+                keel_plugin_api::services::credentials::CredentialCode::File,
                 "/kh/credentials.toml: line 2: bad",
             )),
         });
         let f = failure_of(&adapter_with(Some(handle)));
-        assert_eq!(f.code, "CREDENTIAL_MISSING");
+        assert_eq!(f.code.as_str(), "CREDENTIAL_MISSING");
         assert!(
             f.message.contains("CREDENTIALS_FILE") && f.message.contains("line 2"),
             "{}",

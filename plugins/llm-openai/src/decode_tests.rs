@@ -232,7 +232,7 @@ fn llm_04_empty_answer_is_empty_response() {
 fn llm_04_undecodable_data_is_transport() {
     let mut d = Decoder::new(Some("req_1".into()));
     let f = d.feed("{not json").unwrap_err();
-    assert_eq!(f.code, "TRANSPORT");
+    assert_eq!(f.code.as_str(), "TRANSPORT");
     assert_eq!(f.request_id.as_deref(), Some("req_1"));
 }
 
@@ -242,12 +242,12 @@ fn llm_04_in_stream_error_events() {
     let f = d
         .feed(&json!({"error": {"message": "upstream overloaded"}}).to_string())
         .unwrap_err();
-    assert_eq!(f.code, "SERVER");
+    assert_eq!(f.code.as_str(), "SERVER");
     assert!(f.message.contains("upstream overloaded"));
     let f = d
         .feed(&json!({"error": {"message": "x", "code": "context_length_exceeded"}}).to_string())
         .unwrap_err();
-    assert_eq!(f.code, "CONTEXT_WINDOW_EXCEEDED");
+    assert_eq!(f.code.as_str(), "CONTEXT_WINDOW_EXCEEDED");
 }
 
 #[test]
@@ -355,7 +355,7 @@ fn a_whole_completion_with_text_null_content_or_an_error() {
             br#"{"error":{"message":"context window","code":"context_length_exceeded"}}"#,
         )
         .unwrap_err();
-    assert_eq!(f.code, "CONTEXT_WINDOW_EXCEEDED");
+    assert_eq!(f.code.as_str(), "CONTEXT_WINDOW_EXCEEDED");
 }
 
 // Items 2 and 4: a stream that closes with nothing (or `[DONE]` alone) is empty; one event

@@ -305,7 +305,7 @@ mod tests {
             serde_json::from_value(json!({"type": "function", "function": {"name": "nope"}}))
                 .unwrap();
         let f = check_tool_choice(&req, &r).unwrap_err();
-        assert_eq!(f.code, "BAD_REQUEST");
+        assert_eq!(f.code.as_str(), "BAD_REQUEST");
         assert!(
             f.message.contains("'nope'") && f.message.contains("read_file"),
             "{}",
@@ -321,7 +321,7 @@ mod tests {
         assert!(check_capabilities(&c).is_ok());
         c.reasoning_effort = Some("extreme".into());
         let f = check_capabilities(&c).unwrap_err();
-        assert_eq!(f.code, "UNSUPPORTED_REASONING_EFFORT");
+        assert_eq!(f.code.as_str(), "UNSUPPORTED_REASONING_EFFORT");
         assert!(f.message.contains("extreme"));
     }
 }

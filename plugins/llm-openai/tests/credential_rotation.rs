@@ -41,7 +41,10 @@ async fn llm_05_rotated_key_takes_effect_on_the_next_request() {
 
     set(Some(""));
     let r = adapter.generate(request("c")).await;
-    assert_eq!(failure_of(&r.chunks).unwrap().code, "CREDENTIAL_MISSING");
+    assert_eq!(
+        failure_of(&r.chunks).unwrap().code.as_str(),
+        "CREDENTIAL_MISSING"
+    );
     set(None);
 
     let auth: Vec<String> = mock

@@ -196,7 +196,7 @@ async fn llm_04_rate_limit_with_retry_after_seconds() {
         r#"{"error":{"message":"slow down"}}"#,
     ))
     .await;
-    assert_eq!(f.code, "RATE_LIMIT");
+    assert_eq!(f.code.as_str(), "RATE_LIMIT");
     assert_eq!(f.status, Some(429));
     assert_eq!(f.provider_retry_after_ms, Some(7000));
     assert_eq!(f.request_id.as_deref(), Some("req_err"));
@@ -236,7 +236,7 @@ async fn llm_04_auth_server_and_bad_request() {
     let f = failure_for(status(500, &[], "boom")).await;
     assert_eq!((f.code.as_str(), f.status), ("SERVER", Some(500)));
     let f = failure_for(status(503, &[], "overloaded")).await;
-    assert_eq!(f.code, "SERVER");
+    assert_eq!(f.code.as_str(), "SERVER");
     let f = failure_for(status(
         400,
         &[],
@@ -245,7 +245,7 @@ async fn llm_04_auth_server_and_bad_request() {
     .await;
     assert_eq!((f.code.as_str(), f.status), ("BAD_REQUEST", Some(400)));
     let f = failure_for(status(404, &[], "no such model")).await;
-    assert_eq!(f.code, "BAD_REQUEST");
+    assert_eq!(f.code.as_str(), "BAD_REQUEST");
 }
 
 #[tokio::test]
@@ -277,7 +277,7 @@ async fn llm_04_connect_refused_is_transport() {
     let adapter = Adapter::new(config(&format!("http://127.0.0.1:{port}/v1"), KEY_REF)).unwrap();
     let r = adapter.generate(request("hi")).await;
     let f = failure_of(&r.chunks).unwrap();
-    assert_eq!(f.code, "TRANSPORT");
+    assert_eq!(f.code.as_str(), "TRANSPORT");
     assert!(f.message.contains("cannot connect"), "{}", f.message);
     assert_eq!(r.chunks.len(), 1);
 }
@@ -285,7 +285,7 @@ async fn llm_04_connect_refused_is_transport() {
 #[tokio::test]
 async fn llm_04_connection_closed_without_answer_is_transport() {
     let f = failure_for(vec![]).await;
-    assert_eq!(f.code, "TRANSPORT");
+    assert_eq!(f.code.as_str(), "TRANSPORT");
 }
 
 #[tokio::test]
@@ -300,7 +300,7 @@ async fn llm_04_eof_mid_stream_is_transport_after_the_partial_chunks() {
         }
     );
     let f = failure_of(&r.chunks).unwrap();
-    assert_eq!(f.code, "TRANSPORT");
+    assert_eq!(f.code.as_str(), "TRANSPORT");
     assert_eq!(f.request_id.as_deref(), Some("req_mock"));
 }
 
@@ -327,7 +327,7 @@ async fn llm_04_undecodable_sse_data_is_transport() {
         Step::Write(b"data: {not json\n\n".to_vec()),
     ])
     .await;
-    assert_eq!(f.code, "TRANSPORT");
+    assert_eq!(f.code.as_str(), "TRANSPORT");
 }
 
 #[tokio::test]
@@ -339,7 +339,7 @@ async fn llm_04_idle_stream_is_timeout() {
     ]]);
     let r = run(&mock, |c| c.timeout_ms = 300).await;
     let f = failure_of(&r.chunks).unwrap();
-    assert_eq!(f.code, "TIMEOUT");
+    assert_eq!(f.code.as_str(), "TIMEOUT");
     assert!(f.message.contains("300 ms"), "{}", f.message);
 }
 
@@ -354,7 +354,7 @@ async fn llm_04_no_response_head_is_timeout() {
     })
     .await;
     let f = failure_of(&r.chunks).unwrap();
-    assert_eq!(f.code, "TIMEOUT");
+    assert_eq!(f.code.as_str(), "TIMEOUT");
     assert!(
         f.message.contains("within 300 ms (first_byte_timeout_ms)"),
         "{}",
@@ -370,7 +370,7 @@ async fn llm_04_empty_completion_is_empty_response() {
         usage_event(5, 0),
     ]))
     .await;
-    assert_eq!(f.code, "EMPTY_RESPONSE");
+    assert_eq!(f.code.as_str(), "EMPTY_RESPONSE");
 }
 
 #[tokio::test]
@@ -387,7 +387,7 @@ async fn llm_05_missing_credential_fails_before_any_request() {
     let r = adapter.generate(request("x")).await;
     assert_eq!(r.chunks.len(), 1);
     let f = failure_of(&r.chunks).unwrap();
-    assert_eq!(f.code, "CREDENTIAL_MISSING");
+    assert_eq!(f.code.as_str(), "CREDENTIAL_MISSING");
     assert!(
         f.message.contains("export KEEL_TEST_NEVER_SET_KEY_REF="),
         "{}",
@@ -409,7 +409,7 @@ async fn llm_03_unsupported_reasoning_effort_is_refused_before_io() {
     );
     let r = adapter.generate(req).await;
     assert_eq!(
-        failure_of(&r.chunks).unwrap().code,
+        failure_of(&r.chunks).unwrap().code.as_str(),
         "UNSUPPORTED_REASONING_EFFORT"
     );
     assert!(mock.requests().is_empty());

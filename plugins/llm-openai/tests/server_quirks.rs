@@ -202,7 +202,7 @@ async fn an_empty_stream_learns_the_real_error_without_streaming() {
     let a = adapter(&mock, StreamMode::Auto);
     let r = a.generate(with_tools("huge")).await;
     let f = failure_of(&r.chunks).unwrap();
-    assert_eq!(f.code, "CONTEXT_WINDOW_EXCEEDED");
+    assert_eq!(f.code.as_str(), "CONTEXT_WINDOW_EXCEEDED");
     assert!(
         f.message.contains("maximum context length is 512"),
         "{}",
@@ -222,7 +222,7 @@ async fn an_empty_stream_then_an_empty_body_is_transport() {
         .generate(request("x"))
         .await;
     let f = failure_of(&r.chunks).unwrap();
-    assert_eq!(f.code, "TRANSPORT");
+    assert_eq!(f.code.as_str(), "TRANSPORT");
     assert!(f.message.contains("empty body"), "{}", f.message);
     assert_eq!(mock.requests().len(), 2);
 }

@@ -177,7 +177,7 @@ fn finishes_stop_length_error_and_empty() {
         StreamChunk::Finish {
             reason: FinishReason::Error { failure },
         } => {
-            assert_eq!(failure.code, "EMPTY_RESPONSE");
+            assert_eq!(failure.code.as_str(), "EMPTY_RESPONSE");
         }
         other => panic!("{other:?}"),
     }

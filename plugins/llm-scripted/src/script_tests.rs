@@ -54,7 +54,7 @@ fn json_file_loads_as_object_or_bare_array() {
     let sb = load_file(&b).unwrap();
     assert_eq!(sa.steps, sb.steps);
     assert_eq!(sa.steps[0].finish, Some(Finish::Length));
-    assert_eq!(sa.steps[1].error.as_ref().unwrap().code, "SERVER");
+    assert_eq!(sa.steps[1].error.as_ref().unwrap().code.as_str(), "SERVER");
 }
 
 #[test]

@@ -152,7 +152,7 @@ mod tests {
         let r = from_adapter_error("svc", Error::coded(LlmCode::CredentialMissing, "set X"));
         assert_eq!(error_code(&r), Some(LlmCode::CredentialMissing));
         assert!(is_well_formed(&r));
-        let r = from_adapter_error("svc", Error::new("SOMETHING_ELSE", "odd"));
+        let r = from_adapter_error("svc", Error::received("SOMETHING_ELSE", "odd"));
         assert_eq!(error_code(&r), Some(LlmCode::AdapterFailed));
         let r = from_adapter_error("svc", Error::coded(ContractCode::Panic, "boom"));
         assert_eq!(error_code(&r), Some(LlmCode::Panic));

@@ -58,7 +58,7 @@ fn llm_01_duplicate_provider_registers_nothing() {
     let err = r
         .register("svc.b", names(&["scripted", "openai"]), None)
         .unwrap_err();
-    assert_eq!(err.code, "DUPLICATE_ADAPTER");
+    assert_eq!(err.code.as_str(), "DUPLICATE_ADAPTER");
     assert!(err.message.contains("openai"), "{}", err.message);
     // `scripted` came first in the refused list and must not have been registered.
     assert_eq!(provider_names(&r), names(&["openai"]));
@@ -69,7 +69,7 @@ fn llm_01_duplicate_provider_registers_nothing() {
 fn llm_01_repeated_provider_in_one_list_is_a_duplicate() {
     let mut r = Registry::default();
     let err = r.register("svc", names(&["x", "x"]), None).unwrap_err();
-    assert_eq!(err.code, "DUPLICATE_ADAPTER");
+    assert_eq!(err.code.as_str(), "DUPLICATE_ADAPTER");
     assert!(r.providers().is_empty());
 }
 
@@ -77,17 +77,21 @@ fn llm_01_repeated_provider_in_one_list_is_a_duplicate() {
 fn llm_01_empty_lists_and_names_are_invalid() {
     let mut r = Registry::default();
     assert_eq!(
-        r.register("svc", vec![], None).unwrap_err().code,
+        r.register("svc", vec![], None).unwrap_err().code.as_str(),
         "INVALID_ADAPTER"
     );
     assert_eq!(
         r.register("svc", names(&["ok", ""]), None)
             .unwrap_err()
-            .code,
+            .code
+            .as_str(),
         "INVALID_ADAPTER"
     );
     assert_eq!(
-        r.register(" ", names(&["ok"]), None).unwrap_err().code,
+        r.register(" ", names(&["ok"]), None)
+            .unwrap_err()
+            .code
+            .as_str(),
         "INVALID_ADAPTER"
     );
     assert!(r.providers().is_empty());
@@ -105,12 +109,12 @@ fn llm_01_replace_swaps_routes_atomically() {
 
     // A conflicting replace changes nothing.
     let err = r.replace(a, names(&["p4", "taken"])).unwrap_err();
-    assert_eq!(err.code, "DUPLICATE_ADAPTER");
+    assert_eq!(err.code.as_str(), "DUPLICATE_ADAPTER");
     assert_eq!(provider_names(&r), names(&["p2", "p3", "taken"]));
     assert_eq!(r.resolve("taken").map(|r| r.service), Some("svc.b".into()));
 
     let err = r.replace(a, vec![]).unwrap_err();
-    assert_eq!(err.code, "INVALID_ADAPTER");
+    assert_eq!(err.code.as_str(), "INVALID_ADAPTER");
     assert_eq!(provider_names(&r), names(&["p2", "p3", "taken"]));
 }
 
@@ -120,12 +124,18 @@ fn llm_01_disposed_registration_is_refused_on_reuse() {
     let a = r.register("svc.a", names(&["p"]), None).unwrap();
     r.unregister(a).unwrap();
     assert!(r.providers().is_empty());
-    assert_eq!(r.unregister(a).unwrap_err().code, "REGISTRATION_DISPOSED");
     assert_eq!(
-        r.replace(a, names(&["p"])).unwrap_err().code,
+        r.unregister(a).unwrap_err().code.as_str(),
         "REGISTRATION_DISPOSED"
     );
-    assert_eq!(r.unregister(999).unwrap_err().code, "REGISTRATION_DISPOSED");
+    assert_eq!(
+        r.replace(a, names(&["p"])).unwrap_err().code.as_str(),
+        "REGISTRATION_DISPOSED"
+    );
+    assert_eq!(
+        r.unregister(999).unwrap_err().code.as_str(),
+        "REGISTRATION_DISPOSED"
+    );
     // The provider is free again, under a new id.
     let b = r.register("svc.b", names(&["p"]), None).unwrap();
     assert_ne!(a, b);
@@ -136,7 +146,7 @@ fn llm_02_prepare_without_adapter_is_no_adapter() {
     let mut r = Registry::default();
     r.register("svc", names(&["scripted"]), None).unwrap();
     let err = r.prepare(&config("openai")).unwrap_err();
-    assert_eq!(err.code, "NO_ADAPTER");
+    assert_eq!(err.code.as_str(), "NO_ADAPTER");
     assert!(err.message.contains("'openai'"), "{}", err.message);
     assert!(err.message.contains("scripted"), "{}", err.message);
 }
@@ -150,13 +160,13 @@ fn llm_02_prepared_call_dispatches_once_with_its_own_config() {
     let mut changed = config("p");
     changed.model = "other".into();
     assert_eq!(
-        call.dispatch(&changed).unwrap_err().code,
+        call.dispatch(&changed).unwrap_err().code.as_str(),
         "INVALID_PREPARED_CALL"
     );
 
     assert_eq!(call.dispatch(&config("p")).unwrap(), "svc.a");
     assert_eq!(
-        call.dispatch(&config("p")).unwrap_err().code,
+        call.dispatch(&config("p")).unwrap_err().code.as_str(),
         "INVALID_PREPARED_CALL"
     );
 }

@@ -8,6 +8,7 @@
 //! and is the content when the server sent no block. `isError: true` becomes an error result
 //! with code `MCP_TOOL_ERROR` whose content is the server's own message.
 
+use keel_plugin_api::codes::{ContractCode, McpCode};
 use keel_plugin_api::services::tools::ToolResult;
 use serde_json::{Value, json};
 
@@ -38,12 +39,20 @@ impl McpError {
     /// The code results and errors carry.
     pub fn code(&self) -> &'static str {
         match self {
-            McpError::ToolError(_) => "MCP_TOOL_ERROR",
-            McpError::Unavailable(_) => "MCP_SERVER_UNAVAILABLE",
-            McpError::CallFailed(_) => "MCP_CALL_FAILED",
-            McpError::Timeout(_) => "MCP_TIMEOUT",
-            McpError::Start(_) => "MCP_START_FAILED",
-            McpError::Config(_) => "INVALID_ARGUMENTS",
+            McpError::Config(_) => ContractCode::InvalidArguments.as_str(),
+            _ => self.mcp_code().map_or("", McpCode::as_str),
+        }
+    }
+
+    /// The plugin's own code, for every failure but a config one.
+    fn mcp_code(&self) -> Option<McpCode> {
+        match self {
+            McpError::ToolError(_) => Some(McpCode::ToolError),
+            McpError::Unavailable(_) => Some(McpCode::ServerUnavailable),
+            McpError::CallFailed(_) => Some(McpCode::CallFailed),
+            McpError::Timeout(_) => Some(McpCode::Timeout),
+            McpError::Start(_) => Some(McpCode::StartFailed),
+            McpError::Config(_) => None,
         }
     }
 
@@ -54,7 +63,12 @@ impl McpError {
 
     /// As an SDK error (activation, commands).
     pub fn sdk(&self) -> keel_plugin_api::sdk::Error {
-        keel_plugin_api::sdk::Error::new(self.code(), self.to_string())
+        match self.mcp_code() {
+            Some(code) => keel_plugin_api::sdk::Error::coded(code, self.to_string()),
+            None => {
+                keel_plugin_api::sdk::Error::coded(ContractCode::InvalidArguments, self.to_string())
+            }
+        }
     }
 }
 

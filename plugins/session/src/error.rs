@@ -109,7 +109,7 @@ impl From<SessionError> for keel_plugin_api::sdk::Error {
     fn from(e: SessionError) -> Self {
         match e.code {
             ErrorCode::Store(code) => keel_plugin_api::sdk::Error::coded(code, e.message),
-            ErrorCode::Other(code) => keel_plugin_api::sdk::Error::new(&code, e.message),
+            ErrorCode::Other(code) => keel_plugin_api::sdk::Error::received(code, e.message),
         }
     }
 }

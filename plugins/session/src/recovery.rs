@@ -15,15 +15,15 @@
 //! owners' concern. Whether to commit the closers is the caller's decision: a live session is
 //! never repaired, `inspect` shows them without committing.
 
-use keel_plugin_api::services::session::{AppendTag, EventRecord, SurfaceOp};
+use keel_plugin_api::services::session::{AppendTag, EventRecord, SessionCode, SurfaceOp};
 use serde_json::{Value, json};
 
 use crate::invariants::{str_field, tool_call_ids, u64_field};
 
 /// Error code of a closer for a call whose `tool/call` was never logged.
-pub const TOOL_NOT_STARTED: &str = "TOOL_NOT_STARTED";
+pub const TOOL_NOT_STARTED: &str = SessionCode::ToolNotStarted.code();
 /// Error code of a closer for a call that was logged as started but has no result.
-pub const TOOL_OUTCOME_UNKNOWN: &str = "TOOL_OUTCOME_UNKNOWN";
+pub const TOOL_OUTCOME_UNKNOWN: &str = SessionCode::ToolOutcomeUnknown.code();
 
 /// What the model reads for a call that started but never reported back. Like every error
 /// result (`ToolResult::error`), it opens with `Error [CODE]:` so the code reaches the model.

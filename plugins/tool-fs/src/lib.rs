@@ -3,8 +3,8 @@
 //!
 //! The bodies are plain Rust ([`FsTools`]) behind an [`FsHooks`] seam; this file adapts them
 //! to the kernel: the manifest and row config (`max_read_bytes`, `max_results`), the
-//! [`ToolProvider`] served as `keel.tool.tool-fs` whose `execute` runs each call on its own std thread (file I/O
-//! never blocks the kernel's async workers), the registration with `keel.tools`, and the hooks
+//! one [`Tool`] per file tool whose `run` runs each call on its own std thread (file I/O
+//! never blocks the kernel's async workers), served with `ctx.serve_tools`, and the hooks
 //! that dispatch `fs/write-intent`, `fs/edit-intent` and `fs/observed`. Without a policy
 //! plugin the intents keep the terminal's `unconditional` decision (FS-01). When a
 //! `keel.sandbox` provider is loaded, `write_file` and `edit_file` ask its `check_path` before
@@ -34,8 +34,7 @@ use keel_plugin_api::events::fs::{EditIntent, FsIntent, FsObserved, Observed, Wr
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::sandbox::{Access, CallRef, CheckPathRequest, Sandbox};
 use keel_plugin_api::services::tools::{
-    ToolCode, ToolExecutor, ToolInvocation, ToolProvider, ToolResult, Tools, provider_service_name,
-    register_until_unload,
+    Tool, ToolCall, ToolCode, ToolDefinition, ToolInvocation, ToolResult, ToolSet, ToolSpec,
 };
 use serde_json::Value;
 
@@ -122,20 +121,53 @@ impl FsHooks for KernelHooks {
     }
 }
 
-/// The provider: each `execute` runs the body on a std thread and hands the result back.
-struct Provider(Arc<FsTools>);
+/// One file tool: each call runs the body on a std thread and hands the result back. The
+/// schemas are the hand-written public contract of [`definitions`] (they also carry the
+/// sandbox's escalation keys, which [`FsTools::execute`] reads before it decodes the rest), so
+/// the tool takes its argument document as JSON and names itself at run time.
+struct FsTool {
+    tools: Arc<FsTools>,
+    definition: ToolDefinition,
+}
 
-impl ToolExecutor for Provider {
-    async fn execute(&self, call: ToolInvocation) -> Result<ToolResult> {
-        let tools = Arc::clone(&self.0);
+impl Tool for FsTool {
+    const NAME: &'static str = "tool-fs";
+    type Args = Value;
+
+    fn describe(&self) -> ToolSpec {
+        let d = self.definition.clone();
+        ToolSpec {
+            description: d.description,
+            parallel_safe: d.parallel_safe,
+            mutating: d.mutating,
+            child_only: d.child_only,
+            name: Some(d.name),
+            schema: Some(d.parameters),
+        }
+    }
+
+    async fn run(&self, args: Value, call: &ToolCall) -> ToolResult {
+        let invocation = ToolInvocation {
+            name: call.name.clone(),
+            call_id: call.call_id.clone(),
+            session_id: call.session_id.clone(),
+            cwd: call.cwd.clone(),
+            args,
+            timeout_ms: call.timeout_ms,
+        };
+        let tools = Arc::clone(&self.tools);
         let (tx, rx) = oneshot::channel();
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name(format!("keel-{PLUGIN_ID}"))
             .spawn(move || {
-                let _ = tx.send(tools.execute(&call));
-            })?;
-        rx.await
-            .map_err(|_| Error::coded(ToolCode::ToolFailed, "the file tool's worker thread died"))
+                let _ = tx.send(tools.execute(&invocation));
+            });
+        if let Err(e) = spawned {
+            return ToolResult::error(ToolCode::ToolFailed, format!("no worker thread: {e}"));
+        }
+        rx.await.unwrap_or_else(|_| {
+            ToolResult::error(ToolCode::ToolFailed, "the file tool's worker thread died")
+        })
     }
 }
 
@@ -147,8 +179,7 @@ impl Plugin for ToolFs {
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("file tools: read_file, write_file, edit_file, list_dir, glob, grep")
-            .provides_named(&provider_service_name(PLUGIN_ID), false)
-            .requires::<Tools>()
+            .serves_tools()
             .optional::<Sandbox>()
             .declares::<WriteIntent>()
             .declares::<EditIntent>()
@@ -161,10 +192,15 @@ impl Plugin for ToolFs {
         let tools = Arc::new(
             FsTools::new(config, Arc::new(KernelHooks { ctx })).with_keel_home(ctx.keel_home()?),
         );
-        let service = provider_service_name(PLUGIN_ID);
-        ctx.serve_named::<ToolProvider, _>(&service, Provider(tools))?;
-        register_until_unload(&ctx, &service, definitions(), "unregister the file tools").await?;
-        Ok(())
+        let set = definitions()
+            .into_iter()
+            .fold(ToolSet::new(), |set, definition| {
+                set.with(FsTool {
+                    tools: Arc::clone(&tools),
+                    definition,
+                })
+            });
+        ctx.serve_tools(self, set).await
     }
 }
 

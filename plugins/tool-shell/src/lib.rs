@@ -2,9 +2,9 @@
 //!
 //! The run itself is plain blocking Rust ([`Shell`], [`run`]); this file adapts it to the
 //! kernel: the manifest and row config (`default_timeout_ms`, `max_timeout_ms`, `grace_ms`,
-//! `max_output_bytes`, `env`, `pass_env`), the [`ToolProvider`] served as `keel.tool.tool-shell` whose `execute` runs
+//! `max_output_bytes`, `env`, `pass_env`), the [`Tool`] whose `run` runs
 //! each call on a std thread and hands the result back over a oneshot channel (no tokio: the
-//! kernel's executor only ever awaits the channel), the registration with `keel.tools`, and
+//! kernel's executor only ever awaits the channel), served with `ctx.serve_tools`, and
 //! disposal, which terminates and joins every process tree still running (SBX-02). When a
 //! `keel.sandbox` provider is loaded, every command is confined by it first ([`confine`]);
 //! without one the tool behaves as before. A caller
@@ -32,8 +32,7 @@ use keel_plugin_api::services::child_env::{PASS_ENV_KEY, check_pass_env, held_re
 use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::tools::{
-    ToolCode, ToolExecutor, ToolInvocation, ToolProvider, ToolResult, Tools, provider_service_name,
-    register_until_unload,
+    Tool, ToolCall, ToolCode, ToolInvocation, ToolResult, ToolSpec,
 };
 
 pub use confine::{Confiner, SandboxService};
@@ -46,14 +45,41 @@ pub const PLUGIN_ID: &str = "tool-shell";
 /// Extra time disposal waits, beyond the grace period, for trees to be gone.
 const DISPOSE_SLACK: Duration = Duration::from_secs(5);
 
-/// The provider: each `execute` finds the sandbox (when one is loaded), runs on a std thread
-/// and hands the result back.
-struct Provider {
+/// The tool: each call finds the sandbox (when one is loaded), runs on a std thread and hands
+/// the result back.
+struct ShellTool {
     ctx: Context,
     shell: Arc<Shell>,
+    /// The definition registered (its schema is written by hand: the argument document also
+    /// carries the sandbox's escalation keys and the firewall's secret variables, which
+    /// [`Shell`] reads itself, so the tool takes the document as JSON).
+    spec: ToolSpec,
 }
 
-impl ToolExecutor for Provider {
+impl Tool for ShellTool {
+    const NAME: &'static str = "shell";
+    type Args = serde_json::Value;
+
+    fn describe(&self) -> ToolSpec {
+        self.spec.clone()
+    }
+
+    async fn run(&self, args: serde_json::Value, call: &ToolCall) -> ToolResult {
+        let call = ToolInvocation {
+            name: call.name.clone(),
+            call_id: call.call_id.clone(),
+            session_id: call.session_id.clone(),
+            cwd: call.cwd.clone(),
+            args,
+            timeout_ms: call.timeout_ms,
+        };
+        self.execute(call)
+            .await
+            .unwrap_or_else(|e| ToolResult::from_error(&e))
+    }
+}
+
+impl ShellTool {
     async fn execute(&self, call: ToolInvocation) -> Result<ToolResult> {
         // Looked up per call: the sandbox row may come and go with reloads.
         let sandbox = self.ctx.get_client::<Sandbox>()?.map(SandboxService);
@@ -82,8 +108,7 @@ impl Plugin for ToolShell {
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("shell tool: bash -c in its own process group, allow-listed environment")
-            .provides_named(&provider_service_name(PLUGIN_ID), false)
-            .requires::<Tools>()
+            .serves_tools()
             .optional::<Sandbox>()
             .optional::<Credentials>()
             // `env` and `pass_env` reach the runner process itself, before it confines
@@ -102,14 +127,24 @@ impl Plugin for ToolShell {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: ShellConfig = ctx.config()?;
-        check_pass_env(&config.pass_env)
-            .map_err(|e| Error::new("CONFIG", format!("row config: {e}")))?;
+        check_pass_env(&config.pass_env).map_err(|e| {
+            Error::coded(
+                keel_plugin_api::codes::ContractCode::Config,
+                format!("row config: {e}"),
+            )
+        })?;
         let groups = Arc::new(LiveGroups::default());
         let grace = Duration::from_millis(config.grace_ms);
-        let tools = vec![definition(&config)];
+        let definition = definition(&config);
+        let spec = ToolSpec {
+            description: definition.description,
+            parallel_safe: definition.parallel_safe,
+            mutating: definition.mutating,
+            child_only: definition.child_only,
+            name: None,
+            schema: Some(definition.parameters),
+        };
         let shell = Arc::new(Shell::new(config, Arc::clone(&groups)));
-        let service = provider_service_name(PLUGIN_ID);
-        ctx.serve_named::<ToolProvider, _>(&service, Provider { ctx, shell })?;
         // Effects run last-in first-out: the tool is unregistered first, then running trees
         // are stopped and joined (SBX-02).
         ctx.effect("stop running shell commands", move || async move {
@@ -121,8 +156,8 @@ impl Plugin for ToolShell {
             groups.kill_all();
             Ok(())
         })?;
-        register_until_unload(&ctx, &service, tools, "unregister the shell tool").await?;
-        Ok(())
+        let tool = ShellTool { ctx, shell, spec };
+        ctx.serve_tools(self, tool).await
     }
 }
 

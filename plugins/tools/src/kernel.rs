@@ -82,8 +82,10 @@ impl Host for KernelHost {
         self.ctx.serial::<Guard>(exec).await
     }
 
-    async fn execute(&self, exec: ToolExecution) -> Result<Executed> {
+    async fn execute(&self, exec: ToolExecution, args: Value) -> Result<Executed> {
         let ctx = self.ctx;
+        // The pipeline's parsed arguments, valid while no execute listener changes the text.
+        let carried = Arc::new((exec.args.text.to_string(), args));
         let registry = Arc::clone(&self.registry);
         let cancel = Arc::clone(&self.cancel);
         // The body's snapshot, beside the text the waterfall carries (its only encode).
@@ -95,8 +97,9 @@ impl Host for KernelHost {
                 let registry = Arc::clone(&registry);
                 let cancel = Arc::clone(&cancel);
                 let slot = Arc::clone(&slot);
+                let args = (exec.args.text.as_str() == carried.0).then(|| carried.1.clone());
                 async move {
-                    let snapshot = Snapshot::of(body(ctx, &registry, &cancel, exec).await)?;
+                    let snapshot = Snapshot::of(body(ctx, &registry, &cancel, exec, args).await)?;
                     let json = snapshot.json();
                     *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
                     Ok(json)
@@ -130,6 +133,7 @@ async fn body(
     registry: &Registry,
     cancel: &Cancel,
     exec: ToolExecution,
+    args: Option<Value>,
 ) -> ToolResult {
     if cancel.is_cancelled() {
         // Cancelled while an execute wrapper ran: the provider is never called.
@@ -157,7 +161,12 @@ async fn body(
             );
         }
     };
-    let args = match serde_json::from_str::<Value>(exec.args.text.as_str()) {
+    // Parsed again only when a listener (the firewall's fill) changed the text.
+    let parsed = match args {
+        Some(args) => Ok(args),
+        None => crate::stages::parse_text(exec.args.text.as_str()),
+    };
+    let args = match parsed {
         Ok(a) => a,
         Err(e) => {
             return ToolResult::error(

@@ -92,6 +92,7 @@ impl State {
             registry: &self.registry,
             request: &request,
             timeout_ms: self.config.default_timeout_ms,
+            parsed: Default::default(),
         };
         let outcome = schedule::run_batch(
             &pipeline,

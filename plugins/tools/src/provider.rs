@@ -144,10 +144,16 @@ mod tests {
 
     #[test]
     fn provider_errors_and_bad_answers_become_error_results() {
-        let r = settle(Err(Error::new("PANIC", "plugin panicked: x")));
+        let r = settle(Err(Error::coded(
+            keel_plugin_api::codes::ContractCode::Panic,
+            "plugin panicked: x",
+        )));
         assert_eq!(code(&r), Some("TOOL_FAILED"));
         assert!(r.content.contains("PANIC"));
-        let r = settle(Err(Error::new("INVALID_ANSWER", "missing field `content`")));
+        let r = settle(Err(Error::coded(
+            keel_plugin_api::codes::ContractCode::InvalidAnswer,
+            "missing field `content`",
+        )));
         assert_eq!(code(&r), Some("INVALID_TOOL_OUTPUT"));
         let r = settle(result(
             json!({"content": "x", "is_error": true, "error": {"code": "FS_NOT_FOUND"}}),

@@ -160,7 +160,10 @@ impl Pipeline for Mock {
             Admit::Broken => done(broken("tools/pre-execute", i)),
             Admit::Fatal => {
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
-                Err(Error::new("SESSION_INVALID", "append refused"))
+                Err(Error::coded(
+                    keel_plugin_api::services::session::SessionCode::Invalid,
+                    "append refused",
+                ))
             }
         }
     }
@@ -196,7 +199,10 @@ impl Pipeline for Mock {
     async fn commit(&self, &i: &usize, result: ToolResult) -> Result<ToolResult> {
         yields(1).await;
         if self.script(i).commit_fatal {
-            return Err(Error::new("SESSION_IO", "disk full"));
+            return Err(Error::coded(
+                keel_plugin_api::services::session::SessionCode::Io,
+                "disk full",
+            ));
         }
         self.note(format!("commit {i}"));
         Ok(result)

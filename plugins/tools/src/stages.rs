@@ -106,12 +106,35 @@ pub trait Host: Sync {
     fn ask(&self, request: ApprovalRequest) -> impl Future<Output = AskAnswer> + Send;
     /// Runs `tools/guard`: the first `{reason}` denies.
     fn guard(&self, exec: ToolExecution) -> impl Future<Output = Result<Option<Json>>> + Send;
-    /// Runs `tools/execute` (terminal: the provider's body under its deadline).
-    fn execute(&self, exec: ToolExecution) -> impl Future<Output = Result<Executed>> + Send;
+    /// Runs `tools/execute` (terminal: the provider's body under its deadline). `args` is the
+    /// pipeline's parsed value of `exec.args`: the body uses it as long as no listener changed
+    /// the text (parse once, issue 24 item 1).
+    fn execute(
+        &self,
+        exec: ToolExecution,
+        args: Value,
+    ) -> impl Future<Output = Result<Executed>> + Send;
     /// Runs `tools/post-execute` (terminal: accept).
     fn post_execute(&self, outcome: ToolOutcome) -> impl Future<Output = Result<Json>> + Send;
     /// Emits `tools/result` (failures contained).
     fn notify(&self, outcome: &ToolOutcome);
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times [`parse_text`] ran on this thread (the parse-once test counts them).
+    pub static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The one parse of argument text in the pipeline (the model's text once per call; a
+/// listener's changed text once more, in the body).
+///
+/// # Errors
+/// The text is not JSON.
+pub fn parse_text(raw: &str) -> serde_json::Result<Value> {
+    #[cfg(test)]
+    PARSES.with(|n| n.set(n.get() + 1));
+    serde_json::from_str(raw)
 }
 
 /// Parses the model's argument text: `""` is `{}`; anything but a JSON object is refused with a
@@ -120,7 +143,7 @@ pub fn parse_args(raw: &str) -> std::result::Result<Value, String> {
     if raw.trim().is_empty() {
         return Ok(json!({}));
     }
-    match serde_json::from_str::<Value>(raw) {
+    match parse_text(raw) {
         Ok(v @ Value::Object(_)) => Ok(v),
         Ok(other) => Err(format!(
             "the arguments must be a JSON object, got {}",
@@ -142,10 +165,10 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 /// Classification (TOOL-10): parallel iff the tool is known, `parallel_safe`, and its arguments
-/// parse; everything else is exclusive.
-pub fn classify(entry: Option<&Entry>, raw_args: &str) -> Mode {
+/// parsed; everything else is exclusive.
+pub fn classify(entry: Option<&Entry>, parsed: bool) -> Mode {
     match entry {
-        Some(e) if e.definition.parallel_safe && parse_args(raw_args).is_ok() => Mode::Parallel,
+        Some(e) if e.definition.parallel_safe && parsed => Mode::Parallel,
         _ => Mode::Exclusive,
     }
 }
@@ -291,14 +314,17 @@ pub fn read_rewrite(json: &Json) -> Result<Option<(Value, String)>> {
 pub struct Ticket {
     /// The call as every stage sees it.
     pub exec: ToolExecution,
+    /// `exec.args`, parsed (once, from the model's text, or the rewrite's value).
+    pub args: Value,
     /// The latest result and its encoding, once there is one.
     snapshot: Mutex<Option<Snapshot>>,
 }
 
 impl Ticket {
-    fn new(exec: ToolExecution) -> Self {
+    fn new(exec: ToolExecution, args: Value) -> Self {
         Ticket {
             exec,
+            args,
             snapshot: Mutex::new(None),
         }
     }
@@ -330,7 +356,12 @@ pub struct CallPipeline<'a, H> {
     pub request: &'a BatchRequest,
     /// `timeout_ms` handed to the execute stage.
     pub timeout_ms: u64,
+    /// Each call's arguments, parsed once (classification and admission share it).
+    pub parsed: ParsedArgs,
 }
+
+/// The parsed arguments of a batch's calls, by index (start with `ParsedArgs::default()`).
+pub type ParsedArgs = Mutex<std::collections::HashMap<usize, std::result::Result<Value, String>>>;
 
 impl<H: Host> CallPipeline<'_, H> {
     fn call(&self, index: usize) -> Result<&ModelCall> {
@@ -364,17 +395,27 @@ impl<H: Host> CallPipeline<'_, H> {
             .append(tool_call_event(self.request, call))
             .await?;
         let entry = self.registry.lookup(&call.name);
-        let (args, parsed) = match parse_args(&call.arguments) {
+        let (args, parsed) = match self.parsed(index, call) {
             Ok(v) => (v, Ok(())),
             Err(msg) => (Value::String(call.arguments.clone()), Err(msg)),
         };
         let exec = self.exec(call, entry.as_ref(), &args);
-        Ok((Ticket::new(exec), entry, parsed))
+        Ok((Ticket::new(exec, args), entry, parsed))
+    }
+
+    /// Call `index`'s arguments, parsed once for classification and admission alike.
+    fn parsed(&self, index: usize, call: &ModelCall) -> std::result::Result<Value, String> {
+        let mut cache = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
+        cache
+            .entry(index)
+            .or_insert_with(|| parse_args(&call.arguments))
+            .clone()
     }
 
     /// `tools/rewrite`: a rewrite is logged (`tool/rewrite`) and replaces the arguments every
     /// later stage sees; `Ok(Some)` ends the call (a failed or invalid stage).
-    async fn rewrite(&self, exec: &mut ToolExecution) -> Result<Option<Settled>> {
+    async fn rewrite(&self, ticket: &mut Ticket) -> Result<Option<Settled>> {
+        let exec = &mut ticket.exec;
         let answer = match self.host.rewrite(exec.clone()).await {
             Ok(a) => a,
             Err(e) => return Ok(Some(stage_failed("tools/rewrite", exec, &e))),
@@ -389,13 +430,14 @@ impl<H: Host> CallPipeline<'_, H> {
                 exec.args = Json {
                     text: args.to_string().into(),
                 };
+                ticket.args = args;
                 Ok(None)
             }
         }
     }
 
     /// Pre-execute, approval and guards; `Some` ends the call.
-    async fn policy(&self, exec: &ToolExecution) -> Option<Settled> {
+    async fn policy(&self, exec: &ToolExecution, args: &Value) -> Option<Settled> {
         let name = exec.name.as_str();
         let decision = match self.host.pre_execute(exec.clone()).await {
             Ok(d) => d,
@@ -419,7 +461,7 @@ impl<H: Host> CallPipeline<'_, H> {
                     tool_name: name.to_owned(),
                     call_id: exec.call_id.to_string(),
                     reason: reason.clone(),
-                    args: serde_json::from_str(exec.args.text.as_str()).unwrap_or(Value::Null),
+                    args: args.clone(),
                 };
                 let answer = self.host.ask(request).await;
                 if let Some(denied) = approval_denial(name, reason.as_deref(), &answer) {
@@ -450,7 +492,10 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
 
     fn classify(&self, index: usize) -> Mode {
         match self.request.calls.get(index) {
-            Some(call) => classify(self.registry.lookup(&call.name).as_ref(), &call.arguments),
+            Some(call) => classify(
+                self.registry.lookup(&call.name).as_ref(),
+                self.parsed(index, call).is_ok(),
+            ),
             None => Mode::Exclusive,
         }
     }
@@ -496,17 +541,21 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
             let result = ToolResult::error(ContractCode::InvalidArguments, msg);
             return Ok(Admission::Settled(ticket, Settled::ok(result)));
         }
-        if let Some(settled) = self.rewrite(&mut ticket.exec).await? {
+        if let Some(settled) = self.rewrite(&mut ticket).await? {
             return Ok(Admission::Settled(ticket, settled));
         }
-        match self.policy(&ticket.exec).await {
+        match self.policy(&ticket.exec, &ticket.args).await {
             Some(settled) => Ok(Admission::Settled(ticket, settled)),
             None => Ok(Admission::Run(ticket)),
         }
     }
 
     async fn execute(&self, ticket: &Ticket) -> Settled {
-        match self.host.execute(ticket.exec.clone()).await {
+        match self
+            .host
+            .execute(ticket.exec.clone(), ticket.args.clone())
+            .await
+        {
             // No listener changed the body's document: its snapshot is the result, unparsed.
             Ok(Executed {
                 json,

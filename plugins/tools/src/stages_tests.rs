@@ -75,7 +75,10 @@ impl FakeHost {
 impl Host for FakeHost {
     async fn append(&self, event: Value) -> Result<()> {
         if self.refuse_append == event["type"].as_str() {
-            return Err(Error::new("SESSION_INVALID", "refused"));
+            return Err(Error::coded(
+                keel_plugin_api::services::session::SessionCode::Invalid,
+                "refused",
+            ));
         }
         self.events.lock().unwrap().push(event);
         Ok(())
@@ -95,7 +98,7 @@ impl Host for FakeHost {
         self.stage("guard", &exec);
         (self.guard)(&exec)
     }
-    async fn execute(&self, exec: ToolExecution) -> Result<Executed> {
+    async fn execute(&self, exec: ToolExecution, _args: Value) -> Result<Executed> {
         self.stage("execute", &exec);
         let snapshot = self.body_snapshot.lock().unwrap().clone();
         match snapshot {
@@ -191,6 +194,7 @@ fn run_as(
         registry: &registry,
         request: &request,
         timeout_ms: 600_000,
+        parsed: Default::default(),
     };
     let out = block_on(run_batch(
         &pipeline,
@@ -379,7 +383,10 @@ fn tool03_approval_outcomes_have_distinct_codes_and_fail_closed() {
         ),
         (AskAnswer::NoService, ToolCode::ApprovalUnavailable.code()),
         (
-            AskAnswer::Failed(Error::new("SESSION_IO", "audit append failed")),
+            AskAnswer::Failed(Error::coded(
+                keel_plugin_api::services::session::SessionCode::Io,
+                "audit append failed",
+            )),
             ToolCode::ApprovalUnavailable.code(),
         ),
     ];
@@ -443,7 +450,10 @@ fn a_panicking_pre_execute_listener_fails_the_call_and_aborts_the_rest() {
     let mut host = FakeHost::new();
     host.pre = Box::new(|e| {
         if e.call_id.as_str() == "c1" {
-            Err(Error::new("PANIC", "plugin panicked: boom"))
+            Err(Error::coded(
+                keel_plugin_api::codes::ContractCode::Panic,
+                "plugin panicked: boom",
+            ))
         } else {
             Ok(j(json!({"kind": "allow"})))
         }
@@ -533,7 +543,7 @@ fn an_answer_that_is_not_a_tool_result_is_invalid_output() {
 #[test]
 fn a_failing_execute_listener_is_a_stage_failure() {
     let mut host = FakeHost::new();
-    host.exec = Box::new(|_| Err(Error::new("CHECKPOINT", "flush failed")));
+    host.exec = Box::new(|_| Err(Error::received("CHECKPOINT", "flush failed")));
     let out = run(&host, &[("write_file", "{}"), ("write_file", "{}")]).unwrap();
     assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
     assert_eq!(
@@ -560,12 +570,27 @@ fn tool10_classification_needs_parallel_safe_and_parsed_arguments() {
     let r = registry();
     let read = r.lookup("read_file");
     let write = r.lookup("write_file");
-    assert_eq!(classify(read.as_ref(), "{}"), Mode::Parallel);
-    assert_eq!(classify(read.as_ref(), ""), Mode::Parallel);
-    assert_eq!(classify(read.as_ref(), "{oops"), Mode::Exclusive);
-    assert_eq!(classify(read.as_ref(), "3"), Mode::Exclusive);
-    assert_eq!(classify(write.as_ref(), "{}"), Mode::Exclusive);
-    assert_eq!(classify(None, "{}"), Mode::Exclusive);
+    assert_eq!(
+        classify(read.as_ref(), parse_args("{}").is_ok()),
+        Mode::Parallel
+    );
+    assert_eq!(
+        classify(read.as_ref(), parse_args("").is_ok()),
+        Mode::Parallel
+    );
+    assert_eq!(
+        classify(read.as_ref(), parse_args("{oops").is_ok()),
+        Mode::Exclusive
+    );
+    assert_eq!(
+        classify(read.as_ref(), parse_args("3").is_ok()),
+        Mode::Exclusive
+    );
+    assert_eq!(
+        classify(write.as_ref(), parse_args("{}").is_ok()),
+        Mode::Exclusive
+    );
+    assert_eq!(classify(None, parse_args("{}").is_ok()), Mode::Exclusive);
 }
 
 fn run_frozen(host: &FakeHost) -> Vec<FrozenResult> {
@@ -576,6 +601,7 @@ fn run_frozen(host: &FakeHost) -> Vec<FrozenResult> {
         registry: &registry,
         request: &request,
         timeout_ms: 600_000,
+        parsed: Default::default(),
     };
     let out = block_on(run_batch(&pipeline, 1, 10, &AtomicBool::new(false))).unwrap();
     out.results
@@ -700,9 +726,26 @@ fn a_rewrite_that_is_not_an_object_is_an_invalid_decision() {
 #[test]
 fn a_failing_rewrite_listener_is_a_stage_failure() {
     let mut host = FakeHost::new();
-    host.rewrite = Box::new(|_| Err(Error::new("PANIC", "plugin panicked")));
+    host.rewrite = Box::new(|_| {
+        Err(Error::coded(
+            keel_plugin_api::codes::ContractCode::Panic,
+            "plugin panicked",
+        ))
+    });
     let out = run(&host, &[("write_file", "{}")]).unwrap();
     assert_eq!(code(&out.results[0]), Some(ToolCode::ToolFailed.code()));
     assert!(out.failure.unwrap().message.contains("tools/rewrite"));
     assert!(host.stages().is_empty());
+}
+
+#[test]
+fn one_call_parses_its_argument_text_once_through_classify_policy_approval_and_execute() {
+    // Issue 24 item 1: the model's text is parsed once; classification, the approval request
+    // and the body's invocation share the parsed value.
+    let host = ask_host(AskAnswer::Outcome(ApprovalOutcome::AllowedOnce));
+    PARSES.with(|n| n.set(0));
+    let out = run(&host, &[("read_file", r#"{"path": "a.txt"}"#)]).unwrap();
+    assert!(!out.results[0].is_error, "{:?}", out.results);
+    assert_eq!(host.asked.lock().unwrap()[0].args["path"], "a.txt");
+    assert_eq!(PARSES.with(std::cell::Cell::get), 1);
 }

@@ -1,5 +1,6 @@
 //! The run's half of taint (issue 23 item 6; `keel_config::taint` owns the records): digest
-//! the workspace's `.keel/`, `.claude/` and workspace `--patch` files before the driver runs and
+//! the workspace's `.keel/`, the project files the profile's plugins declare
+//! (`Manifest::trusts_project_files`) and workspace `--patch` files before the driver runs and
 //! again after it returned — whatever it returned, error or signal code included — and record
 //! what changed as tainted by this run, one stderr line per file so the user knows what to
 //! review before `keel trust`.
@@ -8,7 +9,26 @@ use std::path::{Path, PathBuf};
 
 use keel_config::taint::{self, Snapshot};
 use keel_config::{LayerKind, ResolvedProfile};
+use keel_kernel::assemble::Assembly;
 use keel_kernel::paths::Paths;
+
+/// The project files the assembly's plugins declare, under `workspace` (canonical where it
+/// resolves, as the snapshot names them).
+pub fn declared_files(assembly: &Assembly, workspace: &Path) -> Vec<PathBuf> {
+    let root = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    let mut out: Vec<PathBuf> = Vec::new();
+    for lib in assembly.libraries.values() {
+        for rel in &lib.manifest.trusted_files {
+            let path = root.join(rel);
+            if keel_config::trust::valid_rel(rel) && !out.contains(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
 
 /// The `--patch` files `profile` applied.
 pub fn patch_files(profile: &ResolvedProfile) -> Vec<PathBuf> {
@@ -33,10 +53,18 @@ pub fn run_name(session: Option<&str>) -> String {
     }
 }
 
-/// Digests the watched files again and records the difference; says each tainted file.
-pub fn record(paths: &Paths, workspace: &Path, patches: &[PathBuf], before: &Snapshot, by: &str) {
-    let after = taint::snapshot(workspace, patches);
-    match taint::record(&paths.keel_home, before, &after, by) {
+/// Digests the watched files again (`.keel/` and `watched`: the `--patch` files and the
+/// `declared` project files) and records the difference; says each tainted file.
+pub fn record(
+    paths: &Paths,
+    workspace: &Path,
+    watched: &[PathBuf],
+    declared: &[PathBuf],
+    before: &Snapshot,
+    by: &str,
+) {
+    let after = taint::snapshot(workspace, watched);
+    match taint::record(&paths.keel_home, before, &after, by, declared) {
         Ok(files) => {
             for file in files {
                 keel_output_guard::redact::eprintln(format_args!(

@@ -42,6 +42,14 @@ use keel_plugin_api::services::driver::{
 };
 use serde_json::{Value, json};
 
+keel_plugin_api::error_codes! {
+    /// This test plugin's own code (a plugin declares its codes like any other).
+    enum BenchCode in "bench" {
+        /// The fixture failed on purpose.
+        Bench = "BENCH", by "this test plugin", retry Never;
+    }
+}
+
 type BoxFut<T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'static>>;
 
 fn print(line: &Value) {
@@ -51,7 +59,7 @@ fn print(line: &Value) {
 }
 
 fn fail(what: impl std::fmt::Display) -> Error {
-    Error::new("BENCH", what.to_string())
+    Error::coded(BenchCode::Bench, what.to_string())
 }
 
 // ---- the in-process baseline -----------------------------------------------------------------

@@ -28,6 +28,16 @@ use keel_plugin_api::events::tools::{Execute, PreExecute};
 use keel_plugin_api::prelude::*;
 use serde::Deserialize;
 
+keel_plugin_api::error_codes! {
+    /// This test plugin's own codes (a plugin declares its codes like any other).
+    enum HooksCode in "proof-agent-hooks" {
+        /// The configured seam failed on purpose.
+        Injected = "INJECTED", by "this test plugin", retry Never;
+        /// The row config names a seam this plugin does not know.
+        InvalidConfig = "INVALID_CONFIG", by "this test plugin", retry Changed;
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 struct Config {
     seam: String,
@@ -74,8 +84,8 @@ impl Config {
             return Ok(());
         }
         if self.action == "error" {
-            return Err(Error::new(
-                "INJECTED",
+            return Err(Error::coded(
+                HooksCode::Injected,
                 format!("proof-agent-hooks failed {} on purpose", self.seam),
             ));
         }
@@ -154,8 +164,8 @@ impl Plugin for Hooks {
                 })?;
             }
             other => {
-                return Err(Error::new(
-                    "INVALID_CONFIG",
+                return Err(Error::coded(
+                    HooksCode::InvalidConfig,
                     format!("proof-agent-hooks: unknown seam '{other}'"),
                 ));
             }

@@ -4,7 +4,8 @@
 //! and every lifecycle operation through the real `keel` binary and real cdylibs; `relaunch:P`
 //! asks the kernel to run the script again under profile P; `wait:ROW:STATE` polls the row
 //! status (up to 10 s) until ROW is in STATE and prints that row; `agent-status:TAG` emits the
-//! agent loop's `agent/status`, an event this driver uses but does not declare. Commas inside
+//! agent loop's `agent/status`, an event this driver uses but does not declare;
+//! `file-trust:PATH` asks whether a project file it does not declare is trusted. Commas inside
 //! `{…}`, `[…]` or a JSON string do not split steps, so `reload:ROW:{json}` takes any config.
 //!
 //! It also declares a command the kernel has never heard of, `keel proof-echo`, and a run
@@ -21,7 +22,7 @@ use keel_plugin_api::abi::{RString, RVec};
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::agent::{AgentPoint, Status};
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::sdk::sleep;
+use keel_plugin_api::sdk::{ControlAnswer, ControlOp, sleep};
 use keel_plugin_api::services::command::{
     ArgSpec, Command, CommandInvocation, CommandOutcome, CommandProvider, CommandSpec, service_name,
 };
@@ -33,6 +34,14 @@ use keel_proof_api::{
     ProofSerial, ProofWaterfall, Undeclared, trace,
 };
 use serde_json::{Value, json};
+
+keel_plugin_api::error_codes! {
+    /// This test plugin's own code (a plugin declares its codes like any other).
+    enum ProofCode in "proof" {
+        /// The fixture failed on purpose.
+        Proof = "PROOF", by "this test plugin", retry Never;
+    }
+}
 
 #[derive(Default)]
 struct ProofDriver;
@@ -170,19 +179,28 @@ async fn step(ctx: Context, step: &str) -> Value {
             outcome(step, r, |v| v)
         }
         "status" => outcome(step, ctx.plugin_status(), |v| v),
-        "disable" | "enable" => outcome(
+        "file-trust" => outcome(
             step,
-            ctx.control(json!({"op": name, "row": arg})).await,
-            |v| v,
+            ctx.project_file_trust(std::path::Path::new(arg)).await,
+            |t| json!({"trusted": t.trusted, "state": t.state}),
         ),
+        "disable" | "enable" => {
+            let row = arg.to_owned();
+            let op = if name == "disable" {
+                ControlOp::Disable { row }
+            } else {
+                ControlOp::Enable { row }
+            };
+            outcome(step, ctx.control(op).await, answer_json)
+        }
         "reload" => {
             let (row, config) = arg.split_once(':').unwrap_or((arg, "{}"));
             let config: Value = serde_json::from_str(config).unwrap_or(Value::Null);
+            let row = row.to_owned();
             outcome(
                 step,
-                ctx.control(json!({"op": "reload", "row": row, "config": config}))
-                    .await,
-                |v| v,
+                ctx.control(ControlOp::Reload { row, config }).await,
+                answer_json,
             )
         }
         "wait" => {
@@ -254,7 +272,10 @@ struct Scripted(Context);
 impl DriverProvider for Scripted {
     /// This driver takes no interrupt: the kernel's grace and teardown stop it.
     async fn interrupt(&self, _: DriverInterrupt) -> Result<()> {
-        Err(Error::new("PROOF", "the proof driver takes no interrupt"))
+        Err(Error::coded(
+            ProofCode::Proof,
+            "the proof driver takes no interrupt",
+        ))
     }
 
     async fn run(&self, invocation: DriverInvocation) -> Result<DriverOutcome> {
@@ -310,3 +331,12 @@ impl CommandProvider for Echo {
 }
 
 keel_plugin_api::export_plugin!(ProofDriver);
+
+/// A control answer as the JSON the steps print: a row answer as the row itself.
+fn answer_json(answer: ControlAnswer) -> Value {
+    match answer {
+        ControlAnswer::Row(row) => serde_json::to_value(row),
+        other => serde_json::to_value(other),
+    }
+    .unwrap_or(Value::Null)
+}

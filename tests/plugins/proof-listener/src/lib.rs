@@ -24,6 +24,14 @@ use keel_proof_api::{
 };
 use serde::Deserialize;
 
+keel_plugin_api::error_codes! {
+    /// This test plugin's own code (a plugin declares its codes like any other).
+    enum ProofCode in "proof" {
+        /// The fixture failed on purpose.
+        Proof = "PROOF", by "this test plugin", retry Never;
+    }
+}
+
 /// One listener. `action` by mode — emit: `next` (trace only), `error`, `panic`,
 /// `remove-next` (unregisters the row's next listener mid-dispatch), `add` (registers
 /// `TAG-added`), `nested` (re-emits `inner` when the payload tag is `outer`); waterfalls:
@@ -113,8 +121,8 @@ async fn rendezvous(b: &Barrier) -> Result<()> {
         trace(format!("barrier-pass {}", b.me));
         return Ok(());
     }
-    Err(Error::new(
-        "PROOF",
+    Err(Error::coded(
+        ProofCode::Proof,
         format!(
             "{} never reached the barrier: activations are not concurrent",
             b.peer
@@ -126,7 +134,10 @@ async fn rendezvous(b: &Barrier) -> Result<()> {
 struct ProofListener;
 
 fn boom(tag: &str) -> Error {
-    Error::new("PROOF", format!("listener {tag} failed on purpose"))
+    Error::coded(
+        ProofCode::Proof,
+        format!("listener {tag} failed on purpose"),
+    )
 }
 
 impl Plugin for ProofListener {
@@ -176,8 +187,8 @@ impl Plugin for ProofListener {
                     trace(format!("disposed {name}"));
                 }
                 if fail {
-                    return Err(Error::new(
-                        "PROOF",
+                    return Err(Error::coded(
+                        ProofCode::Proof,
                         format!("disposer {name} fails on purpose"),
                     ));
                 }
@@ -207,7 +218,10 @@ impl Plugin for ProofListener {
             panic!("activation panics on purpose");
         }
         if config.fail_activation {
-            return Err(Error::new("PROOF", "activation fails on purpose"));
+            return Err(Error::coded(
+                ProofCode::Proof,
+                "activation fails on purpose",
+            ));
         }
         Ok(())
     }
@@ -395,8 +409,8 @@ fn register(ctx: &Context, spec: Spec, regs: Regs) -> Result<Registration> {
             trace(format!("agent-status {} {}", spec.tag, p.session_id));
             Ok(())
         }),
-        other => Err(Error::new(
-            "PROOF",
+        other => Err(Error::coded(
+            ProofCode::Proof,
             format!("unknown proof event '{other}'"),
         )),
     }

@@ -35,6 +35,14 @@ use keel_plugin_api::services::session::{
 };
 use serde_json::{Value, json};
 
+keel_plugin_api::error_codes! {
+    /// This test plugin's own code (a plugin declares its codes like any other).
+    enum ProofCode in "proof" {
+        /// The fixture failed on purpose.
+        Proof = "PROOF", by "this test plugin", retry Never;
+    }
+}
+
 #[derive(Default)]
 struct SessionWriter;
 
@@ -55,7 +63,7 @@ struct Script {
 }
 
 fn bad(msg: String) -> Error {
-    Error::new("PROOF", msg)
+    Error::coded(ProofCode::Proof, msg)
 }
 
 fn parse(prompt: &str) -> Result<Script> {

@@ -1,5 +1,5 @@
 //! The `{{snake}}_greet` tool's logic: plain Rust on typed values, no kernel in sight, so it is
-//! unit-tested directly. `tool_api.rs` adapts it to keel's tool protocol.
+//! unit-tested directly. `tool.rs` makes it a keel tool.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
