@@ -28,8 +28,14 @@ const FILES: &[(&str, &str)] = &[
         "src/greet.rs",
         include_str!("../templates/plugin/src/greet.rs"),
     ),
-    ("src/tool.rs", include_str!("../templates/plugin/src/tool.rs")),
-    ("src/fake.rs", include_str!("../templates/plugin/src/fake.rs")),
+    (
+        "src/tool.rs",
+        include_str!("../templates/plugin/src/tool.rs"),
+    ),
+    (
+        "src/fake.rs",
+        include_str!("../templates/plugin/src/fake.rs"),
+    ),
     (".gitignore", "/target\n"),
 ];
 
