@@ -3,6 +3,8 @@
 crate::error_codes! {
     /// Drivers (`keel run` front ends such as `headless`).
     pub enum DriverCode in "driver" {
+        /// The driver's own arguments or input lines are not what it takes.
+        Usage = "USAGE", by "the headless driver", retry Changed;
         /// The driver could not read its input or write its output.
         Io = "DRIVER_IO", by "the headless driver", retry Later;
         /// The input closed before any message was sent; nothing ran.

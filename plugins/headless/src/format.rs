@@ -88,7 +88,7 @@ pub fn error_line(code: &str, message: &str) -> String {
 
 /// A usage error line (`keel: error[USAGE]: …`).
 pub fn usage_line(message: &str) -> String {
-    error_line("USAGE", message)
+    error_line(keel_plugin_api::codes::DriverCode::Usage.as_str(), message)
 }
 
 /// What `system/init` tells a consumer about the run besides its session (issue 23 item 13,
