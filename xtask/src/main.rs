@@ -22,6 +22,7 @@ mod shell;
 mod test;
 mod tidy;
 mod tidy_kernel;
+mod tidy_readme;
 
 use std::process::ExitCode;
 

@@ -8,7 +8,9 @@
 //! - non-test sources of `kernel/`, `plugin-api/`, `plugins/` stay within [`LINE_BUDGET`] lines
 //!   (style.md item 4; `*_tests.rs` and anything under a `tests/` folder are exempt);
 //! - the kernel crate stays under its line budget and no kernel crate names a feature
-//!   ([`crate::tidy_kernel`]).
+//!   ([`crate::tidy_kernel`]);
+//! - `plugins/README.md`, `bundles/README.md` and the README's docs list name exactly the
+//!   plugin folders, bundles and docs there are ([`crate::tidy_readme`]).
 //!
 //! Decision: the manifest checks read TOML line by line instead of pulling in a TOML parser —
 //! the shapes cargo accepts for a dependency are few and this crate stays dependency-free. The
@@ -136,6 +138,7 @@ pub fn check(root: &Path) -> Result<(usize, Vec<Problem>)> {
             });
         }
     }
+    problems.extend(crate::tidy_readme::check(root)?);
     Ok((checked, problems))
 }
 
