@@ -23,6 +23,7 @@ mod test;
 mod tidy;
 mod tidy_codes;
 mod tidy_kernel;
+mod tidy_readme;
 
 use std::process::ExitCode;
 

@@ -10,7 +10,9 @@
 //! - the kernel crate stays under its line budget and no kernel crate names a feature
 //!   ([`crate::tidy_kernel`]);
 //! - no non-test source of `kernel/`, `plugin-api/`, `plugins/` spells a code as a free string
-//!   ([`crate::tidy_codes`]).
+//!   ([`crate::tidy_codes`]);
+//! - `plugins/README.md`, `bundles/README.md` and the README's docs list name exactly the
+//!   plugin folders, bundles and docs there are ([`crate::tidy_readme`]).
 //!
 //! Decision: the manifest checks read TOML line by line instead of pulling in a TOML parser —
 //! the shapes cargo accepts for a dependency are few and this crate stays dependency-free. The
@@ -142,6 +144,7 @@ pub fn check(root: &Path) -> Result<(usize, Vec<Problem>)> {
             });
         }
     }
+    problems.extend(crate::tidy_readme::check(root)?);
     Ok((checked, problems))
 }
 

@@ -328,7 +328,7 @@ impl Bus {
     ///
     /// # Errors
     /// `UNKNOWN_EVENT`, `EVENT_MODE`, `EVENT_LAYOUT`.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "one field per ABI argument")]
     pub fn register(
         &self,
         id: u64,

@@ -36,7 +36,6 @@ pub struct ErasedBox {
 }
 
 // SAFETY: only constructed from `T: Send` (see `ErasedBox::new`).
-#[allow(unsafe_code)]
 unsafe impl Send for ErasedBox {}
 
 unsafe extern "C" fn drop_boxed<T>(ptr: *mut ()) {
@@ -74,7 +73,6 @@ impl ErasedBox {
     ///
     /// # Safety
     /// The caller must have checked that the boxed type's layout is compatible with `T`.
-    #[allow(unsafe_code)]
     pub unsafe fn into_inner<T>(self) -> T {
         let this = ManuallyDrop::new(self);
         // SAFETY: layout-compatible per the caller; the shell is freed by its own image.
@@ -87,7 +85,6 @@ impl ErasedBox {
 }
 
 impl Drop for ErasedBox {
-    #[allow(unsafe_code)]
     fn drop(&mut self) {
         // SAFETY: `ptr` is live and owned; `drop_value` belongs to the allocating image.
         unsafe { (self.drop_value)(self.ptr) }
@@ -104,9 +101,8 @@ pub struct SharedPtr {
 }
 
 // SAFETY: only constructed from `Arc<T>` with `T: Send + Sync`.
-#[allow(unsafe_code)]
 unsafe impl Send for SharedPtr {}
-#[allow(unsafe_code)]
+// SAFETY: as for `Send`: the pointee is an `Arc<T>` with `T: Sync`.
 unsafe impl Sync for SharedPtr {}
 
 unsafe extern "C" fn arc_retain<T>(ptr: *const ()) {
@@ -136,7 +132,6 @@ impl SharedPtr {
 }
 
 impl Clone for SharedPtr {
-    #[allow(unsafe_code)]
     fn clone(&self) -> Self {
         // SAFETY: `self` holds a count, so the object is alive.
         unsafe { (self.retain)(self.ptr) };
@@ -149,7 +144,6 @@ impl Clone for SharedPtr {
 }
 
 impl Drop for SharedPtr {
-    #[allow(unsafe_code)]
     fn drop(&mut self) {
         // SAFETY: gives back the count this value holds.
         unsafe { (self.release)(self.ptr) }
@@ -182,7 +176,6 @@ impl ErasedShared {
     ///
     /// # Safety
     /// The caller must have checked that the layout is compatible with `T`.
-    #[allow(unsafe_code)]
     pub unsafe fn get<T>(&self) -> &T {
         // SAFETY: per the caller, and the pointer is alive while `self` is.
         unsafe { &*self.inner.as_ptr().cast::<T>() }
@@ -319,7 +312,6 @@ pub struct DisposerFfi {
 }
 
 // SAFETY: only constructed from `Send` closures.
-#[allow(unsafe_code)]
 unsafe impl Send for DisposerFfi {}
 
 impl DisposerFfi {
@@ -327,7 +319,6 @@ impl DisposerFfi {
     ///
     /// # Safety
     /// `call` consumes `data`; `drop_unrun` frees it without running; both from the same image.
-    #[allow(unsafe_code)]
     pub unsafe fn from_raw(
         data: *mut (),
         call: unsafe extern "C" fn(*mut ()) -> FfiFuture<AbiResult<()>>,
@@ -341,7 +332,6 @@ impl DisposerFfi {
     }
 
     /// Runs the disposer, consuming it.
-    #[allow(unsafe_code)]
     pub fn run(self) -> FfiFuture<AbiResult<()>> {
         let this = ManuallyDrop::new(self);
         // SAFETY: `call` consumes `data` exactly once; `this` is never dropped.
@@ -350,7 +340,6 @@ impl DisposerFfi {
 }
 
 impl Drop for DisposerFfi {
-    #[allow(unsafe_code)]
     fn drop(&mut self) {
         // SAFETY: the disposer was never run, so `data` is still owned here.
         unsafe { (self.drop_unrun)(self.data) }

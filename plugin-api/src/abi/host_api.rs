@@ -56,9 +56,8 @@ pub struct HostCtx {
 }
 
 // SAFETY: `api` points to a leaked, immutable table of `extern "C"` fns.
-#[allow(unsafe_code)]
 unsafe impl Send for HostCtx {}
-#[allow(unsafe_code)]
+// SAFETY: as for `Send`: the table is never written, so shared references are fine.
 unsafe impl Sync for HostCtx {}
 
 /// The kernel's services to plugins. Functions that take raw pointers are `unsafe`; the SDK

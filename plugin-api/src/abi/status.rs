@@ -29,19 +29,16 @@ pub struct SyncStatus {
 }
 
 // SAFETY: the boxed error is plain data (R-types) owned by this value.
-#[allow(unsafe_code)]
 unsafe impl Send for SyncStatus {}
 
-#[allow(unsafe_code)]
 unsafe extern "C" fn free_shell(p: *mut BoxedError) {
-    // SAFETY: `p` came from `Box::into_raw` in `SyncStatus::err` of this image, and its error
-    // was moved out; free the allocation without dropping the fields again.
     let _ = std::panic::catch_unwind(|| {
+        // SAFETY: `p` came from `Box::into_raw` in `SyncStatus::err` of this image, and its
+        // error was moved out; free the allocation without dropping the fields again.
         drop(unsafe { Box::from_raw(p.cast::<ManuallyDrop<BoxedError>>()) })
     });
 }
 
-#[allow(unsafe_code)]
 impl SyncStatus {
     /// Success.
     #[inline(always)]

@@ -98,7 +98,6 @@ fn ready<T: Send + 'static>(r: AbiResult<T>) -> FfiFuture<AbiResult<T>> {
 
 /// Calls a listener. Precondition for all: the payload's layout was checked against the
 /// listener's registered payload layout.
-#[allow(unsafe_code)]
 impl ListenerFfi {
     /// Emit listener.
     pub fn call_emit(&self, payload: PayloadRef<'_>) -> AbiResult<()> {
@@ -163,7 +162,6 @@ impl ListenerFfi {
     }
 }
 
-#[allow(unsafe_code)]
 impl SyncTerminalFfi {
     /// Runs the dispatcher's default.
     #[inline]
@@ -173,7 +171,6 @@ impl SyncTerminalFfi {
     }
 }
 
-#[allow(unsafe_code)]
 impl AsyncTerminalFfi {
     /// Runs the dispatcher's default.
     pub fn run(&self, payload: ErasedBox) -> FfiFuture<AbiResult<ErasedBox>> {
@@ -190,7 +187,6 @@ pub trait SyncChain {
     fn run_from(&self, index: usize, payload: PayloadMut<'_>) -> SyncStatus;
 }
 
-#[allow(unsafe_code)]
 unsafe extern "C" fn sync_next_trampoline<C: SyncChain>(
     frame: *const (),
     index: usize,
@@ -229,7 +225,6 @@ pub trait AsyncChain: Send + Sync + 'static {
     fn run_from(self: Arc<Self>, index: usize, payload: ErasedBox) -> ChainFuture;
 }
 
-#[allow(unsafe_code)]
 unsafe extern "C" fn async_next_trampoline(
     chain: *const (),
     index: usize,

@@ -68,7 +68,6 @@ impl std::fmt::Debug for LoadedLibrary {
 ///
 /// # Errors
 /// [`LoadError::Open`] or [`LoadError::NotAPlugin`].
-#[allow(unsafe_code)]
 pub fn read_abi_major(path: &Path) -> Result<u32, LoadError> {
     // SAFETY: loading a library runs its initialisers; plugins are trusted code (ARCHITECTURE
     // §3, docs/security.md) and the lock's digest check ran before this call.

@@ -39,7 +39,7 @@ pub trait Host: Send + Sync + 'static {
     /// Per-row data dir.
     fn data_dir(&self, fiber: FiberId) -> AbiResult<RString>;
     /// Registers a listener.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "one per ABI argument")]
     fn register(
         &self,
         fiber: FiberId,
@@ -230,7 +230,6 @@ extern "C" fn register(
 extern "C" fn unregister(fiber: FiberId, registration: u64) -> FfiFuture<AbiResult<()>> {
     with_host_async(|h| h.unregister(fiber, registration))
 }
-#[allow(unsafe_code)]
 unsafe extern "C" fn emit(
     fiber: FiberId,
     event: RStr<'_>,
@@ -239,7 +238,6 @@ unsafe extern "C" fn emit(
 ) -> AbiResult<()> {
     with_host(|h| h.emit(fiber, event.as_str(), layout, PayloadRef::from_raw(payload)))
 }
-#[allow(unsafe_code)]
 unsafe extern "C" fn waterfall(
     fiber: FiberId,
     event: RStr<'_>,

@@ -293,7 +293,6 @@ impl Context {
     ///
     /// # Errors
     /// Only for misuse: unknown event, mode or layout mismatch.
-    #[allow(unsafe_code)]
     pub fn emit<E: EmitEvent>(&self, payload: &E::Payload) -> Result<()> {
         // SAFETY: `payload` outlives the synchronous call; the layout names its type.
         from_abi(unsafe {
@@ -310,7 +309,6 @@ impl Context {
     ///
     /// # Errors
     /// The first error a listener or the terminal returns (panics become `PANIC`).
-    #[allow(unsafe_code)]
     pub fn run_waterfall<E: WaterfallEvent>(
         &self,
         payload: &mut E::Payload,
@@ -333,7 +331,6 @@ impl Context {
     ///
     /// # Errors
     /// The first error a listener or the terminal returns.
-    #[allow(unsafe_code)]
     pub async fn run_async_waterfall<E, F, Fut>(
         &self,
         payload: E::Payload,
@@ -369,7 +366,6 @@ impl Context {
     ///
     /// # Errors
     /// The first listener error.
-    #[allow(unsafe_code)]
     pub async fn serial<E: SerialEvent>(&self, payload: E::Payload) -> Result<Option<E::Output>> {
         let fut = (self.api.serial())(
             self.fiber,
@@ -574,7 +570,6 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = Result<()>> + Send + 'static,
 {
-    #[allow(unsafe_code)]
     unsafe extern "C" fn call<F, Fut>(data: *mut ()) -> async_ffi::FfiFuture<AbiResult<()>>
     where
         F: FnOnce() -> Fut + Send + 'static,
@@ -593,19 +588,15 @@ where
             }
         }
     }
-    #[allow(unsafe_code)]
     unsafe extern "C" fn drop_unrun<F>(data: *mut ()) {
-        // SAFETY: never run, so the box is still owned.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: never run, so the box is still owned.
             drop(unsafe { Box::from_raw(data.cast::<F>()) })
         }));
     }
     let data = Box::into_raw(Box::new(f)).cast::<()>();
-    #[allow(unsafe_code)]
     // SAFETY: `call` and `drop_unrun` are monomorphised for the same F as `data`.
-    unsafe {
-        DisposerFfi::from_raw(data, call::<F, Fut>, drop_unrun::<F>)
-    }
+    unsafe { DisposerFfi::from_raw(data, call::<F, Fut>, drop_unrun::<F>) }
 }
 
 /// Builds a disposer from a plain closure (unit tests of the ABI types).

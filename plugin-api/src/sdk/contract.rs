@@ -87,7 +87,6 @@ struct Served<P> {
     row: String,
 }
 
-#[allow(unsafe_code)]
 unsafe extern "C" fn dispatch_shim<C: Serves<P>, P: Send + Sync + 'static>(
     data: *const (),
     method: RStr<'_>,
@@ -207,7 +206,6 @@ impl<C: Contract> ContractClient<C> {
     /// # Errors
     /// `UNKNOWN_METHOD` when the provider's version predates the method; `INVALID_ANSWER` when
     /// the answer is not a `Resp`; whatever the provider returns.
-    #[allow(unsafe_code)]
     #[doc(hidden)]
     pub async fn __call<Req: Serialize, Resp: DeserializeOwned>(
         &self,

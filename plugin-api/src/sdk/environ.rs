@@ -26,7 +26,6 @@ fn exec_block() -> Option<(usize, usize)> {
 
 /// Overwrites `name`'s value in the exec block, then unsets it. A name that is not set is a
 /// no-op.
-#[allow(unsafe_code)]
 pub fn remove(name: &str) {
     let Ok(c_name) = CString::new(name) else {
         return;
@@ -70,7 +69,6 @@ mod tests {
     use super::*;
 
     #[test]
-    #[allow(unsafe_code)]
     fn remove_unsets_and_finds_the_exec_block() {
         let name = "KEEL_SDK_ENVIRON_TEST_TOKEN";
         // SAFETY: a name no other test reads; set once before use.

@@ -107,7 +107,11 @@ pub fn shutdown_entry<P: Plugin>(instance: fn() -> &'static P) {
 macro_rules! export_plugin {
     ($plugin:ty) => {
         #[doc(hidden)]
-        #[allow(unsafe_code, non_upper_case_globals)]
+        #[allow(
+            unsafe_code,
+            non_upper_case_globals,
+            reason = "the root the loader reads"
+        )]
         pub mod __keel_plugin_export {
             use super::*;
 

@@ -79,7 +79,6 @@ fn ready<T: Send + 'static>(r: AbiResult<T>) -> FfiFuture<AbiResult<T>> {
 
 // ---- listeners -------------------------------------------------------------------------------
 
-#[allow(unsafe_code)]
 pub(crate) unsafe extern "C" fn emit_shim<P, F>(
     data: *const (),
     payload: *const (),
@@ -105,7 +104,6 @@ impl<P> Next<'_, P> {
     ///
     /// # Errors
     /// Whatever a downstream listener or the default returns.
-    #[allow(unsafe_code)]
     #[inline]
     pub fn run(&self, payload: &mut P) -> Result<()> {
         // SAFETY: `ffi` and the frame it borrows are alive for this listener call (lifetime 'a).
@@ -120,7 +118,6 @@ impl<P> Next<'_, P> {
     }
 }
 
-#[allow(unsafe_code)]
 pub(crate) unsafe extern "C" fn waterfall_shim<P, F>(
     data: *const (),
     payload: *mut (),
@@ -157,7 +154,6 @@ impl<E: Event> AsyncNext<E> {
     ///
     /// # Errors
     /// Whatever a downstream listener or the default returns.
-    #[allow(unsafe_code)]
     pub async fn run(&self, payload: E::Payload) -> Result<E::Output> {
         // SAFETY: the kernel keeps the chain alive through `ffi.chain`.
         let fut = unsafe {
@@ -173,7 +169,6 @@ impl<E: Event> AsyncNext<E> {
     }
 }
 
-#[allow(unsafe_code)]
 pub(crate) unsafe extern "C" fn async_waterfall_shim<E, F, Fut>(
     data: *const (),
     payload: ErasedBox,
@@ -198,7 +193,6 @@ where
     }
 }
 
-#[allow(unsafe_code)]
 pub(crate) unsafe extern "C" fn parallel_shim<P, F, Fut>(
     data: *const (),
     payload: *const (),
@@ -216,7 +210,6 @@ where
     }
 }
 
-#[allow(unsafe_code)]
 pub(crate) unsafe extern "C" fn serial_shim<E, F, Fut>(
     data: *const (),
     payload: *const (),
@@ -237,7 +230,6 @@ where
 
 // ---- dispatcher terminals ------------------------------------------------------------------
 
-#[allow(unsafe_code)]
 unsafe extern "C" fn sync_terminal_shim<P, F>(data: *const (), payload: *mut ()) -> SyncStatus
 where
     F: FnMut(&mut P) -> Result<()>,
@@ -258,7 +250,6 @@ where
     }
 }
 
-#[allow(unsafe_code)]
 unsafe extern "C" fn async_terminal_shim<E, F, Fut>(
     data: *const (),
     payload: ErasedBox,

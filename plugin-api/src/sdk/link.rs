@@ -17,7 +17,6 @@ use crate::abi::{ABI_MAJOR, HostApi_Prefix, HostApi_Ref, HostCtx};
 static HOST: OnceLock<HostApi_Ref> = OnceLock::new();
 
 /// Checks and stores the kernel's table; idempotent.
-#[allow(unsafe_code)]
 pub(crate) fn link(ctx: &HostCtx) -> Result<HostApi_Ref> {
     if let Some(api) = HOST.get() {
         return Ok(*api);

@@ -53,7 +53,6 @@ impl<S: Service> Clone for ServiceRef<S> {
 
 impl<S: Service> Deref for ServiceRef<S> {
     type Target = S::Handle;
-    #[allow(unsafe_code)]
     fn deref(&self) -> &S::Handle {
         // SAFETY: the kernel checked the provider's layout against S::Handle before handing it out.
         unsafe { self.shared.get::<S::Handle>() }

@@ -97,7 +97,10 @@ mod tests {
     use super::*;
 
     #[test]
-    #[allow(unsafe_code)]
+    #[allow(
+        unsafe_code,
+        reason = "std::env::set_var is unsafe; this test owns the variable"
+    )]
     fn take_holds_the_value_and_unsets_the_variable_peek_does_not() {
         let name = "KEEL_CRED_ENV_LAYER_TEST_TOKEN";
         // SAFETY: a name no other test reads; the test sets it once before using it.
@@ -119,7 +122,10 @@ mod tests {
     }
 
     #[test]
-    #[allow(unsafe_code)]
+    #[allow(
+        unsafe_code,
+        reason = "std::env::set_var is unsafe; this test owns the variable"
+    )]
     fn hold_takes_credential_like_references_only() {
         let (cred, plain) = ("KEEL_CRED_HOLD_TEST_SECRET", "KEEL_CRED_HOLD_TEST_PLAIN");
         // SAFETY: names no other test reads; set once before use.

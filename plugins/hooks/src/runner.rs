@@ -98,7 +98,8 @@ pub fn run(spec: &Spec) -> Outcome {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    die_with_keel(&mut cmd);
+    // The child dies with keel, so a keel killed outright leaves no hook running (B12).
+    keel_process_kit::die_with_keel(&mut cmd, "hook");
     let started = Instant::now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -264,28 +265,6 @@ fn terminate(pgid: i32, grace: Duration) {
     signal(pgid, Signal::TERM);
     if !wait_gone(pgid, grace) {
         kill_group(pgid);
-    }
-}
-
-/// The child gets SIGKILL when the thread that spawned it goes away, so a keel killed outright
-/// does not leave a hook running (the `shell` tool does the same, B12).
-#[allow(
-    unsafe_code,
-    reason = "pre_exec is the only way to run prctl in the child before exec"
-)]
-fn die_with_keel(cmd: &mut Command) {
-    let keel = rustix::process::getpid();
-    // SAFETY: the closure runs between fork and exec and only makes raw prctl(2) and
-    // getppid(2) syscalls through rustix (no allocation, no locks): async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
-                .map_err(std::io::Error::from)?;
-            if rustix::process::getppid() != Some(keel) {
-                return Err(std::io::Error::other("keel exited before the hook started"));
-            }
-            Ok(())
-        });
     }
 }
 

@@ -16,16 +16,14 @@ use keel_plugin_api::sdk::Error;
 use keel_plugin_api::services::llm::{
     LlmCallConfig, LlmCode, LlmFailure, LlmRequest, LlmResponse, StreamChunk,
 };
-use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::header::{self, HeaderValue};
 
 use crate::config::{self, Config};
 use crate::credential::{self, Resolver};
 use crate::decode::Decoder;
 use crate::failure::{self, ResponseInfo};
 use crate::request;
-
-/// The most of an error body that is read.
-const MAX_ERROR_BODY: usize = 64 * 1024;
+use keel_llm_http_kit::{header_text, read_error_body};
 
 /// One adapter row: its config, its HTTP client and where its key comes from.
 #[derive(Debug)]
@@ -232,43 +230,7 @@ impl Adapter {
     }
 
     fn transport(&self, e: &reqwest::Error, key: &str) -> LlmFailure {
-        let what = if e.is_connect() {
-            "cannot connect to"
-        } else {
-            "request failed for"
-        };
-        let mut detail = e.to_string();
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            detail.push_str(": ");
-            detail.push_str(&s.to_string());
-            source = s.source();
-        }
-        failure::failure(
-            LlmCode::Transport,
-            credential::redact(&format!("{what} {}: {detail}", self.url), key),
-            None,
-        )
+        let text = keel_llm_http_kit::transport_text(e, &self.url);
+        failure::failure(LlmCode::Transport, credential::redact(&text, key), None)
     }
-}
-
-fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
-
-/// Up to [`MAX_ERROR_BODY`] bytes of an error response, lossily decoded; empty on trouble.
-async fn read_error_body(response: reqwest::Response, idle: Duration) -> String {
-    let mut bytes = Vec::new();
-    let mut stream = response.bytes_stream();
-    while bytes.len() < MAX_ERROR_BODY {
-        match tokio::time::timeout(idle, stream.next()).await {
-            Ok(Some(Ok(chunk))) => bytes.extend_from_slice(&chunk),
-            _ => break,
-        }
-    }
-    bytes.truncate(MAX_ERROR_BODY);
-    String::from_utf8_lossy(&bytes).into_owned()
 }

@@ -4,6 +4,7 @@
 //! `max_tokens` has a default because the Messages API requires one on every request, and
 //! `thinking_budget` turns on extended thinking.
 
+use keel_llm_http_kit::defaults;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -19,13 +20,13 @@ pub const DEFAULT_PROVIDER: &str = "anthropic";
 pub const DEFAULT_MAX_TOKENS: u64 = 8_192;
 /// The `anthropic-version` header this adapter speaks.
 pub const API_VERSION: &str = "2023-06-01";
-/// Idle-stream watchdog, as `llm-openai`'s: the longest silence inside a stream (Anthropic
-/// sends `ping` events while a model thinks, so a live stream is never silent this long).
-pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+/// Idle-stream watchdog, the HTTP kit's: the longest silence inside a stream (Anthropic sends
+/// `ping` events while a model thinks, so a live stream is never silent this long).
+pub const DEFAULT_TIMEOUT_MS: u64 = defaults::TIMEOUT_MS;
 /// Default TCP/TLS connect timeout.
-pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
-/// Default first-byte deadline (request sent → response head), as `llm-openai`'s.
-pub const DEFAULT_FIRST_BYTE_TIMEOUT_MS: u64 = 90_000;
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = defaults::CONNECT_TIMEOUT_MS;
+/// Default first-byte deadline (request sent → response head), the HTTP kit's.
+pub const DEFAULT_FIRST_BYTE_TIMEOUT_MS: u64 = defaults::FIRST_BYTE_TIMEOUT_MS;
 /// The smallest thinking budget the API accepts.
 pub const MIN_THINKING_BUDGET: u64 = 1_024;
 
@@ -63,15 +64,15 @@ pub struct Config {
     #[schemars(range(min = 1024))]
     pub thinking_budget: Option<u64>,
     /// Idle watchdog: once the response head has arrived, the longest wait for the next event.
-    #[serde(default = "default_timeout")]
+    #[serde(default = "defaults::timeout_ms")]
     #[schemars(range(min = 1))]
     pub timeout_ms: u64,
     /// Connect timeout (TCP and TLS), part of the first-byte wait.
-    #[serde(default = "default_connect_timeout")]
+    #[serde(default = "defaults::connect_timeout_ms")]
     #[schemars(range(min = 1))]
     pub connect_timeout_ms: u64,
     /// First-byte deadline: the longest wait from sending the request to the response head.
-    #[serde(default = "default_first_byte_timeout")]
+    #[serde(default = "defaults::first_byte_timeout_ms")]
     #[schemars(range(min = 1))]
     pub first_byte_timeout_ms: u64,
     /// The model's context window in tokens, over the table of defaults (`limits`).
@@ -101,18 +102,6 @@ fn default_provider() -> String {
 
 fn default_max_tokens() -> u64 {
     DEFAULT_MAX_TOKENS
-}
-
-fn default_timeout() -> u64 {
-    DEFAULT_TIMEOUT_MS
-}
-
-fn default_connect_timeout() -> u64 {
-    DEFAULT_CONNECT_TIMEOUT_MS
-}
-
-fn default_first_byte_timeout() -> u64 {
-    DEFAULT_FIRST_BYTE_TIMEOUT_MS
 }
 
 /// The JSON Schema the kernel validates the row against, derived from [`Config`].

@@ -25,11 +25,11 @@ pub mod request;
 use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::sdk::{plugin_runtime, spawn_bridged};
+use keel_plugin_api::sdk::spawn_bridged;
 use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::llm::{
-    CheckRequest, Llm, LlmAdapterProvider, LlmCallConfig, LlmCode, LlmFailure, LlmRequest,
-    LlmResponse, ModelLimits, StreamChunk, adapter_service_name, serve_adapter,
+    CheckRequest, Llm, LlmAdapterProvider, LlmCallConfig, LlmRequest, LlmResponse, ModelLimits,
+    adapter_service_name, serve_adapter,
 };
 
 pub use client::Adapter;
@@ -39,15 +39,6 @@ use credential::{Resolver, ServiceLookup};
 /// The plugin id.
 pub const PLUGIN_ID: &str = "llm-anthropic";
 
-/// Aborts the plugin-runtime task when dropped.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// The adapter service. Public so tests can drive it exactly as `keel.llm` does.
 pub struct Service(pub Arc<Adapter>);
 
@@ -56,21 +47,10 @@ impl LlmAdapterProvider for Service {
     /// cancelled model call closes its connection at once (LLM-06).
     async fn generate(&self, request: LlmRequest) -> Result<LlmResponse> {
         let adapter = Arc::clone(&self.0);
-        let task = plugin_runtime()?.spawn(async move { adapter.generate(request).await });
-        let mut task = AbortOnDrop(task);
-        Ok(match (&mut task.0).await {
-            Ok(r) => r,
-            Err(e) => LlmResponse {
-                chunks: vec![StreamChunk::error(LlmFailure::new(
-                    if e.is_panic() {
-                        LlmCode::Panic
-                    } else {
-                        LlmCode::Aborted
-                    },
-                    format!("the Anthropic adapter's task failed: {e}"),
-                ))],
-            },
+        keel_llm_http_kit::attempt("the Anthropic adapter", async move {
+            adapter.generate(request).await
         })
+        .await
     }
 
     async fn check(&self, request: CheckRequest) -> Result<()> {

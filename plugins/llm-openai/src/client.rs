@@ -563,21 +563,10 @@ impl Adapter {
     }
 
     fn transport(&self, e: &reqwest::Error, request_id: Option<String>, key: &str) -> LlmFailure {
-        let what = if e.is_connect() {
-            "cannot connect to"
-        } else {
-            "request failed for"
-        };
-        let mut detail = e.to_string();
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            detail.push_str(": ");
-            detail.push_str(&s.to_string());
-            source = s.source();
-        }
+        let text = keel_llm_http_kit::transport_text(e, &self.url);
         failure::failure(
             LlmCode::Transport,
-            credential::redact(&format!("{what} {}: {detail}", self.url), key),
+            credential::redact(&text, key),
             request_id,
         )
     }

@@ -2,6 +2,7 @@
 //! validates the row against before activation. Both deny unknown keys, so a typo fails the row
 //! instead of being ignored.
 
+use keel_llm_http_kit::defaults;
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
@@ -12,17 +13,12 @@ use serde_json::{Value, json};
 pub const DEFAULT_KEY_REF: &str = "OPENAI_API_KEY";
 /// Default provider name registered with `keel.llm`.
 pub const DEFAULT_PROVIDER: &str = "openai";
-/// Default idle-stream watchdog (B14: five minutes): the longest silence inside a response
-/// stream once its head has arrived (a reasoning model may think that long between events).
-pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+/// Default idle-stream watchdog (the HTTP kit's, shared by every adapter).
+pub const DEFAULT_TIMEOUT_MS: u64 = defaults::TIMEOUT_MS;
 /// Default TCP/TLS connect timeout.
-pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
-/// Default first-byte deadline: the longest wait, per attempt, from sending the request to the
-/// response head (status line and headers). Ninety seconds leaves room for a local server
-/// loading its model, and fails an endpoint that accepts connections but never answers within
-/// minutes: with the agent loop's default 2 retries, 3 × 90 s instead of 3 × 300 s (issue 10
-/// item 15).
-pub const DEFAULT_FIRST_BYTE_TIMEOUT_MS: u64 = 90_000;
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = defaults::CONNECT_TIMEOUT_MS;
+/// Default first-byte deadline (request sent → response head).
+pub const DEFAULT_FIRST_BYTE_TIMEOUT_MS: u64 = defaults::FIRST_BYTE_TIMEOUT_MS;
 
 /// The row config.
 #[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
@@ -57,16 +53,16 @@ pub struct Config {
     pub headers: BTreeMap<String, String>,
     /// Idle watchdog: once the response head has arrived, the longest wait for the next
     /// stream event (or error-body chunk).
-    #[serde(default = "default_timeout")]
+    #[serde(default = "defaults::timeout_ms")]
     #[schemars(range(min = 1))]
     pub timeout_ms: u64,
     /// Connect timeout (TCP and TLS), part of the first-byte wait.
-    #[serde(default = "default_connect_timeout")]
+    #[serde(default = "defaults::connect_timeout_ms")]
     #[schemars(range(min = 1))]
     pub connect_timeout_ms: u64,
     /// First-byte deadline: the longest wait from sending the request (connecting included)
     /// to the response head.
-    #[serde(default = "default_first_byte_timeout")]
+    #[serde(default = "defaults::first_byte_timeout_ms")]
     #[schemars(range(min = 1))]
     pub first_byte_timeout_ms: u64,
     /// `tool_choice` sent with every request that offers tools (never without tools). Default
@@ -211,18 +207,6 @@ fn default_key_ref() -> String {
 
 fn default_provider() -> String {
     DEFAULT_PROVIDER.to_owned()
-}
-
-fn default_timeout() -> u64 {
-    DEFAULT_TIMEOUT_MS
-}
-
-fn default_connect_timeout() -> u64 {
-    DEFAULT_CONNECT_TIMEOUT_MS
-}
-
-fn default_first_byte_timeout() -> u64 {
-    DEFAULT_FIRST_BYTE_TIMEOUT_MS
 }
 
 /// The JSON Schema the kernel validates the row against: derived from [`Config`], with

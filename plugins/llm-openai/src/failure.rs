@@ -6,10 +6,7 @@
 //! retried once at most), a 400/413 about the prompt's size → `CONTEXT_WINDOW_EXCEEDED`, other
 //! 4xx → `BAD_REQUEST`. Messages quote the provider's own reason, with the key redacted.
 
-use std::time::{Duration, SystemTime};
-
-use futures::StreamExt as _;
-use reqwest::header::HeaderMap;
+use std::time::SystemTime;
 
 use keel_plugin_api::services::llm::{LlmCode, LlmFailure};
 use serde_json::Value;
@@ -138,30 +135,7 @@ pub fn from_status(
     f
 }
 
-/// The most of an error body that is read.
-const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// A response header as text, when it is one.
-pub fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
-
-/// Up to [`MAX_ERROR_BODY`] bytes of an error response, lossily decoded; empty on trouble.
-pub async fn read_error_body(response: reqwest::Response, idle: Duration) -> String {
-    let mut bytes = Vec::new();
-    let mut stream = response.bytes_stream();
-    while bytes.len() < MAX_ERROR_BODY {
-        match tokio::time::timeout(idle, stream.next()).await {
-            Ok(Some(Ok(chunk))) => bytes.extend_from_slice(&chunk),
-            _ => break,
-        }
-    }
-    bytes.truncate(MAX_ERROR_BODY);
-    String::from_utf8_lossy(&bytes).into_owned()
-}
+pub use keel_llm_http_kit::{header_text, read_error_body};
 
 #[cfg(test)]
 mod tests {

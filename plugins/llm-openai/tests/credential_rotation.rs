@@ -2,7 +2,12 @@
 //! call. Its own test binary with one single-threaded test, because it changes the process
 //! environment between calls.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test fails by panicking"
+)]
 
 mod support;
 
@@ -11,7 +16,10 @@ use support::*;
 
 const KEY_REF: &str = "KEEL_TEST_ROTATING_OPENAI_KEY";
 
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "std::env::set_var is unsafe; this test owns the variable"
+)]
 fn set(value: Option<&str>) {
     // SAFETY: this binary has one test on a current-thread runtime and the adapter is idle
     // between calls, so nothing reads the environment concurrently.

@@ -1,7 +1,12 @@
 //! The adapter against a scripted OpenAI-compatible server on loopback: streaming text and tool
 //! calls, usage ordering, every failure mapping of B14/LLM-04, and credential handling (LLM-05).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test fails by panicking"
+)]
 
 mod support;
 
@@ -22,10 +27,13 @@ const KEY: &str = "sk-loopback-secret-0123456789";
 fn set_key() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
+        #[allow(
+            unsafe_code,
+            reason = "std::env::set_var is unsafe; this test owns the variable"
+        )]
         // SAFETY: set once, before any adapter in this binary reads it; the only other readers
         // are Rust `std::env` calls (which share std's env lock) — loopback IP literals mean no
         // libc resolver runs.
-        #[allow(unsafe_code)]
         unsafe {
             std::env::set_var(KEY_REF, KEY);
         }

@@ -3,7 +3,12 @@
 //! the empty stream asked again without streaming (and, under `stream = "auto"`, streaming
 //! turned off for the rest of the run), and a request-validation 500 told from a server error.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test fails by panicking"
+)]
 
 mod support;
 
@@ -20,9 +25,12 @@ const KEY_REF: &str = "KEEL_TEST_QUIRKS_OPENAI_KEY";
 fn set_key() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
+        #[allow(
+            unsafe_code,
+            reason = "std::env::set_var is unsafe; this test owns the variable"
+        )]
         // SAFETY: set once, before any adapter in this binary reads it; the only other readers
         // are Rust `std::env` calls (which share std's env lock).
-        #[allow(unsafe_code)]
         unsafe {
             std::env::set_var(KEY_REF, "sk-quirks");
         }

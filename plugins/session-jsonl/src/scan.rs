@@ -13,6 +13,7 @@
 use std::path::Path;
 
 use keel_plugin_api::services::session::{EventRecord, FORMAT_VERSION, SessionHeader};
+use keel_session_store_kit::KitError;
 use serde_json::Value;
 
 use crate::error::JsonlError;
@@ -59,11 +60,12 @@ pub fn header(path: &Path, id: &str, line: &[u8]) -> Result<SessionHeader, Jsonl
     match raw.get("version") {
         Some(v) if v.as_u64() == Some(u64::from(FORMAT_VERSION)) => {}
         Some(v) => {
-            return Err(JsonlError::Unsupported {
+            return Err(KitError::Unsupported {
                 path: path.to_owned(),
                 found: v.to_string(),
                 expected: FORMAT_VERSION,
-            });
+            }
+            .into());
         }
         None => return Err(corrupt("header has no version".into())),
     }
@@ -392,6 +394,9 @@ mod tests {
     fn foreign_version_wins_over_a_broken_header() {
         let bytes = br#"{"type":"session","version":7,"id":"s","bogus":true}"#;
         let e = scan(Path::new("/x/s.jsonl"), "s", bytes).unwrap_err();
-        assert!(matches!(e, JsonlError::Unsupported { .. }), "{e}");
+        assert!(
+            matches!(e, JsonlError::Kit(KitError::Unsupported { .. })),
+            "{e}"
+        );
     }
 }

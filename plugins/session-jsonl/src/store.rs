@@ -151,7 +151,7 @@ impl JsonlStore {
                 });
             }
             if a.expected_next_seq != 0 {
-                return Err(JsonlError::Seq(format!(
+                return Err(JsonlError::seq(format!(
                     "session '{}' is new: its first batch starts at seq 0, not {}",
                     a.session_id, a.expected_next_seq
                 )));
@@ -203,7 +203,7 @@ impl JsonlStore {
             }
         };
         if a.expected_next_seq != tail.next_seq {
-            return Err(JsonlError::Seq(format!(
+            return Err(JsonlError::seq(format!(
                 "session '{}': stored next seq is {}, the batch expects {}",
                 a.session_id, tail.next_seq, a.expected_next_seq
             )));
@@ -250,7 +250,7 @@ impl JsonlStore {
     ) -> Result<u64, JsonlError> {
         self.ensure_root()?;
         let mut buf =
-            serde_json::to_vec(header).map_err(|e| JsonlError::Invalid(format!("header: {e}")))?;
+            serde_json::to_vec(header).map_err(|e| JsonlError::invalid(format!("header: {e}")))?;
         buf.push(b'\n');
         buf.extend_from_slice(&encode(events)?);
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
@@ -487,7 +487,7 @@ fn encode(events: &[Arc<EventRecord>]) -> Result<Vec<u8>, JsonlError> {
     let mut buf = Vec::with_capacity(events.len() * 160);
     for e in events {
         serde_json::to_writer(&mut buf, &**e)
-            .map_err(|e| JsonlError::Invalid(format!("event: {e}")))?;
+            .map_err(|e| JsonlError::invalid(format!("event: {e}")))?;
         buf.push(b'\n');
     }
     Ok(buf)

@@ -61,7 +61,7 @@ fn io<'a>(path: &'a Path, action: &'static str) -> impl Fn(rusqlite::Error) -> S
 }
 
 fn to_i64(what: &str, v: u64) -> Result<i64, SqliteError> {
-    i64::try_from(v).map_err(|_| SqliteError::Invalid(format!("{what} {v} does not fit SQLite")))
+    i64::try_from(v).map_err(|_| SqliteError::invalid(format!("{what} {v} does not fit SQLite")))
 }
 
 /// The stored format version of session `id`, if it exists.
@@ -150,7 +150,7 @@ pub fn insert_event(
     e: &EventRecord,
 ) -> Result<(), SqliteError> {
     let json =
-        |v: serde_json::Result<String>| v.map_err(|e| SqliteError::Invalid(format!("event: {e}")));
+        |v: serde_json::Result<String>| v.map_err(|e| SqliteError::invalid(format!("event: {e}")));
     let data = json(serde_json::to_string(&e.data))?;
     let sources = e
         .source_event_seqs

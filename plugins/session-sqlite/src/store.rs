@@ -18,7 +18,7 @@ use keel_plugin_api::services::session::{
     AppendBatch, BatchStored, FORMAT_VERSION, ListedSession, LoadStored, SessionHeader, SessionRef,
     StoredListing, StoredLog, StoredUnreadable, TornTail,
 };
-use keel_session_store_kit::Backend;
+use keel_session_store_kit::{Backend, KitError};
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::args::{self, AppendArgs, LoadFormat};
@@ -133,11 +133,12 @@ impl SqliteStore {
     }
 
     fn unsupported(&self, id: &str, version: i64) -> SqliteError {
-        SqliteError::Unsupported {
+        KitError::Unsupported {
             path: self.path.clone(),
             found: format!("{version} (session '{id}')"),
             expected: FORMAT_VERSION,
         }
+        .into()
     }
 
     /// Appends one batch in one transaction; returns the next seq.
@@ -180,7 +181,7 @@ impl SqliteStore {
                 }
             };
             if a.expected_next_seq != next {
-                return Err(SqliteError::Seq(format!(
+                return Err(SqliteError::seq(format!(
                     "session '{id}': stored next seq is {next}, the batch expects {}",
                     a.expected_next_seq
                 )));
@@ -355,7 +356,7 @@ impl Backend for SqliteStore {
         match loaded.events {
             rows::Events::Values(events) => {
                 let events = serde_json::from_value(serde_json::Value::Array(events))
-                    .map_err(|e| SqliteError::Invalid(format!("stored event: {e}")))?;
+                    .map_err(|e| SqliteError::invalid(format!("stored event: {e}")))?;
                 answer.events = Some(events);
             }
             rows::Events::Lines { text, .. } => answer.events_jsonl = Some(text),

@@ -55,7 +55,7 @@ impl Locks {
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => {}
                 Err(rustix::io::Errno::WOULDBLOCK) => return Err(locked()),
-                Err(e) => return Err(KitError::io("flock", &path, e.into())),
+                Err(e) => return Err(KitError::io("flock", &path, std::io::Error::from(e))),
             }
             if names_file(&path, &file) {
                 held.insert(id.to_owned(), (file, path));

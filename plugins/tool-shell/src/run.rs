@@ -91,34 +91,9 @@ fn command(spec: &RunSpec, program: &str, args: &[String]) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    die_with_keel(&mut cmd);
+    // B12: the command dies with keel (SIGKILL, OOM leave nothing running).
+    keel_process_kit::die_with_keel(&mut cmd, "command");
     cmd
-}
-
-/// B12: the child gets SIGKILL when the thread that spawned it goes away, so a keel killed
-/// outright (SIGKILL, OOM) does not leave the command running. Its own children are covered
-/// by the group kill of a normal exit and, when confined, by the runner (bwrap's pid
-/// namespace, the Landlock launcher's own parent-death signal on the command).
-#[allow(
-    unsafe_code,
-    reason = "pre_exec is the only way to run prctl in the child before exec"
-)]
-fn die_with_keel(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt as _;
-    let keel = rustix::process::getpid();
-    // SAFETY: the hook runs between fork and exec; it makes raw prctl(2) and getppid(2)
-    // syscalls through rustix (no allocation, no locks), which are async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(io::Error::from)?;
-            // Keel died before the signal was armed: do not start an orphan.
-            if rustix::process::getppid() != Some(keel) {
-                return Err(io::Error::other("keel exited before the command started"));
-            }
-            Ok(())
-        });
-    }
 }
 
 fn spawn(spec: &RunSpec) -> io::Result<(Child, &'static str)> {

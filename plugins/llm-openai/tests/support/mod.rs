@@ -1,7 +1,7 @@
 //! A tiny scripted HTTP/1.1 server on loopback (std `TcpListener` on a thread): each accepted
 //! connection gets the next [`Reply`], and every request it read is kept for assertions.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses part of the shared support")]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
