@@ -22,6 +22,7 @@ mod shell;
 mod test;
 mod tidy;
 mod tidy_codes;
+mod tidy_decisions;
 mod tidy_kernel;
 mod tidy_readme;
 

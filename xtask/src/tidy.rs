@@ -11,6 +11,7 @@
 //!   ([`crate::tidy_kernel`]);
 //! - no non-test source of `kernel/`, `plugin-api/`, `plugins/` spells a code as a free string
 //!   ([`crate::tidy_codes`]);
+//! - no non-test plugin source reads a decision with `.get("kind")` ([`crate::tidy_decisions`]);
 //! - `plugins/README.md`, `bundles/README.md` and the README's docs list name exactly the
 //!   plugin folders, bundles and docs there are ([`crate::tidy_readme`]).
 //!
@@ -108,6 +109,9 @@ pub fn check(root: &Path) -> Result<(usize, Vec<Problem>)> {
                 }
             }
             for (path, message) in crate::tidy_codes::problems(&rel, &text, &codes) {
+                problems.push(Problem { path, message });
+            }
+            for (path, message) in crate::tidy_decisions::problems(&rel, &text) {
                 problems.push(Problem { path, message });
             }
             let lines = text.lines().count();

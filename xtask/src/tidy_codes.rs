@@ -111,7 +111,7 @@ pub fn free_codes(text: &str, known: &BTreeSet<&str>) -> Vec<(usize, String)> {
 }
 
 /// `(1-based line number, line)` of the lines outside `#[cfg(test)]` items.
-fn non_test(text: &str) -> Vec<(usize, &str)> {
+pub fn non_test(text: &str) -> Vec<(usize, &str)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut kept = Vec::new();
     let mut i = 0;

@@ -1,10 +1,18 @@
 //! `tools/*` events: the stages of the tool pipeline (B9, TOOL-01…04).
+//!
+//! The stages' decisions are typed ([`RewriteDecision`], [`PreDecision`], [`GuardDecision`],
+//! [`ToolResult`], [`PostDecision`]) and cross the ABI as [`Typed`] values (issue 24 item 2);
+//! the wire JSON is what it was.
 
 use abi_stable::StableAbi;
 use abi_stable::std_types::RString;
 
 use super::json::Json;
+use super::typed::Typed;
 use crate::declare_event;
+use crate::services::tools::{
+    GuardDecision, PostDecision, PreDecision, RewriteDecision, ToolResult,
+};
 
 /// One call going through the pipeline.
 #[repr(C)]
@@ -46,34 +54,34 @@ pub struct ToolOutcome {
 
 declare_event! {
     /// Argument rewriting, after `tool/call` is logged and the arguments parse, before
-    /// `tools/pre-execute`. Output: `{}` (unchanged) or `{"args":{…},"by":"<who>"}`
-    /// (`services::tools::RewriteDecision`); `args` must be a JSON object. The pipeline logs a
+    /// `tools/pre-execute`. Output: a `RewriteDecision`, `{}` (unchanged) or
+    /// `{"args":{…},"by":"<who>"}`; `args` must be a JSON object. The pipeline logs a
     /// rewrite as `tool/rewrite {turn, step, call_id, args, by}` and every later stage (policy,
     /// approval, guards, execute, the body) sees the new arguments; `tool/call` keeps the
     /// model's text. A listener that rewrites passes the new arguments down the chain. The
     /// terminal answers `{}`.
-    pub struct Rewrite: async_waterfall("tools/rewrite") -> ToolExecution => Json;
+    pub struct Rewrite: async_waterfall("tools/rewrite") -> ToolExecution => Typed<RewriteDecision>;
 }
 declare_event! {
-    /// Policy before anything runs. Output: a
-    /// `services::tools::PreDecision`: `{"kind":"allow"}`,
-    /// `{"kind":"deny","reason"}` or `{"kind":"ask","reason"?}`. Arguments cannot be rewritten here. The terminal allows.
-    pub struct PreExecute: async_waterfall("tools/pre-execute") -> ToolExecution => Json;
+    /// Policy before anything runs. Output: a `PreDecision` (`{"kind":"allow"}`,
+    /// `{"kind":"deny","reason"}` or `{"kind":"ask","reason"?}`). Arguments cannot be
+    /// rewritten here. The terminal allows.
+    pub struct PreExecute: async_waterfall("tools/pre-execute") -> ToolExecution => Typed<PreDecision>;
 }
 declare_event! {
     /// Monotonic guards (TOOL-02), after pre-execute and approval: listeners are awaited in
-    /// order; the first to return `{"reason"}` denies. No guard can allow.
-    pub struct Guard: serial("tools/guard") -> ToolExecution => Json;
+    /// order; the first to return a `GuardDecision` (`{"reason"}`) denies. No guard can allow.
+    pub struct Guard: serial("tools/guard") -> ToolExecution => Typed<GuardDecision>;
 }
 declare_event! {
     /// Around the tool body: checkpoint, timeout, secret fill. Output: the `ToolResult`.
-    pub struct Execute: async_waterfall("tools/execute") -> ToolExecution => Json;
+    pub struct Execute: async_waterfall("tools/execute") -> ToolExecution => Typed<ToolResult>;
 }
 declare_event! {
-    /// After the body. Output: a `services::tools::PostDecision`:
-    /// `{"kind":"accept","content"?}` or `{"kind":"block","feedback"}`
-    /// (the result becomes an error the model reads). The terminal accepts.
-    pub struct PostExecute: async_waterfall("tools/post-execute") -> ToolOutcome => Json;
+    /// After the body. Output: a `PostDecision` (`{"kind":"accept","content"?}` or
+    /// `{"kind":"block","feedback"}`: the result becomes an error the model reads). The
+    /// terminal accepts.
+    pub struct PostExecute: async_waterfall("tools/post-execute") -> ToolOutcome => Typed<PostDecision>;
 }
 declare_event! {
     /// The frozen final result, for observers; failures are contained (TOOL-04).

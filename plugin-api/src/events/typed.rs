@@ -66,6 +66,16 @@ impl<T: DeserializeOwned> Typed<T> {
 }
 
 impl<T> Typed<T> {
+    /// Wraps a payload already encoded from a `T` (a result snapshot the pipeline keeps, so it
+    /// is not encoded twice). A payload that is not a `T` is caught where it is read:
+    /// [`Typed::get`] answers `INVALID_ARGUMENTS`, as for a foreign listener's document.
+    pub fn from_payload(payload: Payload) -> Self {
+        Typed {
+            payload,
+            _type: UnsafeIgnoredType::DEFAULT,
+        }
+    }
+
     /// The JSON text (frozen documents appear as `{"$frozen":N}` placeholders): for logs and
     /// for bridges that forward the document verbatim (hooks, MCP).
     pub fn text(&self) -> &str {

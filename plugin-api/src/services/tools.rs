@@ -453,6 +453,15 @@ pub enum PreDecision {
     },
 }
 
+/// A guard's denial: the output of a `tools/guard` listener that objects (`{"reason"}`; a
+/// guard that lets the call through returns nothing). No guard can allow (TOOL-02).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardDecision {
+    /// Why the call is denied (the model reads it).
+    #[serde(default)]
+    pub reason: String,
+}
+
 /// A rewrite decision: the output of `tools/rewrite` (`{}` = unchanged, or
 /// `{"args":{…},"by":"<who>"}`). `args` is checked to be a JSON object by the pipeline.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::sdk::Result;
 use keel_plugin_api::services::approval::{ApprovalOutcome, ApprovalRequest};
 use serde_json::{Value, json};
@@ -111,12 +111,17 @@ impl Approvals {
     /// The `tools/pre-execute` contribution: `downstream` is the rest of the chain's output.
     /// A downstream answer that is not a decision is passed on untouched (the pipeline reports
     /// it as a broken stage).
-    pub fn pre_execute(&self, session_id: &str, call: &CallView<'_>, downstream: Json) -> Json {
-        let Ok(decision) = downstream.parse::<Decision>() else {
+    pub fn pre_execute(
+        &self,
+        session_id: &str,
+        call: &CallView<'_>,
+        downstream: Typed<Decision>,
+    ) -> Typed<Decision> {
+        let Ok(decision) = downstream.get() else {
             return downstream;
         };
         let decided = decide(self.mode(Some(session_id)), call, decision);
-        Json::of(&decided).unwrap_or(downstream)
+        Typed::new(&decided).unwrap_or(downstream)
     }
 
     /// The one-shot ask: audit, decide, audit. `Err` (an audit append failed) is never a
@@ -315,8 +320,12 @@ mod tests {
         assert_eq!(approvals.mode(None), Mode::Ask);
     }
 
-    fn j(v: Value) -> Json {
-        Json::of(&v).unwrap()
+    /// A document as a listener's output, as it is (a foreign one may be no decision).
+    fn j(v: Value) -> Typed<Decision> {
+        Typed::from_payload(keel_plugin_api::sdk::Payload {
+            text: v.to_string().into(),
+            frozen: Default::default(),
+        })
     }
 
     #[test]

@@ -21,7 +21,6 @@ pub mod rules;
 
 use std::sync::Arc;
 
-use keel_plugin_api::events::Json;
 use keel_plugin_api::events::tools::PreExecute;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::approval::{
@@ -170,13 +169,10 @@ impl Plugin for ApprovalPlugin {
                 };
                 let by_mode = state.pre_execute(&session_id, &view, downstream.clone());
                 // The rules refine the mode's answer; neither loosens the chain's (TOOL-02).
-                let (Ok(chain), Ok(mode_says)) = (
-                    downstream.parse::<policy::Decision>(),
-                    by_mode.parse::<policy::Decision>(),
-                ) else {
+                let (Ok(chain), Ok(mode_says)) = (downstream.get(), by_mode.get()) else {
                     return Ok(by_mode);
                 };
-                Json::of(&rules.decide(&view, &chain, mode_says))
+                Typed::new(&rules.decide(&view, &chain, mode_says))
             }
         })?;
 

@@ -9,7 +9,7 @@
 //! plugin keeps the loop free of durability policy, and a profile can drop it (an ephemeral
 //! benchmark) by disabling one row.
 
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::agent::PreStep;
 use keel_plugin_api::events::llm::Stream;
 use keel_plugin_api::events::tools::Execute;
@@ -68,7 +68,7 @@ impl Plugin for Checkpoint {
                 // `tool/call` is durable before the side effect. A failed checkpoint is an
                 // error result the model reads; the body never runs.
                 if let Err(e) = flush(&s, exec.session_id.as_str()).await {
-                    return Json::of(&ToolResult::from_error(&e));
+                    return Typed::new(&ToolResult::from_error(&e));
                 }
                 next.run(exec).await
             }

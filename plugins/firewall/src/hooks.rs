@@ -5,16 +5,18 @@
 //!   logged `arguments` text keeps the aliases): as text, except in bash source
 //!   ([`script_arg`]), where each becomes a quoted expansion of a variable handed over as a
 //!   [`SecretEnv`] ([`crate::bash`], issue 10 item 9);
-//! - outbound (SEC-03): [`scrub_json_text`] scrubs the body's whole `ToolResult` (content *and*
+//! - outbound (SEC-03): [`scrub_result`] scrubs the body's whole `ToolResult` (content *and*
 //!   meta) on its way out of `tools/execute`; [`scrub_post_decision`] makes the
 //!   `tools/post-execute` decision carry scrubbed content (the decision can replace only
 //!   `content`, hence the scrub of `meta` one stage earlier); [`scrub_request`] scrubs an
 //!   `LlmRequest`'s `system` and `messages` before the adapter sees them;
 //! - the prompt: [`alias_section`] tells the model which aliases exist, never values.
 
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::{Json, Typed};
+use keel_plugin_api::sdk::Payload;
 use keel_plugin_api::services::prompt::PromptSection;
 use keel_plugin_api::services::secret_env::{SECRET_ENV_ARG, SecretEnv, SecretEnvName, script_arg};
+use keel_plugin_api::services::tools::{PostDecision, ToolResult};
 use serde_json::{Value, json};
 
 use crate::bash;
@@ -112,6 +114,29 @@ pub fn scrub_json_text(vault: &Vault, doc: &Json) -> Option<Json> {
     }
 }
 
+/// `tools/execute`'s result with every string scrubbed (content and meta), or `None` when
+/// nothing changed. A document that is not a `ToolResult` (a foreign listener's) is scrubbed
+/// as text: the pipeline reports it, and no value may ride in the report.
+pub fn scrub_result(vault: &Vault, result: &Typed<ToolResult>) -> Option<Typed<ToolResult>> {
+    if !vault.may_occur_in_json(result.text()) {
+        return None;
+    }
+    let scrubbed = result.get().ok().and_then(|r| {
+        let mut doc = serde_json::to_value(&r).ok()?;
+        vault.scrub_json(&mut doc).then_some(())?;
+        serde_json::from_value::<ToolResult>(doc).ok()
+    });
+    match scrubbed {
+        Some(r) => Typed::new(&r).ok(),
+        None => vault.scrub(result.text()).map(|t| {
+            Typed::from_payload(Payload {
+                text: t.into(),
+                frozen: Default::default(),
+            })
+        }),
+    }
+}
+
 /// The content of a `ToolResult` document.
 pub fn result_content(result: &Json) -> Option<String> {
     parse(result)?
@@ -123,35 +148,24 @@ pub fn result_content(result: &Json) -> Option<String> {
 /// The decision to return from `tools/post-execute`, given what the rest of the chain decided
 /// (`decision`) and the result's content before (`original`) and after (`scrubbed`) the
 /// scrub: an `accept` carries scrubbed content whenever anything changed, a `block`'s
-/// feedback is scrubbed, anything else passes as it is.
+/// feedback is scrubbed.
 pub fn scrub_post_decision(
     vault: &Vault,
-    decision: &Json,
+    decision: PostDecision,
     original: Option<&str>,
     scrubbed: Option<&str>,
-) -> Json {
-    let Some(mut d) = parse(decision) else {
-        return decision.clone();
-    };
-    match d.get("kind").and_then(Value::as_str) {
-        Some("accept") => {
-            let replaced = d.get("content").and_then(Value::as_str).map(str::to_owned);
-            let content = match replaced {
-                Some(c) => vault.scrub(&c),
-                None => scrubbed.filter(|s| Some(*s) != original).map(str::to_owned),
-            };
-            if let (Some(c), Some(obj)) = (content, d.as_object_mut()) {
-                obj.insert("content".into(), Value::String(c));
-            }
-        }
-        Some("block") => {
-            if let Some(f) = d.get_mut("feedback") {
-                vault.scrub_json(f);
-            }
-        }
-        _ => return decision.clone(),
+) -> PostDecision {
+    match decision {
+        PostDecision::Accept { content: Some(c) } => PostDecision::Accept {
+            content: Some(vault.scrub(&c).unwrap_or(c)),
+        },
+        PostDecision::Accept { content: None } => PostDecision::Accept {
+            content: scrubbed.filter(|s| Some(*s) != original).map(str::to_owned),
+        },
+        PostDecision::Block { feedback } => PostDecision::Block {
+            feedback: vault.scrub(&feedback).unwrap_or(feedback),
+        },
     }
-    text(&d)
 }
 
 /// The prompt section naming the aliases, or `None` without secrets.
@@ -279,32 +293,50 @@ mod tests {
     #[test]
     fn sec03_outbound_tool_result_content_and_meta_are_scrubbed() {
         let v = vault();
-        let result =
-            j(json!({"content": "key=sk-live-123", "meta": {"before": "c2stbGl2ZS0xMjM="}}));
-        let out = val(&scrub_json_text(&v, &result).unwrap());
+        let result: ToolResult = serde_json::from_value(
+            json!({"content": "key=sk-live-123", "meta": {"before": "c2stbGl2ZS0xMjM="}}),
+        )
+        .unwrap();
+        let out = scrub_result(&v, &Typed::new(&result).unwrap()).unwrap();
         assert_eq!(
-            out,
+            serde_json::from_str::<Value>(out.text()).unwrap(),
             json!({"content": "key=sec_KEY", "meta": {"before": "sec_KEY"}})
         );
-        assert!(scrub_json_text(&v, &j(json!({"content": "clean"}))).is_none());
+        let clean = Typed::new(&ToolResult::ok("clean")).unwrap();
+        assert!(scrub_result(&v, &clean).is_none());
+        // A document that is not a result is scrubbed as text.
+        let forged = Typed::<ToolResult>::from_payload(Payload {
+            text: "not json sk-live-123".into(),
+            frozen: Default::default(),
+        });
+        assert_eq!(
+            scrub_result(&v, &forged).unwrap().text(),
+            "not json sec_KEY"
+        );
     }
 
     #[test]
     fn sec03_outbound_post_execute_decisions_carry_scrubbed_content() {
         let v = vault();
-        let accept = j(json!({"kind": "accept"}));
-        let d = scrub_post_decision(&v, &accept, Some("k sk-live-123"), Some("k sec_KEY"));
-        assert_eq!(val(&d), json!({"kind": "accept", "content": "k sec_KEY"}));
-        let d = scrub_post_decision(&v, &accept, Some("clean"), Some("clean"));
-        assert_eq!(val(&d), json!({"kind": "accept"}));
+        let accept = || PostDecision::Accept { content: None };
+        let content = |c: &str| PostDecision::Accept {
+            content: Some(c.into()),
+        };
+        let d = scrub_post_decision(&v, accept(), Some("k sk-live-123"), Some("k sec_KEY"));
+        assert_eq!(d, content("k sec_KEY"));
+        let d = scrub_post_decision(&v, accept(), Some("clean"), Some("clean"));
+        assert_eq!(d, accept());
         // A later listener's replacement is scrubbed too.
-        let replaced = j(json!({"kind": "accept", "content": "echo sk-live-123"}));
-        let d = scrub_post_decision(&v, &replaced, None, None);
-        assert_eq!(val(&d)["content"], "echo sec_KEY");
-        let block = j(json!({"kind": "block", "feedback": "saw sk-live-123"}));
+        let d = scrub_post_decision(&v, content("echo sk-live-123"), None, None);
+        assert_eq!(d, content("echo sec_KEY"));
+        let block = PostDecision::Block {
+            feedback: "saw sk-live-123".into(),
+        };
         assert_eq!(
-            val(&scrub_post_decision(&v, &block, None, None))["feedback"],
-            "saw sec_KEY"
+            scrub_post_decision(&v, block, None, None),
+            PostDecision::Block {
+                feedback: "saw sec_KEY".into()
+            }
         );
     }
 

@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use crate::commands::SecretsArgs;
 use keel_plugin_api::codes::ContractCode;
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::llm::Stream;
 use keel_plugin_api::events::prompt::Assemble;
 use keel_plugin_api::events::session::Persist;
@@ -48,10 +48,10 @@ use keel_plugin_api::services::firewall::{
     CheckNetwork, CheckPath, CheckTool, Findings, Firewall as FirewallService, FirewallProvider,
     RegisterCredential, Registered, ScanContent, Verdict,
 };
-use keel_plugin_api::services::tools::ToolResult;
+use keel_plugin_api::services::tools::{GuardDecision, ToolResult};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::codes;
 use crate::policy::{Policy, PolicyConfig};
@@ -325,7 +325,7 @@ impl Plugin for FirewallPlugin {
                 );
             }
             let out = denied
-                .map(|reason| Json::of(&json!({ "reason": reason })))
+                .map(|reason| Typed::new(&GuardDecision { reason }))
                 .transpose();
             async move { out }
         })?;
@@ -350,10 +350,10 @@ impl Plugin for FirewallPlugin {
                 };
                 async move {
                     if let Some(result) = refused {
-                        return Json::of(&result);
+                        return Typed::new(&result);
                     }
                     let result = next.run(exec).await?;
-                    Ok(hooks::scrub_json_text(&vault, &result).unwrap_or(result))
+                    Ok(hooks::scrub_result(&vault, &result).unwrap_or(result))
                 }
             },
         )?;
@@ -379,9 +379,13 @@ impl Plugin for FirewallPlugin {
                     if empty {
                         return Ok(decision);
                     }
-                    Ok(hooks::scrub_post_decision(
+                    // A decision outside the vocabulary passes on: the pipeline refuses it.
+                    let Ok(d) = decision.get() else {
+                        return Ok(decision);
+                    };
+                    Typed::new(&hooks::scrub_post_decision(
                         &vault,
-                        &decision,
+                        d,
                         original.as_deref(),
                         scrubbed.as_deref(),
                     ))
@@ -442,7 +446,7 @@ mod tests {
         assert_eq!(schema["additionalProperties"], false, "{schema}");
         let text = schema.to_string();
         assert!(text.contains(r#""minLength":1"#), "{schema}");
-        let config: Config = serde_json::from_value(json!({})).unwrap();
+        let config: Config = serde_json::from_value(serde_json::json!({})).unwrap();
         assert_eq!(patterns(config.deny_paths), policy::default_deny_paths());
     }
 }

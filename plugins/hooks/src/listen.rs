@@ -181,7 +181,7 @@ async fn pre_tool_use(
     st: &Shared,
     mut exec: ToolExecution,
     next: keel_plugin_api::sdk::AsyncNext<Rewrite>,
-) -> Result<Json> {
+) -> Result<Typed<RewriteDecision>> {
     let engine = &st.0;
     let name = exec.name.to_string();
     let args: Value = exec.args.parse().unwrap_or(Value::Null);
@@ -215,19 +215,19 @@ async fn pre_tool_use(
     let args = alias::keel_input(&name, updated, &sent);
     exec.args = Json::of(&args)?;
     let downstream = next.run(exec).await?;
-    let later: RewriteDecision = downstream.parse()?;
+    let later = downstream.get()?;
     if later.args.is_some() {
         return Ok(downstream);
     }
-    Json::of(&RewriteDecision {
+    Typed::new(&RewriteDecision {
         args: Some(args),
         by: Some(format!("PreToolUse hook `{command}`")),
     })
 }
 
 /// The hook's verdict on top of the chain's: a deny wins, an ask beats an allow (TOOL-02).
-fn tighten(downstream: Json, mine: PreDecision) -> Result<Json> {
-    let Ok(theirs) = downstream.parse::<PreDecision>() else {
+fn tighten(downstream: Typed<PreDecision>, mine: PreDecision) -> Result<Typed<PreDecision>> {
+    let Ok(theirs) = downstream.get() else {
         return Ok(downstream);
     };
     let decision = match (theirs, mine) {
@@ -235,7 +235,7 @@ fn tighten(downstream: Json, mine: PreDecision) -> Result<Json> {
         (d @ PreDecision::Ask { .. }, _) | (_, d @ PreDecision::Ask { .. }) => d,
         (PreDecision::Allow, PreDecision::Allow) => PreDecision::Allow,
     };
-    Json::of(&decision)
+    Typed::new(&decision)
 }
 
 /// PostToolUse in `tools/post-execute`, after the rest of the chain, on successful results.
@@ -243,11 +243,11 @@ async fn post_tool_use(
     st: &Shared,
     outcome: ToolOutcome,
     next: keel_plugin_api::sdk::AsyncNext<PostExecute>,
-) -> Result<Json> {
+) -> Result<Typed<PostDecision>> {
     let exec = outcome.exec.clone();
     let result: Value = outcome.result.parse().unwrap_or(Value::Null);
     let downstream = next.run(outcome).await?;
-    let decision: PostDecision = match downstream.parse() {
+    let decision = match downstream.get() {
         Ok(d) => d,
         Err(_) => return Ok(downstream),
     };
@@ -282,7 +282,7 @@ async fn post_tool_use(
         if let Some(note) = changed {
             feedback.push_str(&format!("\n\n{note}"));
         }
-        return Json::of(&PostDecision::Block { feedback });
+        return Typed::new(&PostDecision::Block { feedback });
     }
     let mut notes: Vec<String> = changed.into_iter().collect();
     if !answer.context.is_empty() {
@@ -291,7 +291,7 @@ async fn post_tool_use(
     if notes.is_empty() {
         return Ok(downstream);
     }
-    Json::of(&PostDecision::Accept {
+    Typed::new(&PostDecision::Accept {
         content: Some(format!("{content}\n\n{}", notes.join("\n\n"))),
     })
 }

@@ -22,7 +22,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use keel_plugin_api::services::sandbox::{
     CallRef, EscalationRequest, SandboxCode, SandboxMode, is_wider,
 };
-use serde_json::{Value, json};
+use keel_plugin_api::services::tools::PreDecision;
+use serde_json::Value;
 
 /// Grants outstanding at once before the oldest is dropped: a bound on memory if results were
 /// never observed (calls are short-lived; a real session holds a handful).
@@ -167,17 +168,20 @@ pub fn plan(effective: SandboxMode, args: &Value) -> Plan {
 /// The pre-execute decision for an escalation, given the rest of the chain's `downstream`
 /// decision: a deny stays (nobody is asked about a call that will not run); anything else
 /// becomes the one ask, with the escalation's reason.
-pub fn decision(req: &EscalationRequest, downstream: &Value) -> Option<Value> {
-    if downstream.get("kind").and_then(Value::as_str) == Some("deny") {
+pub fn decision(req: &EscalationRequest, downstream: &PreDecision) -> Option<PreDecision> {
+    if matches!(downstream, PreDecision::Deny { .. }) {
         return None;
     }
-    Some(json!({"kind": "ask", "reason": req.reason()}))
+    Some(PreDecision::Ask {
+        reason: Some(req.reason()),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use SandboxMode::*;
+    use serde_json::json;
 
     /// A pending escalation whose call then passed its approval.
     fn grant(g: &Grants, c: CallRef, mode: SandboxMode) {
@@ -257,18 +261,25 @@ mod tests {
             justification: "why".into(),
         };
         assert_eq!(
-            decision(&req, &json!({"kind": "deny", "reason": "no"})),
+            decision(
+                &req,
+                &PreDecision::Deny {
+                    reason: "no".into()
+                }
+            ),
             None
         );
         for downstream in [
-            json!({"kind": "allow"}),
-            json!({"kind": "ask", "reason": "x"}),
+            PreDecision::Allow,
+            PreDecision::Ask {
+                reason: Some("x".into()),
+            },
         ] {
+            let ask = decision(&req, &downstream).unwrap();
+            // The wire form is what it was.
             assert_eq!(
-                decision(&req, &downstream),
-                Some(
-                    json!({"kind": "ask", "reason": "escalate sandbox to danger-full-access: why"})
-                )
+                serde_json::to_value(&ask).unwrap(),
+                json!({"kind": "ask", "reason": "escalate sandbox to danger-full-access: why"})
             );
         }
     }

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_plugin_api::codes::ContractCode;
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::tools::{Guard, PreExecute, ToolsResult};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::doctor::{Doctor, service_name as doctor_service};
@@ -289,17 +289,22 @@ fn listen_for_escalations(ctx: Context, state: &Arc<State>) -> Result<()> {
             let req = match escalation::plan(state.effective_mode(), &args) {
                 escalation::Plan::PassOn => return next.run(exec).await,
                 escalation::Plan::Deny(reason) => {
-                    return Json::of(&PreDecision::Deny { reason });
+                    return Typed::new(&PreDecision::Deny { reason });
                 }
                 escalation::Plan::Ask(req) => req,
             };
             let call = call_of(&exec.session_id, &exec.call_id);
             let downstream = next.run(exec).await?;
-            let Some(ask) = escalation::decision(&req, &downstream.parse::<Value>()?) else {
+            // A decision outside the vocabulary passes on: the pipeline refuses it.
+            let Some(ask) = downstream
+                .get()
+                .ok()
+                .and_then(|d| escalation::decision(&req, &d))
+            else {
                 return Ok(downstream);
             };
             state.grants.pend(call, req.mode);
-            Json::of(&ask)
+            Typed::new(&ask)
         }
     })?;
     let approving = Arc::clone(state);

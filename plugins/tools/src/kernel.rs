@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::tools::{
     Execute, Guard, PostExecute, PreExecute, Rewrite, ToolExecution, ToolOutcome, ToolsResult,
 };
@@ -16,7 +16,8 @@ use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::approval::{ApprovalClient, ApprovalRequest};
 use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionsClient};
 use keel_plugin_api::services::tools::{
-    PostDecision, PreDecision, RewriteDecision, ToolCode, ToolInvocation, ToolProvider, ToolResult,
+    GuardDecision, PostDecision, PreDecision, RewriteDecision, ToolCode, ToolInvocation,
+    ToolProvider, ToolResult,
 };
 use serde_json::Value;
 
@@ -50,18 +51,18 @@ impl Host for KernelHost {
         self.sessions.append(request).await.map(drop)
     }
 
-    async fn rewrite(&self, exec: ToolExecution) -> Result<Json> {
+    async fn rewrite(&self, exec: ToolExecution) -> Result<Typed<RewriteDecision>> {
         self.ctx
             .run_async_waterfall::<Rewrite, _, _>(exec, |_| async {
-                Json::of(&RewriteDecision::default())
+                Typed::new(&RewriteDecision::default())
             })
             .await
     }
 
-    async fn pre_execute(&self, exec: ToolExecution) -> Result<Json> {
+    async fn pre_execute(&self, exec: ToolExecution) -> Result<Typed<PreDecision>> {
         self.ctx
             .run_async_waterfall::<PreExecute, _, _>(exec, |_| async {
-                Json::of(&PreDecision::Allow)
+                Typed::new(&PreDecision::Allow)
             })
             .await
     }
@@ -78,7 +79,7 @@ impl Host for KernelHost {
         }
     }
 
-    async fn guard(&self, exec: ToolExecution) -> Result<Option<Json>> {
+    async fn guard(&self, exec: ToolExecution) -> Result<Option<Typed<GuardDecision>>> {
         self.ctx.serial::<Guard>(exec).await
     }
 
@@ -100,7 +101,7 @@ impl Host for KernelHost {
                 let args = (exec.args.text.as_str() == carried.0).then(|| carried.1.clone());
                 async move {
                     let snapshot = Snapshot::of(body(ctx, &registry, &cancel, exec, args).await)?;
-                    let json = snapshot.json();
+                    let json = snapshot.typed();
                     *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
                     Ok(json)
                 }
@@ -110,10 +111,10 @@ impl Host for KernelHost {
         Ok(Executed { json, snapshot })
     }
 
-    async fn post_execute(&self, outcome: ToolOutcome) -> Result<Json> {
+    async fn post_execute(&self, outcome: ToolOutcome) -> Result<Typed<PostDecision>> {
         self.ctx
             .run_async_waterfall::<PostExecute, _, _>(outcome, |_| async {
-                Json::of(&PostDecision::Accept { content: None })
+                Typed::new(&PostDecision::Accept { content: None })
             })
             .await
     }

@@ -13,12 +13,12 @@ use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 
 use keel_plugin_api::codes::ContractCode;
-use keel_plugin_api::events::Json;
 use keel_plugin_api::events::tools::{ToolExecution, ToolOutcome};
-use keel_plugin_api::sdk::{Error, Result};
+use keel_plugin_api::events::{Json, Typed};
+use keel_plugin_api::sdk::{Error, Payload, Result};
 use keel_plugin_api::services::approval::{ApprovalOutcome, ApprovalRequest};
 use keel_plugin_api::services::tools::{
-    BatchFailure, BatchRequest, FrozenResult, ModelCall, PostDecision, PreDecision,
+    BatchFailure, BatchRequest, FrozenResult, GuardDecision, ModelCall, PostDecision, PreDecision,
     RewriteDecision, ToolCode, ToolResult,
 };
 use serde_json::{Value, json};
@@ -62,6 +62,14 @@ impl Snapshot {
             text: self.frozen.as_str().into(),
         }
     }
+
+    /// The snapshot as `tools/execute`'s typed output (a copy of the text, not an encode).
+    pub fn typed(&self) -> Typed<ToolResult> {
+        Typed::from_payload(Payload {
+            text: self.frozen.as_str().into(),
+            frozen: Default::default(),
+        })
+    }
 }
 
 /// What the execute stage returns: the document the waterfall ended with and, when the body
@@ -69,13 +77,13 @@ impl Snapshot {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Executed {
     /// The waterfall's output.
-    pub json: Json,
+    pub json: Typed<ToolResult>,
     /// The body's result and its encoding.
     pub snapshot: Option<Snapshot>,
 }
 
-impl From<Json> for Executed {
-    fn from(json: Json) -> Self {
+impl From<Typed<ToolResult>> for Executed {
+    fn from(json: Typed<ToolResult>) -> Self {
         Executed {
             json,
             snapshot: None,
@@ -99,13 +107,22 @@ pub trait Host: Sync {
     /// Appends one event (`{type, data, ignorable?, surface_op?}`) to the batch's session.
     fn append(&self, event: Value) -> impl Future<Output = Result<()>> + Send;
     /// Runs `tools/rewrite` (terminal: `{}`, unchanged).
-    fn rewrite(&self, exec: ToolExecution) -> impl Future<Output = Result<Json>> + Send;
+    fn rewrite(
+        &self,
+        exec: ToolExecution,
+    ) -> impl Future<Output = Result<Typed<RewriteDecision>>> + Send;
     /// Runs `tools/pre-execute` (terminal: allow).
-    fn pre_execute(&self, exec: ToolExecution) -> impl Future<Output = Result<Json>> + Send;
+    fn pre_execute(
+        &self,
+        exec: ToolExecution,
+    ) -> impl Future<Output = Result<Typed<PreDecision>>> + Send;
     /// Asks `keel.approval`.
     fn ask(&self, request: ApprovalRequest) -> impl Future<Output = AskAnswer> + Send;
     /// Runs `tools/guard`: the first `{reason}` denies.
-    fn guard(&self, exec: ToolExecution) -> impl Future<Output = Result<Option<Json>>> + Send;
+    fn guard(
+        &self,
+        exec: ToolExecution,
+    ) -> impl Future<Output = Result<Option<Typed<GuardDecision>>>> + Send;
     /// Runs `tools/execute` (terminal: the provider's body under its deadline). `args` is the
     /// pipeline's parsed value of `exec.args`: the body uses it as long as no listener changed
     /// the text (parse once, issue 24 item 1).
@@ -115,7 +132,10 @@ pub trait Host: Sync {
         args: Value,
     ) -> impl Future<Output = Result<Executed>> + Send;
     /// Runs `tools/post-execute` (terminal: accept).
-    fn post_execute(&self, outcome: ToolOutcome) -> impl Future<Output = Result<Json>> + Send;
+    fn post_execute(
+        &self,
+        outcome: ToolOutcome,
+    ) -> impl Future<Output = Result<Typed<PostDecision>>> + Send;
     /// Emits `tools/result` (failures contained).
     fn notify(&self, outcome: &ToolOutcome);
 }
@@ -230,11 +250,11 @@ pub fn stage_failed(stage: &str, call: &ToolExecution, e: &Error) -> Settled {
 }
 
 /// Reads a tool result (a `tools/execute` listener's document) or says why it is not one.
-pub fn read_result(json: &Json) -> ToolResult {
-    serde_json::from_str::<ToolResult>(json.text.as_str()).unwrap_or_else(|e| {
+pub fn read_result(json: &Typed<ToolResult>) -> ToolResult {
+    json.get().unwrap_or_else(|e| {
         ToolResult::error(
             ToolCode::InvalidToolOutput,
-            format!("the tool's answer is not a tool result: {e}"),
+            format!("the tool's answer is not a tool result: {}", e.message),
         )
     })
 }
@@ -290,10 +310,11 @@ pub fn tool_rewrite_event(exec: &ToolExecution, args: &Value, by: &str) -> Value
 
 /// Reads a `tools/rewrite` answer: `Ok(None)` unchanged, `Ok(Some((args, by)))` a rewrite to
 /// an object, `Err` an answer outside the vocabulary (`INVALID_DECISION`).
-pub fn read_rewrite(json: &Json) -> Result<Option<(Value, String)>> {
+pub fn read_rewrite(json: &Typed<RewriteDecision>) -> Result<Option<(Value, String)>> {
     let invalid = |why: String| Error::coded(ToolCode::InvalidDecision, why);
-    let decision = serde_json::from_str::<RewriteDecision>(json.text.as_str())
-        .map_err(|e| invalid(format!("{e}: {}", json.text)))?;
+    let decision = json
+        .get()
+        .map_err(|e| invalid(format!("{}: {}", e.message, json.text())))?;
     match decision.args {
         None => Ok(None),
         Some(args @ Value::Object(_)) => {
@@ -443,9 +464,10 @@ impl<H: Host> CallPipeline<'_, H> {
             Ok(d) => d,
             Err(e) => return Some(stage_failed("tools/pre-execute", exec, &e)),
         };
-        match serde_json::from_str::<PreDecision>(decision.text.as_str()) {
+        match decision.get() {
             Err(e) => {
-                let e = Error::coded(ToolCode::InvalidDecision, format!("{e}: {}", decision.text));
+                let why = format!("{}: {}", e.message, decision.text());
+                let e = Error::coded(ToolCode::InvalidDecision, why);
                 return Some(stage_failed("tools/pre-execute", exec, &e));
             }
             Ok(PreDecision::Allow) => {}
@@ -472,10 +494,10 @@ impl<H: Host> CallPipeline<'_, H> {
         match self.host.guard(exec.clone()).await {
             Err(e) => Some(stage_failed("tools/guard", exec, &e)),
             Ok(Some(reason)) => {
-                let reason = serde_json::from_str::<Value>(reason.text.as_str())
-                    .ok()
-                    .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned))
-                    .unwrap_or_else(|| reason.text.to_string());
+                let reason = reason
+                    .get()
+                    .map(|g| g.reason)
+                    .unwrap_or_else(|_| reason.text().to_owned());
                 Some(Settled::ok(ToolResult::error(
                     ToolCode::ToolDenied,
                     format!("this '{name}' call was denied by a guard: {reason}"),
@@ -560,7 +582,7 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
             Ok(Executed {
                 json,
                 snapshot: Some(snapshot),
-            }) if json.text.as_str() == snapshot.frozen.as_str() => {
+            }) if json.text() == snapshot.frozen.as_str() => {
                 let result = snapshot.result.clone();
                 ticket.keep(snapshot);
                 Settled::ok(result)
@@ -584,7 +606,7 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
             Err(e) => return stage_failed("tools/post-execute", &ticket.exec, &e),
         };
         let result = snapshot.result;
-        match serde_json::from_str::<PostDecision>(decision.text.as_str()) {
+        match decision.get() {
             Ok(PostDecision::Accept { content: None }) => Settled::ok(result),
             Ok(PostDecision::Accept {
                 content: Some(content),
@@ -593,7 +615,8 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
                 Settled::ok(ToolResult::error(ToolCode::ToolBlocked, feedback))
             }
             Err(e) => {
-                let e = Error::coded(ToolCode::InvalidDecision, format!("{e}: {}", decision.text));
+                let why = format!("{}: {}", e.message, decision.text());
+                let e = Error::coded(ToolCode::InvalidDecision, why);
                 stage_failed("tools/post-execute", &ticket.exec, &e)
             }
         }

@@ -34,6 +34,15 @@ fn j(v: Value) -> Json {
     }
 }
 
+/// A scripted document as a listener's typed output: the wire text as it is, so a script can
+/// leave a document outside the vocabulary, as a foreign listener could.
+fn typed<T>(json: Json) -> Typed<T> {
+    Typed::from_payload(Payload {
+        text: json.text,
+        frozen: Default::default(),
+    })
+}
+
 impl FakeHost {
     fn new() -> Self {
         FakeHost {
@@ -83,35 +92,35 @@ impl Host for FakeHost {
         self.events.lock().unwrap().push(event);
         Ok(())
     }
-    async fn rewrite(&self, exec: ToolExecution) -> Result<Json> {
-        (self.rewrite)(&exec)
+    async fn rewrite(&self, exec: ToolExecution) -> Result<Typed<RewriteDecision>> {
+        (self.rewrite)(&exec).map(typed)
     }
-    async fn pre_execute(&self, exec: ToolExecution) -> Result<Json> {
+    async fn pre_execute(&self, exec: ToolExecution) -> Result<Typed<PreDecision>> {
         self.stage("pre", &exec);
-        (self.pre)(&exec)
+        (self.pre)(&exec).map(typed)
     }
     async fn ask(&self, request: ApprovalRequest) -> AskAnswer {
         self.asked.lock().unwrap().push(request);
         self.ask.clone()
     }
-    async fn guard(&self, exec: ToolExecution) -> Result<Option<Json>> {
+    async fn guard(&self, exec: ToolExecution) -> Result<Option<Typed<GuardDecision>>> {
         self.stage("guard", &exec);
-        (self.guard)(&exec)
+        (self.guard)(&exec).map(|g| g.map(typed))
     }
     async fn execute(&self, exec: ToolExecution, _args: Value) -> Result<Executed> {
         self.stage("execute", &exec);
         let snapshot = self.body_snapshot.lock().unwrap().clone();
         match snapshot {
             Some(snapshot) => Ok(Executed {
-                json: snapshot.json(),
+                json: snapshot.typed(),
                 snapshot: Some(snapshot),
             }),
-            None => (self.exec)(&exec).map(Executed::from),
+            None => (self.exec)(&exec).map(|j| Executed::from(typed(j))),
         }
     }
-    async fn post_execute(&self, outcome: ToolOutcome) -> Result<Json> {
+    async fn post_execute(&self, outcome: ToolOutcome) -> Result<Typed<PostDecision>> {
         self.stage("post", &outcome.exec);
-        (self.post)(&outcome.exec)
+        (self.post)(&outcome.exec).map(typed)
     }
     fn notify(&self, outcome: &ToolOutcome) {
         self.notified.lock().unwrap().push(outcome.clone());
