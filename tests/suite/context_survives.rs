@@ -179,6 +179,14 @@ fn kill_at(env: &Env, server: &ModelServer, prompt: &str, when: fn(&Request) -> 
     let out = child.wait_with_output().unwrap();
     assert!(fired.load(Ordering::SeqCst), "the kill never fired");
     assert_eq!(out.status.code(), None, "keel was not killed");
+    // The server runs the hook before it records the request, on its own thread: wait until
+    // the request that fired the kill is recorded, so callers count it (a race under load).
+    for _ in 0..500 {
+        if server.completions().iter().any(when) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let init: Value = serde_json::from_str(
         String::from_utf8_lossy(&out.stdout)
             .lines()
