@@ -10,27 +10,33 @@ use crate::services::agent::ChildMode;
 /// The `agent` tool's public name.
 pub const AGENT_TOOL: &str = "agent";
 
-/// The `agent` tool's arguments.
+/// The `agent` tool's arguments. Their derived schema is the tool's `parameters`, so the
+/// field docs are what the parent's model reads (the `subagent` row adds the `enum` of its
+/// named agents to `agent`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentArgs {
-    /// What the child is to do: its first message (after its profile's instructions).
+    /// The child's task, complete in itself.
     pub task: String,
-    /// `spawn` (default): a fresh session; `fork`: seeded with this conversation's completed
-    /// turns (SES-13).
+    /// spawn (default): a fresh session; fork: seeded with this conversation's completed turns.
     #[serde(default = "spawn")]
+    #[schemars(schema_with = "mode_schema")]
     pub mode: ChildMode,
-    /// A named agent of the row's config (its own model, tools, approval and budgets);
-    /// absent: a child with this agent's settings.
+    /// A named agent (see the list); absent: a child like you.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
-    /// A short label for logs and surfaces (three to five words).
+    /// A short label (3-5 words) for logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
 
 fn spawn() -> ChildMode {
     ChildMode::Spawn
+}
+
+/// `mode` as the model reads it: the two spellings, inline (SES-13 is the fork's seeding).
+fn mode_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": ["spawn", "fork"] })
 }
 
 /// How a child ended, as `subagent/ended` and the parent's log record it.
@@ -97,5 +103,23 @@ mod tests {
         assert_eq!(f.agent.as_deref(), Some("reader"));
         assert!(serde_json::from_str::<AgentArgs>(r#"{"task":"t","mood":"x"}"#).is_err());
         assert!(serde_json::from_str::<AgentArgs>(r#"{"task":"t","mode":"clone"}"#).is_err());
+    }
+
+    #[test]
+    fn the_derived_schema_keeps_the_argument_names_and_refuses_others() {
+        let s = crate::services::tools::schema_of::<AgentArgs>();
+        assert_eq!(s["type"], "object");
+        assert_eq!(s["required"], serde_json::json!(["task"]));
+        assert_eq!(s["additionalProperties"], false);
+        let props = s["properties"].as_object().unwrap();
+        let names: Vec<&str> = props.keys().map(String::as_str).collect();
+        assert_eq!(names, ["task", "mode", "agent", "description"]);
+        assert_eq!(props["mode"]["enum"], serde_json::json!(["spawn", "fork"]));
+        assert!(
+            props["mode"]["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("spawn (default)")
+        );
     }
 }

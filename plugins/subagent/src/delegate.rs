@@ -9,27 +9,17 @@
 use std::sync::Arc;
 
 use futures::channel::oneshot;
-use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::events::agent::Resumed;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{AgentService, AgentSession};
 use keel_plugin_api::services::session::Sessions;
 use keel_plugin_api::services::subagent::{AGENT_TOOL, AgentArgs, SubagentCode};
-use keel_plugin_api::services::tools::{
-    ToolCode, ToolDefinition, ToolExecutor, ToolInvocation, ToolProvider, ToolResult,
-    provider_service_name, register_until_unload,
-};
+use keel_plugin_api::services::tools::{Tool, ToolCall, ToolResult, ToolSpec, schema_of};
 use serde_json::json;
 
 use crate::config::{ChildProfile, SubagentConfig};
 use crate::delegate_run::{self, ChildCall};
 use crate::registry::Registry;
-
-/// The run-time name the `agent` tool is served under (`keel.tool.subagent-delegate`): the
-/// row's resident half serves its own tools under another name.
-pub fn service_name() -> String {
-    provider_service_name(&format!("{}-delegate", crate::PLUGIN_ID))
-}
 
 /// What every child run shares: the row's handle, config, registry and clients.
 pub struct Shared {
@@ -47,12 +37,13 @@ pub struct Shared {
     pub budgets: crate::budget::Budgets,
 }
 
-/// Registers the `agent` tool, the resume listener and the unload effect that converges any
-/// child still open.
+/// Installs the resume listener and the unload effect that converges any child still open,
+/// and answers the `agent` tool (the row serves it with its resident tools; served after
+/// this, its unregistration runs before the convergence).
 ///
 /// # Errors
-/// A registration the tools row refused (`DUPLICATE_TOOL`, …).
-pub async fn activate(ctx: &Context, config: &SubagentConfig) -> Result<()> {
+/// A client or a listener the kernel refused.
+pub fn prepare(ctx: &Context, config: &SubagentConfig) -> Result<AgentTool> {
     let shared = Arc::new(Shared {
         ctx: *ctx,
         config: config.clone(),
@@ -81,20 +72,12 @@ pub async fn activate(ctx: &Context, config: &SubagentConfig) -> Result<()> {
         }
         Ok(())
     })?;
-    let service = service_name();
-    ctx.serve_named::<ToolProvider, _>(&service, DelegateTool(shared))?;
-    register_until_unload(
-        ctx,
-        &service,
-        vec![definition(config)],
-        "unregister the agent tool",
-    )
-    .await?;
-    Ok(())
+    Ok(AgentTool(shared))
 }
 
-/// The tool's definition: its description names every agent of the config.
-pub fn definition(config: &SubagentConfig) -> ToolDefinition {
+/// The tool's spec: its description names every agent of the config, and its schema (derived
+/// from [`AgentArgs`]) their names.
+pub fn spec(config: &SubagentConfig) -> ToolSpec {
     let mut description = String::from(
         "Start a child agent on a self-contained task and get its final answer back as this \
          tool's result. The child works in its own session with its own tools; several `agent` \
@@ -110,53 +93,36 @@ pub fn definition(config: &SubagentConfig) -> ToolDefinition {
             description.push_str(&format!("\n- {name}: {}", p.description));
         }
     }
-    let mut agent = json!({
-        "type": "string",
-        "description": "A named agent (see the list); absent: a child like you."
-    });
-    if !config.agents.is_empty() {
+    let mut schema = schema_of::<AgentArgs>();
+    if !config.agents.is_empty()
+        && let Some(agent) = schema.pointer_mut("/properties/agent")
+    {
+        agent["type"] = json!("string");
         agent["enum"] = json!(config.agents.keys().collect::<Vec<_>>());
     }
-    ToolDefinition {
-        name: AGENT_TOOL.into(),
-        description,
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "task": { "type": "string", "description": "The child's task, complete in itself." },
-                "mode": { "type": "string", "enum": ["spawn", "fork"], "description": "spawn (default): a fresh session; fork: seeded with this conversation's completed turns." },
-                "agent": agent,
-                "description": { "type": "string", "description": "A short label (3-5 words) for logs." }
-            },
-            "required": ["task"],
-            "additionalProperties": false
-        }),
-        parallel_safe: true,
-        mutating: false,
-        child_only: false,
+    ToolSpec::new(description).parallel_safe().schema(schema)
+}
+
+/// The `agent` tool.
+pub struct AgentTool(Arc<Shared>);
+
+impl Tool for AgentTool {
+    const NAME: &'static str = AGENT_TOOL;
+    type Args = AgentArgs;
+
+    fn describe(&self) -> ToolSpec {
+        spec(&self.0.config)
+    }
+
+    async fn run(&self, args: AgentArgs, call: &ToolCall) -> ToolResult {
+        self.call(args, call)
+            .await
+            .unwrap_or_else(|e| ToolResult::from_error(&e))
     }
 }
 
-/// The tool provider.
-struct DelegateTool(Arc<Shared>);
-
-impl ToolExecutor for DelegateTool {
-    async fn execute(&self, call: ToolInvocation) -> Result<ToolResult> {
-        if call.name != AGENT_TOOL {
-            return Ok(ToolResult::error(
-                ToolCode::UnknownTool,
-                format!("the subagent row has no tool '{}'", call.name),
-            ));
-        }
-        let args: AgentArgs = match serde_json::from_value(call.args.clone()) {
-            Ok(a) => a,
-            Err(e) => {
-                return Ok(ToolResult::error(
-                    ContractCode::InvalidArguments,
-                    format!("agent: {e}"),
-                ));
-            }
-        };
+impl AgentTool {
+    async fn call(&self, args: AgentArgs, call: &ToolCall) -> Result<ToolResult> {
         // The parent as its loop knows it: a child's depth (whoever started it, or its header
         // once resumed) and whether its session is kept in memory only.
         let parent = self
@@ -171,7 +137,7 @@ impl ToolExecutor for DelegateTool {
         );
         let steps_left = parent.as_ref().and_then(|p| p.steps_left);
         let ephemeral = parent.is_some_and(|p| p.ephemeral);
-        let checked = match check(&self.0, &call, &args, parent_depth) {
+        let checked = match check(&self.0, call, &args, parent_depth) {
             Ok(c) => c,
             Err((code, message)) => return Ok(ToolResult::error(code, message)),
         };
@@ -250,7 +216,7 @@ pub type Named = Option<(String, ChildProfile)>;
 /// The named profile and the child's depth, or the code and message that refuse the call.
 fn check(
     shared: &Shared,
-    call: &ToolInvocation,
+    call: &ToolCall,
     args: &AgentArgs,
     parent_depth: u32,
 ) -> std::result::Result<(Named, u32), (SubagentCode, String)> {
@@ -297,10 +263,13 @@ mod tests {
     #[test]
     fn the_description_lists_the_named_agents_and_the_schema_their_names() {
         let mut config = SubagentConfig::default();
-        let d = definition(&config);
+        let d = spec(&config);
         assert!(d.parallel_safe && !d.mutating && !d.child_only);
         assert!(d.description.contains("No named agents"));
-        assert!(d.parameters["properties"]["agent"].get("enum").is_none());
+        let schema = d.schema.unwrap();
+        assert!(schema["properties"]["agent"].get("enum").is_none());
+        assert_eq!(schema["required"], json!(["task"]));
+        assert_eq!(schema["additionalProperties"], false);
         config.agents.insert(
             "reader".into(),
             ChildProfile {
@@ -308,14 +277,13 @@ mod tests {
                 ..ChildProfile::default()
             },
         );
-        let d = definition(&config);
+        let d = spec(&config);
         assert!(
             d.description
                 .contains("- reader: reads files, changes nothing")
         );
-        assert_eq!(
-            d.parameters["properties"]["agent"]["enum"],
-            json!(["reader"])
-        );
+        let agent = &d.schema.unwrap()["properties"]["agent"];
+        assert_eq!(agent["enum"], json!(["reader"]));
+        assert_eq!(agent["type"], "string");
     }
 }

@@ -8,6 +8,9 @@
 //! approval, firewall, sandbox and hooks run inside them; this row only decides what a child
 //! is given and when it ends; an `agent` child's step budget is drawn from its parent's
 //! ([`budget`]). The kernel knows nothing of children.
+//!
+//! Both halves' tools are one [`ToolSet`] served as `keel.tool.subagent` (each a `Tool` with
+//! typed arguments): the `agent` tool always, the resident tools when `resident.enabled`.
 
 pub mod budget;
 pub mod config;
@@ -23,7 +26,7 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::AgentService;
 use keel_plugin_api::services::approval::Approval;
 use keel_plugin_api::services::session::Sessions;
-use keel_plugin_api::services::tools::Tools;
+use keel_plugin_api::services::tools::ToolSet;
 
 use crate::config::SubagentConfig;
 
@@ -40,11 +43,9 @@ impl Plugin for SubagentPlugin {
             .description(
                 "child agents: the `agent` tool (spawn/fork, parallel) and resident children",
             )
-            .provides_named(&delegate::service_name(), false)
+            .serves_tools()
             .requires::<AgentService>()
             .requires::<Sessions>()
-            .requires::<Tools>()
-            .provides_named(&resident::service_name(), false)
             .optional::<Approval>()
             .declares::<ChildStarted>()
             .declares::<ChildEnded>()
@@ -62,9 +63,12 @@ impl Plugin for SubagentPlugin {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: SubagentConfig = ctx.config()?;
-        delegate::activate(&ctx, &config).await?;
-        resident::activate(&ctx, &config).await?;
-        Ok(())
+        // One tool set, `keel.tool.subagent`: the `agent` tool and, when configured, the
+        // resident tools. Served last, so at unload it is unregistered before the halves'
+        // effects converge and stop their children.
+        let tools = ToolSet::new().with(delegate::prepare(&ctx, &config)?);
+        let tools = resident::prepare(&ctx, &config, tools)?;
+        ctx.serve_tools(self, tools).await
     }
 }
 

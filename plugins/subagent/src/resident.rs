@@ -40,19 +40,11 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::AgentClient;
 use keel_plugin_api::services::approval::{Approval, ApprovalClient};
 use keel_plugin_api::services::session::SessionsClient;
-use keel_plugin_api::services::tools::{
-    ToolProvider, provider_service_name, register_until_unload,
-};
+use keel_plugin_api::services::tools::ToolSet;
 
 use crate::config::SubagentConfig;
 use crate::memory::MemoryRoot;
 use registry::Registry;
-
-/// The service the resident tools are served under (`keel.tool.subagent.resident`); the
-/// manifest declares it.
-pub fn service_name() -> String {
-    format!("{}.resident", provider_service_name(crate::PLUGIN_ID))
-}
 
 /// What the resident tools and the stop paths share.
 pub struct Host {
@@ -70,11 +62,13 @@ pub struct Host {
     pub(crate) in_flight: AtomicUsize,
 }
 
-/// Serves and registers the resident tools, and installs the plural stop paths.
+/// Installs the plural stop paths and answers `set` with the resident tools added — when
+/// `resident.enabled`; otherwise `set` as it was, and nothing can start a child. The row serves
+/// the set after this, so the tools are unregistered before the stop paths run.
 ///
 /// # Errors
-/// The data directory, a client or a registration the kernel or the tools row refused.
-pub async fn activate(ctx: &Context, config: &SubagentConfig) -> Result<()> {
+/// The data directory, a client or a listener the kernel refused.
+pub fn prepare(ctx: &Context, config: &SubagentConfig, set: ToolSet) -> Result<ToolSet> {
     let host = Arc::new(Host {
         ctx: *ctx,
         config: config.clone(),
@@ -90,11 +84,8 @@ pub async fn activate(ctx: &Context, config: &SubagentConfig) -> Result<()> {
     for dir in host.memory.sweep_dead_temp() {
         tracing::info!(dir = %dir.display(), "removed the temp stores of a dead process");
     }
-    let service = service_name();
-    ctx.serve_named::<ToolProvider, _>(&service, tools::ResidentTools(Arc::clone(&host)))?;
     if !config.resident.enabled {
-        // Served (the manifest provides it) but no tool registered: nothing can start a child.
-        return Ok(());
+        return Ok(set);
     }
     // Plural stop path 1: a parent session closes — its children stop; a resident child's own
     // session closing (by its stop or by anyone) ends in the same cleanup.
@@ -123,20 +114,14 @@ pub async fn activate(ctx: &Context, config: &SubagentConfig) -> Result<()> {
     let h = Arc::clone(&host);
     ctx.on::<SessionEvent>(ListenerOptions::default(), move |n| h.on_session_event(n))?;
     // Plural stop path 2: the row unloads — every child of every parent. Registered before
-    // the tools so that it runs after they are unregistered (effects run last-in first-out).
+    // the tools are served so that it runs after they are unregistered (effects run last-in
+    // first-out).
     let h = Arc::clone(&host);
     ctx.effect("stop the resident children", move || async move {
         h.stop_all().await;
         Ok(())
     })?;
-    register_until_unload(
-        ctx,
-        &service,
-        tools::definitions(),
-        "unregister the resident tools",
-    )
-    .await?;
-    Ok(())
+    Ok(tools::with_tools(set, &host))
 }
 
 #[cfg(test)]

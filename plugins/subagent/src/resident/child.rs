@@ -8,36 +8,15 @@ use std::sync::Arc;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{InboxTarget, InterruptLevel, SendMessage};
 use keel_plugin_api::services::resident::ResidentCode;
-use keel_plugin_api::services::tools::{ToolInvocation, ToolResult};
-use serde::Deserialize;
+use keel_plugin_api::services::tools::{ToolCall, ToolResult};
 use serde_json::json;
 
 use super::Host;
 use super::registry::Resident;
-use super::tools::{args, json_result};
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WriteArgs {
-    key: String,
-    text: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReadArgs {
-    #[serde(default)]
-    query: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NotifyArgs {
-    message: String,
-}
+use super::tools::{NotifyArgs, ReadArgs, WriteArgs, json_result};
 
 impl Host {
-    fn me(&self, call: &ToolInvocation) -> Result<Arc<Resident>> {
+    fn me(&self, call: &ToolCall) -> Result<Arc<Resident>> {
         self.registry.by_child(&call.session_id).ok_or_else(|| {
             Error::coded(
                 ResidentCode::NotResident,
@@ -50,9 +29,8 @@ impl Host {
     }
 
     /// `memory_write`: temp only (main is not writable through the child's handle).
-    pub(super) fn memory_write(&self, call: &ToolInvocation) -> Result<ToolResult> {
+    pub(super) async fn memory_write(&self, call: &ToolCall, a: WriteArgs) -> Result<ToolResult> {
         let me = self.me(call)?;
-        let a: WriteArgs = args(call)?;
         if a.key.is_empty() {
             return Err(Error::coded(
                 keel_plugin_api::codes::ContractCode::InvalidArguments,
@@ -64,17 +42,15 @@ impl Host {
     }
 
     /// `memory_read`: temp ∪ main, temp shadowing main.
-    pub(super) fn memory_read(&self, call: &ToolInvocation) -> Result<ToolResult> {
+    pub(super) async fn memory_read(&self, call: &ToolCall, a: ReadArgs) -> Result<ToolResult> {
         let me = self.me(call)?;
-        let a: ReadArgs = args(call)?;
         let records = me.memory.read(a.query.as_deref())?;
         Ok(json_result(&json!({ "records": records })))
     }
 
     /// `notify_parent`: an L3 interrupt on the parent session.
-    pub(super) async fn notify_parent(&self, call: &ToolInvocation) -> Result<ToolResult> {
+    pub(super) async fn notify_parent(&self, call: &ToolCall, a: NotifyArgs) -> Result<ToolResult> {
         let me = self.me(call)?;
-        let a: NotifyArgs = args(call)?;
         let sent = self
             .agents
             .send(SendMessage {

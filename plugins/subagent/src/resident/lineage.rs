@@ -13,7 +13,7 @@
 
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionCode, SessionRef};
-use keel_plugin_api::services::tools::ToolInvocation;
+use keel_plugin_api::services::tools::ToolCall;
 use serde_json::{Value, json};
 
 use super::Host;
@@ -43,7 +43,7 @@ impl Host {
     /// The parent's log refused it (the start fails: a child must not run unrecorded).
     pub(super) async fn log_spawned(
         &self,
-        call: &ToolInvocation,
+        call: &ToolCall,
         child: &str,
         agent: Option<&str>,
         depth: u32,

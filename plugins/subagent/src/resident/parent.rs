@@ -15,59 +15,18 @@ use keel_plugin_api::services::agent::{
 };
 use keel_plugin_api::services::approval::{ApprovalMode, ModeRequest, SetModeRequest};
 use keel_plugin_api::services::resident::ResidentCode;
-use keel_plugin_api::services::tools::{ToolInvocation, ToolResult};
-use serde::Deserialize;
+use keel_plugin_api::services::tools::{ToolCall, ToolResult};
 use serde_json::json;
 
 use super::Host;
 use super::registry::Resident;
 use super::stop::Residual;
-use super::tools::{args, json_result};
+use super::tools::{PromoteArgs, SendArgs, StartArgs, StopArgs, ViewArgs, json_result};
 use crate::config::ChildProfile;
 use crate::memory::residual::Saved;
 
 /// The `origin` recorded in a resident child's session header.
 pub const ORIGIN: &str = "resident";
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StartArgs {
-    name: String,
-    #[serde(default)]
-    agent: Option<String>,
-    #[serde(default)]
-    resume_parked: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SendArgs {
-    name: String,
-    message: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ViewArgs {
-    name: String,
-    #[serde(default)]
-    wait: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PromoteArgs {
-    name: String,
-    keys: Vec<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StopArgs {
-    name: String,
-    #[serde(default)]
-    residual: Option<Residual>,
-}
 
 /// A child's name: 1–64 of `[A-Za-z0-9_-]`.
 fn check_name(name: &str) -> Result<()> {
@@ -141,8 +100,7 @@ impl Host {
     }
 
     /// `resident_start`.
-    pub(super) async fn start(&self, call: &ToolInvocation) -> Result<ToolResult> {
-        let a: StartArgs = args(call)?;
+    pub(super) async fn start(&self, call: &ToolCall, a: StartArgs) -> Result<ToolResult> {
         check_name(&a.name)?;
         let parent = call.session_id.as_str();
         if self.registry.contains(parent, &a.name) {
@@ -225,7 +183,7 @@ impl Host {
     /// its registration and its re-queued inputs.
     async fn settle(
         &self,
-        call: &ToolInvocation,
+        call: &ToolCall,
         a: &StartArgs,
         profile: Option<&ChildProfile>,
         child: &str,
@@ -295,8 +253,7 @@ impl Host {
 
     /// `resident_send`: an interrupt on the child's own queue (asked at L4, clamped to L3 by
     /// `send`: the answer says the level it was queued at).
-    pub(super) async fn send(&self, call: &ToolInvocation) -> Result<ToolResult> {
-        let a: SendArgs = args(call)?;
+    pub(super) async fn send(&self, call: &ToolCall, a: SendArgs) -> Result<ToolResult> {
         let r = self.lookup("resident_send", &call.session_id, &a.name)?;
         let sent = self
             .agents
@@ -315,8 +272,7 @@ impl Host {
     }
 
     /// `resident_view`: a pull that never interrupts the child.
-    pub(super) async fn view(&self, call: &ToolInvocation) -> Result<ToolResult> {
-        let a: ViewArgs = args(call)?;
+    pub(super) async fn view(&self, call: &ToolCall, a: ViewArgs) -> Result<ToolResult> {
         let r = self.lookup("resident_view", &call.session_id, &a.name)?;
         let session = AgentSession::new(&r.child);
         let mut waited_out = false;
@@ -357,8 +313,7 @@ impl Host {
     }
 
     /// `resident_promote`: chosen temp records into the parent's main store.
-    pub(super) fn promote(&self, call: &ToolInvocation) -> Result<ToolResult> {
-        let a: PromoteArgs = args(call)?;
+    pub(super) async fn promote(&self, call: &ToolCall, a: PromoteArgs) -> Result<ToolResult> {
         let r = self.lookup("resident_promote", &call.session_id, &a.name)?;
         let n = self.memory.promote(&r.parent, &r.memory, &a.keys)?;
         Ok(json_result(&json!({
@@ -369,8 +324,7 @@ impl Host {
     }
 
     /// `resident_stop`: the singular stop path (default residual: `keep`).
-    pub(super) async fn stop_tool(&self, call: &ToolInvocation) -> Result<ToolResult> {
-        let a: StopArgs = args(call)?;
+    pub(super) async fn stop_tool(&self, call: &ToolCall, a: StopArgs) -> Result<ToolResult> {
         let r = self.lookup("resident_stop", &call.session_id, &a.name)?;
         let stopped = self.stop(&r, a.residual.unwrap_or(Residual::Keep)).await;
         Ok(json_result(&stopped))
