@@ -2,12 +2,12 @@
 //! `mcp__everything__echo` among them — that answer `echo: <arguments>`. A test can then show
 //! that a tool named like an MCP server's goes through the same pipeline (hooks, policy, the
 //! log) as a built-in one without the MCP client being loaded (issue 15 item 3).
+//!
+//! Each name is one [`Tool`] whose name and schema are given at run time (`Args =
+//! serde_json::Value`), served with `ctx.serve_tools` (issue 24 item 1).
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::tools::{
-    ToolDefinition, ToolExecutor, ToolInvocation, ToolProvider, ToolResult, Tools,
-    provider_service_name, register_until_unload,
-};
+use keel_plugin_api::services::tools::{Tool, ToolCall, ToolResult, ToolSet, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -18,11 +18,21 @@ struct Config {
     names: Vec<String>,
 }
 
-struct Echo;
+/// One echo tool, under a configured name.
+struct Echo(String);
 
-impl ToolExecutor for Echo {
-    async fn execute(&self, call: ToolInvocation) -> Result<ToolResult> {
-        Ok(ToolResult::ok(format!("echo: {}", call.args)))
+impl Tool for Echo {
+    const NAME: &'static str = "echo";
+    type Args = serde_json::Value;
+
+    fn describe(&self) -> ToolSpec {
+        ToolSpec::new("Echoes its arguments.")
+            .named(self.0.clone())
+            .schema(json!({"type": "object"}))
+    }
+
+    async fn run(&self, args: serde_json::Value, _call: &ToolCall) -> ToolResult {
+        ToolResult::ok(format!("echo: {args}"))
     }
 }
 
@@ -33,28 +43,16 @@ impl Plugin for ProofTools {
     fn manifest(&self) -> Manifest {
         Manifest::new("proof-tools", env!("CARGO_PKG_VERSION"))
             .description("echo tools under configured names")
-            .provides_named(&provider_service_name("proof-tools"), false)
-            .requires::<Tools>()
+            .serves_tools()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: Config = ctx.config()?;
-        let service = provider_service_name("proof-tools");
-        ctx.serve_named::<ToolProvider, _>(&service, Echo)?;
         let tools = config
             .names
             .into_iter()
-            .map(|name| ToolDefinition {
-                name,
-                description: "Echoes its arguments.".into(),
-                parameters: json!({"type": "object"}),
-                parallel_safe: false,
-                mutating: false,
-                child_only: false,
-            })
-            .collect();
-        register_until_unload(&ctx, &service, tools, "unregister the proof tools").await?;
-        Ok(())
+            .fold(ToolSet::new(), |set, name| set.with(Echo(name)));
+        ctx.serve_tools(self, tools).await
     }
 }
 
