@@ -20,5 +20,6 @@ pub mod sandbox;
 pub mod secret_env;
 pub mod session;
 pub mod subagent;
+pub mod tool_dynamic;
 pub mod tool_trait;
 pub mod tools;

@@ -12,7 +12,14 @@
 //!
 //! A dynamic tool (one whose name and schema are known only at run time, an MCP server's)
 //! implements the same trait with `Args = serde_json::Value` and supplies both through
-//! [`ToolSpec::named`] and [`ToolSpec::schema`].
+//! [`ToolSpec::named`] and [`ToolSpec::schema`] (or `ToolSpec::from(definition)`). Tools that
+//! become known only after activation are served with `Context::serve_dynamic_tools` and
+//! registered later, group by group, through its handle ([`super::tool_dynamic`]).
+//!
+//! Every in-tree tool is on this trait (`tool-fs`, `tool-shell`, `context`, `subagent`,
+//! `mcp`, the test plugin `proof-tools`): no plugin outside this crate serves
+//! `serve_named::<ToolProvider, _>` or calls `register_until_unload` any more. Both stay
+//! public as the wire protocol this module and [`super::tool_dynamic`] write.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -121,6 +128,21 @@ impl ToolSpec {
     }
 }
 
+/// A registered definition as a spec (a dynamic tool that holds the definition it was
+/// given, an MCP server's): name and schema included.
+impl From<ToolDefinition> for ToolSpec {
+    fn from(d: ToolDefinition) -> Self {
+        ToolSpec {
+            description: d.description,
+            parallel_safe: d.parallel_safe,
+            mutating: d.mutating,
+            child_only: d.child_only,
+            name: Some(d.name),
+            schema: Some(d.parameters),
+        }
+    }
+}
+
 /// Who made a call and where: everything of the invocation but its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
@@ -136,11 +158,15 @@ pub struct ToolCall {
     pub timeout_ms: u64,
 }
 
-/// The JSON Schema of `T`, as a tool's `parameters`.
+/// The JSON Schema of `T`, as a tool's `parameters`: without `$schema`, and without the
+/// `title` and root `description` schemars takes from the type's name and doc comment (what
+/// the model reads about the tool is [`Tool::describe`]'s; the fields' docs stay).
 pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
     let mut schema = schemars::schema_for!(T).to_value();
     if let Some(map) = schema.as_object_mut() {
-        map.remove("$schema");
+        for key in ["$schema", "title", "description"] {
+            map.remove(key);
+        }
     }
     schema
 }
@@ -242,6 +268,39 @@ impl ToolSet {
             .collect();
         ToolSetProvider { tools }
     }
+
+    /// The erased tools, in the order added (a [`DynamicTools`] group takes them).
+    pub(super) fn into_tools(self) -> Vec<Box<dyn ErasedTool>> {
+        self.tools
+    }
+}
+
+/// Splits an invocation into the call it describes and its argument document.
+pub(super) fn split(invocation: ToolInvocation) -> (ToolCall, serde_json::Value) {
+    let ToolInvocation {
+        name,
+        call_id,
+        session_id,
+        cwd,
+        args,
+        timeout_ms,
+    } = invocation;
+    let call = ToolCall {
+        name,
+        call_id,
+        session_id,
+        cwd,
+        timeout_ms,
+    };
+    (call, args)
+}
+
+/// The error result of a call to a name this provider does not serve.
+pub(super) fn unknown_tool(name: &str) -> ToolResult {
+    ToolResult::error(
+        ToolCode::UnknownTool,
+        format!("this provider has no tool named '{name}'"),
+    )
 }
 
 /// One tool is a set of one: `ctx.serve_tools(self, MyTool)`.
@@ -259,28 +318,11 @@ pub struct ToolSetProvider {
 impl ToolSetProvider {
     /// Runs `invocation` on the tool it names (`UNKNOWN_TOOL` for another name).
     pub async fn invoke(&self, invocation: ToolInvocation) -> ToolResult {
-        let ToolInvocation {
-            name,
-            call_id,
-            session_id,
-            cwd,
-            args,
-            timeout_ms,
-        } = invocation;
-        let Some(tool) = self.tools.get(&name) else {
-            return ToolResult::error(
-                ToolCode::UnknownTool,
-                format!("this provider has no tool named '{name}'"),
-            );
-        };
-        let call = ToolCall {
-            name,
-            call_id,
-            session_id,
-            cwd,
-            timeout_ms,
-        };
-        tool.call(args, &call).await
+        let (call, args) = split(invocation);
+        match self.tools.get(&call.name) {
+            Some(tool) => tool.call(args, &call).await,
+            None => unknown_tool(&call.name),
+        }
     }
 }
 
@@ -311,23 +353,33 @@ impl Context {
     /// (`DUPLICATE_TOOL`, `INVALID_TOOL_DEFINITION`); `SERVICE_UNAVAILABLE`.
     pub async fn serve_tools(&self, plugin: &impl Plugin, tools: impl Into<ToolSet>) -> Result<()> {
         let tools = tools.into();
-        let manifest = plugin.manifest();
-        let service = provider_service_name(&manifest.id);
-        if !manifest.provides.iter().any(|p| p.name == service) {
-            return Err(Error::coded(
-                ContractCode::Plugin,
-                format!(
-                    "plugin '{}' serves tools but its manifest does not call serves_tools()",
-                    manifest.id
-                ),
-            ));
-        }
+        let (id, service) = tools_service(plugin)?;
         let definitions = tools.definitions();
-        let label = format!("unregister the tools of {}", manifest.id);
+        let label = format!("unregister the tools of {id}");
         self.serve_named::<ToolProvider, _>(&service, tools.into_provider())?;
         register_until_unload(self, &service, definitions, &label).await?;
         Ok(())
     }
+}
+
+/// `plugin`'s id and its provider service, when its manifest declares
+/// [`Manifest::serves_tools`].
+///
+/// # Errors
+/// `PLUGIN` naming the plugin otherwise.
+pub(super) fn tools_service(plugin: &impl Plugin) -> Result<(String, String)> {
+    let manifest = plugin.manifest();
+    let service = provider_service_name(&manifest.id);
+    if !manifest.provides.iter().any(|p| p.name == service) {
+        return Err(Error::coded(
+            ContractCode::Plugin,
+            format!(
+                "plugin '{}' serves tools but its manifest does not call serves_tools()",
+                manifest.id
+            ),
+        ));
+    }
+    Ok((manifest.id, service))
 }
 
 #[cfg(test)]
@@ -373,6 +425,13 @@ mod tests {
         assert_eq!(defs[0].parameters["type"], "object");
         assert_eq!(defs[0].parameters["properties"]["text"]["type"], "string");
         assert_eq!(defs[0].parameters["required"][0], "text");
+        assert_eq!(
+            defs[0].parameters["properties"]["text"]["description"],
+            "What to say back."
+        );
+        for key in ["$schema", "title", "description"] {
+            assert!(defs[0].parameters.get(key).is_none(), "{key}");
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! pipeline, the protocol of tool-providing plugins, and the result shape.
 //!
 //! A tool plugin implements [`Tool`] per tool and calls `ctx.serve_tools(…)`
-//! ([`ToolSet`], `Manifest::serves_tools`); underneath, the wire protocol stays
+//! ([`ToolSet`], `Manifest::serves_tools`), or `ctx.serve_dynamic_tools(…)` ([`DynamicTools`])
+//! for tools known only after activation; underneath, the wire protocol stays
 //! [`ToolProvider`] served under [`provider_service_name`], with the [`ToolDefinition`]s
 //! registered with [`Tools`] ([`register_until_unload`]), which the SDK writes. The agent loop hands each assistant message's calls to
 //! `run_batch`, which runs the whole B9 pipeline and appends `tool/call` / `tool/result` to the
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::codes::ErrorCode;
 use crate::sdk::{Context, Error, Frozen, Result};
 
+pub use super::tool_dynamic::DynamicTools;
 pub use super::tool_trait::{
     ErasedTool, Tool, ToolCall, ToolFuture, ToolSet, ToolSetProvider, ToolSpec, decode_args,
     schema_of,

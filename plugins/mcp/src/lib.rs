@@ -5,6 +5,11 @@
 //! fill and scrub, the guards, audit events, deadlines, cancellation, the session log. The
 //! kernel and the loop know nothing of MCP.
 //!
+//! Each server tool is a dynamic [`Tool`] ([`McpCall`]: `Args = serde_json::Value`, its name
+//! and schema from the server's `tools/list`); the provider is served at activation with
+//! `ctx.serve_dynamic_tools`, and each server's supervisor registers its list as one group
+//! of that [`DynamicTools`](keel_plugin_api::services::tools::DynamicTools) handle when the server answers, and again on `list_changed`.
+//!
 //! Start: activation launches every enabled server at once, each under its own supervisor on
 //! the plugin's runtime ([`server`]), then waits until each is connected with its tool list
 //! or has failed, bounded by its `startup_timeout_ms`. So the first model request carries the
@@ -34,13 +39,14 @@ use keel_plugin_api::services::command::{Command, service_name};
 use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::tools::{
-    ToolCode, ToolExecutor, ToolInvocation, ToolProvider, ToolResult, Tools, provider_service_name,
+    Tool, ToolCall, ToolDefinition, ToolResult, ToolSet, ToolSpec,
 };
 use tokio::sync::watch;
 
 use crate::config::McpConfig;
 use crate::result::McpError;
 use crate::server::{Phase, Server};
+use crate::tools::McpTool;
 
 /// The plugin id; the provider is `keel.tool.mcp`, the command `keel mcp`.
 pub const PLUGIN_ID: &str = "mcp";
@@ -54,12 +60,6 @@ pub struct Hub {
     pub servers: Vec<Arc<Server>>,
 }
 
-impl Hub {
-    fn server(&self, name: &str) -> Option<&Arc<Server>> {
-        self.servers.iter().find(|s| s.name == name)
-    }
-}
-
 /// Aborts a plugin-runtime task when dropped: a call the pipeline stops waiting for ends at
 /// once, and the SDK cancels its request.
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
@@ -70,25 +70,47 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// The tool provider: routes `mcp__<server>__<tool>` to its server.
-struct Provider(Arc<Hub>);
+/// One server tool, as served: its definition from the server's list, and the server that
+/// runs its calls (on the plugin's runtime, as a task of its own).
+pub struct McpCall {
+    server: Arc<Server>,
+    definition: ToolDefinition,
+}
 
-impl ToolExecutor for Provider {
-    async fn execute(&self, call: ToolInvocation) -> Result<ToolResult> {
-        let Some(server) = tools::server_of(&call.name).and_then(|s| self.0.server(s)) else {
-            return Ok(ToolResult::error(
-                ToolCode::UnknownTool,
-                format!("the mcp row has no tool '{}'", call.name),
-            ));
+impl McpCall {
+    /// `tools` of `server` as one group of the row's dynamic tools.
+    pub fn set(server: &Arc<Server>, tools: &[McpTool]) -> ToolSet {
+        tools.iter().fold(ToolSet::new(), |set, t| {
+            set.with(McpCall {
+                server: Arc::clone(server),
+                definition: t.definition.clone(),
+            })
+        })
+    }
+}
+
+impl Tool for McpCall {
+    /// Unused: each server tool is named at run time (`ToolSpec::named`, from its definition).
+    const NAME: &'static str = "mcp";
+    type Args = serde_json::Value;
+
+    fn describe(&self) -> ToolSpec {
+        ToolSpec::from(self.definition.clone())
+    }
+
+    async fn run(&self, args: serde_json::Value, call: &ToolCall) -> ToolResult {
+        let runtime = match plugin_runtime() {
+            Ok(r) => r,
+            Err(e) => return ToolResult::from_error(&e),
         };
-        let server = Arc::clone(server);
-        let task = plugin_runtime()?
-            .spawn(async move { server.call(&call.name, &call.call_id, call.args).await });
+        let server = Arc::clone(&self.server);
+        let (name, call_id) = (call.name.clone(), call.call_id.clone());
+        let task = runtime.spawn(async move { server.call(&name, &call_id, args).await });
         let mut task = AbortOnDrop(task);
-        Ok(match (&mut task.0).await {
+        match (&mut task.0).await {
             Ok(r) => r,
             Err(e) => McpError::CallFailed(format!("the call's task failed: {e}")).result(),
-        })
+        }
     }
 }
 
@@ -115,8 +137,7 @@ impl Plugin for McpPlugin {
             .description(
                 "MCP client: servers' tools as mcp__<server>__<tool> (stdio, streamable HTTP)",
             )
-            .provides_named(&provider_service_name(PLUGIN_ID), false)
-            .requires::<Tools>()
+            .serves_tools()
             .optional::<Sandbox>()
             .optional::<Credentials>()
             .command(command::spec())
@@ -138,8 +159,7 @@ impl Plugin for McpPlugin {
                 .map(|(name, c)| Arc::new(Server::new(name, c)))
                 .collect(),
         });
-        let service = provider_service_name(PLUGIN_ID);
-        ctx.serve_named::<ToolProvider, _>(&service, Provider(Arc::clone(&hub)))?;
+        let tools = ctx.serve_dynamic_tools(self)?;
         ctx.serve_named::<Command, _>(
             &service_name("mcp"),
             command::List {
@@ -153,12 +173,14 @@ impl Plugin for McpPlugin {
             .servers
             .iter()
             .filter(|s| s.config.enabled)
-            .map(|s| runtime.spawn(Arc::clone(s).supervise(ctx, stopped.clone())))
+            .map(|s| runtime.spawn(Arc::clone(s).supervise(ctx, tools.clone(), stopped.clone())))
             .collect();
         let h = Arc::clone(&hub);
         ctx.effect("stop the MCP servers", move || async move {
             for s in &h.servers {
-                s.uninstall(&ctx).await;
+                if let Err(e) = tools.remove(&s.name).await {
+                    tracing::debug!(server = %s.name, "unregister at unload: {e}");
+                }
             }
             let _ = stop.send(true);
             let _ = spawn_bridged(async move {

@@ -1,5 +1,6 @@
 //! One configured server's life (issue 15 items 2 and 3): a supervisor task on the plugin's
-//! runtime that connects, lists the tools, registers them with `keel.tools`, follows
+//! runtime that connects, lists the tools, registers them with `keel.tools` (as its group of
+//! the row's `DynamicTools`), follows
 //! `tools/list_changed`, and restarts the server with backoff when it goes away; and the call
 //! path the tool provider uses.
 //!
@@ -13,9 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::tools::{
-    RegisterRequest, ToolResult, Tools, UnregisterRequest, provider_service_name,
-};
+use keel_plugin_api::services::tools::{DynamicTools, ToolResult};
 use rmcp::Peer;
 use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
@@ -84,7 +83,6 @@ pub struct Server {
     pub config: ServerConfig,
     status: Mutex<Status>,
     peer: Mutex<Option<Peer<RoleClient>>>,
-    registration: Mutex<Option<u64>>,
     /// Bumped at every phase change (the start gate waits on it).
     pub changes: watch::Sender<u64>,
     /// Its stderr.
@@ -112,7 +110,6 @@ impl Server {
                 pid: None,
             }),
             peer: Mutex::new(None),
-            registration: Mutex::new(None),
             changes: watch::channel(0).0,
             stderr: Arc::default(),
             fault: Arc::default(),
@@ -169,15 +166,21 @@ impl Server {
         }
     }
 
-    /// The supervisor: runs until `stop` turns true.
-    pub async fn supervise(self: Arc<Self>, ctx: Context, mut stop: watch::Receiver<bool>) {
+    /// The supervisor: runs until `stop` turns true. Its tools are the group named after it
+    /// in `tools`.
+    pub async fn supervise(
+        self: Arc<Self>,
+        ctx: Context,
+        tools: DynamicTools,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let mut attempt: u32 = 0;
         let mut ever_connected = false;
         loop {
             if *stop.borrow() {
                 return;
             }
-            let reason = match self.run_once(&ctx, &mut stop).await {
+            let reason = match self.run_once(&ctx, &tools, &mut stop).await {
                 Ok(()) => return,
                 Err((reason, connected)) => {
                     ever_connected |= connected;
@@ -212,8 +215,9 @@ impl Server {
 
     /// One connection, from start to its end. `Ok` only when stopped; `Err((why, connected))`.
     async fn run_once(
-        &self,
+        self: &Arc<Self>,
         ctx: &Context,
+        served: &DynamicTools,
         stop: &mut watch::Receiver<bool>,
     ) -> Result<(), (String, bool)> {
         let changed = Arc::new(tokio::sync::Notify::new());
@@ -244,7 +248,7 @@ impl Server {
             },
             () = stopped(stop) => return Ok(()),
         };
-        self.install(ctx, tools)
+        self.install(served, tools)
             .await
             .map_err(|e| (format!("keel.tools refused its tools: {e}"), false))?;
         *self.peer.lock().unwrap_or_else(PoisonError::into_inner) = Some(live.peer().clone());
@@ -269,7 +273,7 @@ impl Server {
                 () = changed.notified() => {
                     match peer.list_all_tools().await.map_err(|e| e.to_string()).and_then(|t| to_json(&self.name, &t)) {
                         Ok(tools) => {
-                            if let Err(e) = self.install(ctx, tools).await {
+                            if let Err(e) = self.install(served, tools).await {
                                 tracing::warn!(server = %self.name, "re-registering after tools/list_changed failed: {e}");
                             }
                         }
@@ -288,57 +292,14 @@ impl Server {
         }
     }
 
-    /// Registers `tools` in place of the current registration, unless they are the same.
-    async fn install(&self, ctx: &Context, tools: Vec<McpTool>) -> Result<()> {
-        let same = {
-            let s = self.status.lock().unwrap_or_else(PoisonError::into_inner);
-            let current = *self
-                .registration
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            current.is_some() && s.tools == tools
-        };
-        if same {
-            return Ok(());
-        }
-        let registry = ctx.client::<Tools>()?;
-        let old = self
-            .registration
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(registration) = old {
-            registry
-                .unregister(UnregisterRequest { registration })
-                .await?;
-        }
-        let definitions = tools.iter().map(|t| t.definition.clone()).collect();
-        let done = registry
-            .register(RegisterRequest {
-                service: provider_service_name(crate::PLUGIN_ID),
-                tools: definitions,
-            })
+    /// Registers `tools` as this server's group of `served`, in place of its current
+    /// registration (left alone when the definitions are the same).
+    async fn install(self: &Arc<Self>, served: &DynamicTools, tools: Vec<McpTool>) -> Result<()> {
+        served
+            .replace(&self.name, crate::McpCall::set(self, &tools))
             .await?;
-        *self
-            .registration
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(done.registration);
         self.set(|s| s.tools = tools);
         Ok(())
-    }
-
-    /// Unregisters this server's tools (at unload).
-    pub async fn uninstall(&self, ctx: &Context) {
-        let old = self
-            .registration
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let (Some(registration), Ok(registry)) = (old, ctx.client::<Tools>()) {
-            let _ = registry
-                .unregister(UnregisterRequest { registration })
-                .await;
-        }
     }
 
     /// Runs one call of public tool `name`. Never an `Err`: failures are error results.
