@@ -1,7 +1,8 @@
 //! Confined process trees never outlive keel or their call, through the binary (issue 23 items
 //! 7, 8 and 18; B12, SBX-02): a shell command started a few milliseconds before keel is
 //! SIGKILLed stops writing the workspace under bubblewrap; a hook's `setsid` grandchild is
-//! killed when the hook ends under Landlock; and a run leaves no `.keel/` or `.claude/` behind
+//! killed when the hook ends under Landlock, and a shell command's when the command ends in
+//! `danger-full-access`; and a run leaves no `.keel/` or `.claude/` behind
 //! in a workspace that had none.
 
 use std::path::Path;
@@ -125,6 +126,34 @@ fn a_hooks_setsid_grandchild_dies_with_the_hook_under_landlock() {
     let growing = still_growing(&log, Duration::from_millis(700));
     kill_leftovers(&writer(&log.display().to_string()));
     assert!(!growing, "the hook's setsid grandchild outlived the hook");
+}
+
+// Issue 25 (per step with the sandbox off): in `danger-full-access` the launcher skips its
+// `/proc` walk when it has no child left; a shell command's `setsid` grandchild is its child
+// (re-parented to the subreaper), so it is still found and killed when the command ends.
+#[test]
+fn an_unfenced_commands_setsid_grandchild_dies_with_the_command() {
+    // Relative to the workspace, the command's working directory.
+    let command = format!(
+        "setsid sh -c '{}' > /dev/null 2>&1 < /dev/null &\n\
+         while [ ! -s escaped.log ]; do sleep 0.01; done; echo started",
+        writer("escaped.log")
+    );
+    let server = server(vec![
+        Reply::tool_calls(vec![("c1", "shell", args(json!({ "command": command })))]),
+        Reply::text("done"),
+    ]);
+    let env = env_with_sandbox(&server, "{ mode = \"danger-full-access\" }");
+    let (run, _) = run_json(&env, "go", &[]);
+    run.expect_code(0);
+    let log = work_file(&env, "escaped.log");
+    assert!(log.exists(), "the grandchild never ran");
+    let growing = still_growing(&log, Duration::from_millis(700));
+    kill_leftovers(&writer("escaped.log"));
+    assert!(
+        !growing,
+        "the command's setsid grandchild outlived the command"
+    );
 }
 
 // Issue 23 item 18: a run in a workspace without `.keel/` and `.claude/` leaves neither behind,

@@ -8,11 +8,11 @@
 //! double-forked daemon — is re-parented to the launcher, never to PID 1, so [`sweep`] can
 //! find every descendant by walking `/proc` from this process down, and kills them until none
 //! is left. A sweep runs when the command ends (so nothing it started survives it, whatever
-//! session or group it moved to), and when keel is gone ([`watch_parent`]: keel's pid, given
+//! session or group it moved to), and when keel is gone ([`watch`]: keel's pid, given
 //! as `--parent`, is no longer the parent, even after a SIGKILL of keel). SIGTERM, SIGINT and
 //! SIGHUP sent to the launcher (the runner's timeout, disposal) are passed on to every
 //! descendant, and shortly after, the descendants that left the launcher's process group (the
-//! runner's group kill cannot reach them) are killed ([`forward_signals`]).
+//! runner's group kill cannot reach them) are killed ([`watch`]).
 //!
 //! keel arms a parent-death SIGKILL on the launcher before exec (and checks keel is still its
 //! parent), so a keel that dies before the launcher runs leaves nothing; the launcher clears
@@ -27,6 +27,9 @@ use rustix::process::{Pid, Signal, WaitOptions};
 pub const PARENT_POLL: Duration = Duration::from_millis(20);
 /// How long a sweep may take before it gives up.
 const SWEEP_LIMIT: Duration = Duration::from_secs(5);
+/// Stack of the watch thread: it holds a process table and little else (the
+/// default 2 MiB mapping is time on every command's path).
+const THREAD_STACK: usize = 256 * 1024;
 /// Time between passing a signal on and killing the descendants that left the group.
 const ESCAPED_GRACE: Duration = Duration::from_millis(200);
 
@@ -72,6 +75,20 @@ fn signal(pid: i32, sig: Signal) {
     }
 }
 
+/// True when this process has no child at all, running or exited. Every descendant of a
+/// subreaper sits under a living child of its own (an orphan is re-parented here, and a
+/// command's children are re-parented before the command can be reaped), so no child means no
+/// descendant and the `/proc` walk — about 1 ms per command on a quiet machine, more on a busy
+/// one — is skipped (issue 25: per step with the sandbox off).
+fn has_no_children() -> bool {
+    use rustix::process::{WaitId, WaitIdOptions};
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    matches!(
+        rustix::process::waitid(WaitId::All, options),
+        Err(rustix::io::Errno::CHILD)
+    )
+}
+
 /// Reaps every child that has exited, without waiting.
 fn reap() {
     while rustix::process::waitpid(None, WaitOptions::NOHANG).is_ok_and(|r| r.is_some()) {}
@@ -84,6 +101,9 @@ pub fn sweep() -> bool {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let end = Instant::now() + SWEEP_LIMIT;
     loop {
+        if has_no_children() {
+            return true;
+        }
         let left = descendants(me);
         if left.is_empty() {
             reap();
@@ -127,58 +147,56 @@ pub fn take_over_from(parent: Pid) -> Result<(), String> {
     Ok(())
 }
 
-/// On a thread: when `parent` is no longer this process's parent (keel died, even by
-/// SIGKILL), sweeps every descendant and exits with `code`.
-pub fn watch_parent(parent: Pid, code: i32) {
+/// The termination signals the launcher passes on, caught from now (before the command
+/// starts, so none is lost); [`watch`] handles them.
+///
+/// # Errors
+/// The handlers cannot be installed.
+pub fn catch_signals() -> Result<signal_hook::iterator::Signals, String> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| format!("cannot catch termination signals: {e}"))
+}
+
+/// On one thread, every [`PARENT_POLL`]: when `parent` is no longer this process's parent
+/// (keel died, even by SIGKILL), sweeps every descendant and exits with `code`; SIGTERM,
+/// SIGINT and SIGHUP caught by `signals` are passed on to every descendant, and
+/// [`ESCAPED_GRACE`] later the descendants outside this process's group (which the sender's
+/// group kill cannot reach) are killed. The launcher itself keeps running and sweeps when its
+/// command ends. One thread, not one per duty: creating it is on every command's path.
+pub fn watch(parent: Pid, code: i32, mut signals: signal_hook::iterator::Signals) {
     let spawned = std::thread::Builder::new()
         .name("keel-landlock-watch".into())
+        .stack_size(THREAD_STACK)
         .spawn(move || {
+            let me = rustix::process::getpid().as_raw_nonzero().get();
+            let group = rustix::process::getpgrp().as_raw_nonzero().get();
             loop {
                 std::thread::sleep(PARENT_POLL);
                 if rustix::process::getppid() != Some(parent) {
                     sweep();
                     std::process::exit(code);
                 }
+                let caught: Vec<Signal> = signals
+                    .pending()
+                    .filter_map(Signal::from_named_raw)
+                    .collect();
+                for sig in caught {
+                    for (pid, _) in descendants(me) {
+                        signal(pid, sig);
+                    }
+                    std::thread::sleep(ESCAPED_GRACE);
+                    for (pid, pgrp) in descendants(me) {
+                        if pgrp != group {
+                            signal(pid, Signal::KILL);
+                        }
+                    }
+                }
             }
         });
     if let Err(e) = spawned {
         eprintln!("keel-landlock: no parent watch, orphans possible: {e}");
     }
-}
-
-/// On a thread: SIGTERM, SIGINT and SIGHUP sent to this process are passed on to every
-/// descendant; [`ESCAPED_GRACE`] later, the descendants outside this process's group (which
-/// the sender's group kill cannot reach) are killed. The launcher itself keeps running and
-/// sweeps when its command ends.
-///
-/// # Errors
-/// The handlers cannot be installed.
-pub fn forward_signals() -> Result<(), String> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
-        .map_err(|e| format!("cannot catch termination signals: {e}"))?;
-    std::thread::Builder::new()
-        .name("keel-landlock-signals".into())
-        .spawn(move || {
-            let me = rustix::process::getpid().as_raw_nonzero().get();
-            let group = rustix::process::getpgrp().as_raw_nonzero().get();
-            for raw in signals.forever() {
-                let Some(sig) = Signal::from_named_raw(raw) else {
-                    continue;
-                };
-                for (pid, _) in descendants(me) {
-                    signal(pid, sig);
-                }
-                std::thread::sleep(ESCAPED_GRACE);
-                for (pid, pgrp) in descendants(me) {
-                    if pgrp != group {
-                        signal(pid, Signal::KILL);
-                    }
-                }
-            }
-        })
-        .map(drop)
-        .map_err(|e| format!("cannot start the signal thread: {e}"))
 }
 
 #[cfg(test)]

@@ -237,12 +237,19 @@ fn launch(args: &Args) -> Result<ExitCode, String> {
     .ok_or("keel exited before the command started")?;
     supervise::take_over_from(parent)?;
     supervise::become_subreaper()?;
-    supervise::watch_parent(parent, i32::from(LAUNCHER_FAILURE));
-    supervise::forward_signals()?;
-    if !args.unrestricted {
+    let signals = supervise::catch_signals()?;
+    let code = i32::from(LAUNCHER_FAILURE);
+    // The watch thread of a fenced launcher starts before the fence (Landlock binds the threads
+    // created after it, and the watch reads /proc); an unfenced one starts it after the command,
+    // off the command's path (issue 25: per step with the sandbox off).
+    let signals = if args.unrestricted {
+        Some(signals)
+    } else {
+        supervise::watch(parent, code, signals);
         restrict(args)?;
         drop_capabilities()?;
-    }
+        None
+    };
     let Some((program, rest)) = args.command.split_first() else {
         return Err("no command after --".to_owned());
     };
@@ -252,6 +259,9 @@ fn launch(args: &Args) -> Result<ExitCode, String> {
     let mut child = command
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", program.to_string_lossy()))?;
+    if let Some(signals) = signals {
+        supervise::watch(parent, code, signals);
+    }
     let status = child.wait();
     // Nothing the command started outlives it, whatever group or session it moved to.
     supervise::sweep();
