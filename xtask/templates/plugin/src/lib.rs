@@ -47,6 +47,8 @@ fn one() -> u8 {
 pub struct {{camel}}Plugin;
 
 impl Plugin for {{camel}}Plugin {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("the {{snake}}_greet tool")
