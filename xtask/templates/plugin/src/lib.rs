@@ -47,6 +47,7 @@ fn one() -> u8 {
 pub struct {{camel}}Plugin;
 
 impl Plugin for {{camel}}Plugin {
+    // The events it dispatches (`keel_plugin_api::dispatches!`): none.
     type Dispatches = ();
 
     fn manifest(&self) -> Manifest {
