@@ -61,6 +61,8 @@
 //! struct HelloPlugin;
 //!
 //! impl Plugin for HelloPlugin {
+//!     type Dispatches = ();
+//!
 //!     fn manifest(&self) -> Manifest {
 //!         Manifest::new("hello", env!("CARGO_PKG_VERSION"))
 //!             .provides::<Hello>()

@@ -20,6 +20,8 @@
 //! # use keel_plugin_api::prelude::*;
 //! # #[derive(Default)] struct Quiet;
 //! # impl Plugin for Quiet {
+//! #     type Dispatches = ();
+//! #
 //! #     fn manifest(&self) -> Manifest { Manifest::new("quiet", "0.1.0") }
 //! #     async fn activate(&self, _ctx: Context) -> Result<()> { Ok(()) }
 //! # }
@@ -195,9 +197,9 @@ impl Builder {
     }
 
     /// The probe declares plugin event `E` (one the plugin under test listens to but does not
-    /// declare itself), so the test may dispatch it.
+    /// declare itself), so the test may dispatch it ([`TestHost::dispatch`]).
     pub fn declares<E: Event>(mut self) -> Self {
-        self.probe.manifest = self.probe.manifest.declares::<E>();
+        self.probe.manifest = self.probe.manifest.__declares::<E>();
         self
     }
 
@@ -337,10 +339,19 @@ impl TestHost {
         }
     }
 
-    /// The probe's context: dispatch events (`emit`, `run_waterfall`, `parallel`, `serial`…),
-    /// look services up, read `plugin_status`, as a plugin would.
+    /// The probe's context: dispatch events (`emit`, `run_waterfall`, `parallel`, `serial`…,
+    /// each with a [`TestHost::dispatch`] handle), look services up, read `plugin_status`, as a
+    /// plugin would.
     pub fn ctx(&self) -> Context {
         self.probe
+    }
+
+    /// The probe's right to dispatch `E`: `host.ctx().emit(host.dispatch::<E>(), &payload)`.
+    /// The probe stands in for whichever plugin dispatches `E`, so it has no set of its own;
+    /// the kernel still refuses `E` (`UNKNOWN_EVENT`) unless a loaded row declares it (the
+    /// plugin under test, or the probe through [`Builder::declares`]).
+    pub fn dispatch<E: Event>(&self) -> Dispatch<E> {
+        Dispatch::__new()
     }
 
     /// Runs a future (a client call, an async dispatch) on the kernel's runtime.

@@ -54,6 +54,8 @@ fn state() -> std::sync::MutexGuard<'static, State> {
 struct Probe;
 
 impl Plugin for Probe {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         state()
             .manifest

@@ -123,6 +123,8 @@ fn a_row_config_that_breaks_the_derived_schema_is_refused_naming_row_and_key() {
 struct Asker;
 
 impl Plugin for Asker {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("asker", "0.1.0").requires::<SystemPrompt>()
     }

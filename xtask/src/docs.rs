@@ -168,8 +168,9 @@ whose fiber was disposed never runs again.
 
 `keel-plugin-api` types these events; the bus knows one only once it is declared. The kernel \
 declares `kernel/*`; every other domain is declared by the plugin named in its section, the one \
-that dispatches it (`Manifest::declares`). Dispatching an event that no loaded row declares is \
-refused with `UNKNOWN_EVENT`; a listener on one is kept and never runs.
+that dispatches it (its `Plugin::Dispatches` set, whose handles are the only way to dispatch). \
+Dispatching an event that no loaded row declares is refused with `UNKNOWN_EVENT`; a listener on \
+one is kept and never runs.
 
 ";
 

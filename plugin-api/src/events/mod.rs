@@ -6,8 +6,10 @@
 //!
 //! This crate only defines the types. Who *declares* an event on the bus is its owner: the
 //! kernel declares `kernel/*` ([`kernel::EVENTS`]) and nothing else; every other domain is
-//! declared by the plugin that dispatches it, with `Manifest::declares::<E>()` ([`OWNERS`]). A
-//! dispatch of an event that no loaded row declares is refused (`UNKNOWN_EVENT`).
+//! declared by the plugin that dispatches it, in its
+//! [`Plugin::Dispatches`](crate::sdk::Plugin::Dispatches) set ([`OWNERS`]), which is also where
+//! its dispatch handles come from. A dispatch of an event that no loaded row declares is refused
+//! (`UNKNOWN_EVENT`).
 //! Domains whose payloads belong to later subsystems (memory, scheduling, …) are added by the
 //! issue that builds them, never as placeholders: a payload type is an ABI promise.
 

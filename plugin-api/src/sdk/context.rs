@@ -4,7 +4,8 @@
 //! out, when the fiber unloads, so plugins never write cleanup for listeners or services.
 //! Registration methods are typed by mode (`on` for emit, `waterfall`, `async_waterfall`,
 //! `on_parallel`, `on_serial`); dispatch methods likewise (`emit`, `run_waterfall`,
-//! `run_async_waterfall`, `parallel`, `serial`). A mode mismatch does not compile.
+//! `run_async_waterfall`, `parallel`, `serial`, in [`super::dispatch`], each taking the
+//! event's [`Dispatch`](super::Dispatch) handle). A mode mismatch does not compile.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -24,8 +25,8 @@ use super::ffi::{self, AsyncNext, Next};
 use super::link::host;
 use super::service::{Service, ServiceRef};
 use crate::abi::{
-    AbiResult, DisposerFfi, ErasedBox, ErasedShared, FiberId, HostApi_Ref, ListenerCall,
-    ListenerFfi, ListenerOptions, SharedPtr,
+    AbiResult, DisposerFfi, ErasedShared, FiberId, HostApi_Ref, ListenerCall, ListenerFfi,
+    ListenerOptions, SharedPtr,
 };
 
 /// A registration (listener, service or effect) that can be removed before its fiber unloads.
@@ -287,98 +288,7 @@ impl Context {
         from_abi((self.api.unregister())(self.fiber, registration.id).await)
     }
 
-    // ---- dispatch ------------------------------------------------------------------------
-
-    /// Emits: every listener runs; their failures are contained and reported by the kernel.
-    ///
-    /// # Errors
-    /// Only for misuse: unknown event, mode or layout mismatch.
-    pub fn emit<E: EmitEvent>(&self, payload: &E::Payload) -> Result<()> {
-        // SAFETY: `payload` outlives the synchronous call; the layout names its type.
-        from_abi(unsafe {
-            (self.api.emit())(
-                self.fiber,
-                rstr(E::NAME),
-                <E::Payload as StableAbi>::LAYOUT,
-                (payload as *const E::Payload).cast::<()>(),
-            )
-        })
-    }
-
-    /// Runs a sync waterfall over `payload`, ending in `terminal` (the default behaviour).
-    ///
-    /// # Errors
-    /// The first error a listener or the terminal returns (panics become `PANIC`).
-    pub fn run_waterfall<E: WaterfallEvent>(
-        &self,
-        payload: &mut E::Payload,
-        mut terminal: impl FnMut(&mut E::Payload) -> Result<()>,
-    ) -> Result<()> {
-        let terminal = ffi::sync_terminal::<E::Payload, _>(&mut terminal);
-        // SAFETY: `payload` and `terminal` outlive the synchronous dispatch.
-        from_abi(unsafe {
-            (self.api.waterfall())(
-                self.fiber,
-                rstr(E::NAME),
-                <E::Payload as StableAbi>::LAYOUT,
-                (payload as *mut E::Payload).cast::<()>(),
-                terminal,
-            )
-        })
-    }
-
-    /// Runs an async waterfall, ending in `terminal`.
-    ///
-    /// # Errors
-    /// The first error a listener or the terminal returns.
-    pub async fn run_async_waterfall<E, F, Fut>(
-        &self,
-        payload: E::Payload,
-        terminal: F,
-    ) -> Result<E::Output>
-    where
-        E: AsyncWaterfallEvent,
-        F: Fn(E::Payload) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<E::Output>> + Send + 'static,
-    {
-        let fut = (self.api.async_waterfall())(
-            self.fiber,
-            rstr(E::NAME),
-            <E::Output as StableAbi>::LAYOUT,
-            ErasedBox::new(payload),
-            ffi::async_terminal::<E, F, Fut>(terminal),
-        );
-        let out = from_abi(fut.await)?;
-        // SAFETY: the kernel checked the output's layout against E::Output.
-        Ok(unsafe { out.into_inner::<E::Output>() })
-    }
-
-    /// Runs a parallel event: all listeners start, all are awaited.
-    ///
-    /// # Errors
-    /// `AGGREGATE` listing every failed listener in registration order.
-    pub async fn parallel<E: ParallelEvent>(&self, payload: E::Payload) -> Result<()> {
-        let fut = (self.api.parallel())(self.fiber, rstr(E::NAME), ErasedBox::new(payload));
-        from_abi(fut.await)
-    }
-
-    /// Runs a serial event until a listener decides.
-    ///
-    /// # Errors
-    /// The first listener error.
-    pub async fn serial<E: SerialEvent>(&self, payload: E::Payload) -> Result<Option<E::Output>> {
-        let fut = (self.api.serial())(
-            self.fiber,
-            rstr(E::NAME),
-            <E::Output as StableAbi>::LAYOUT,
-            ErasedBox::new(payload),
-        );
-        let out = from_abi(fut.await)?;
-        // SAFETY: the kernel checked the decision's layout against E::Output.
-        Ok(out
-            .into_option()
-            .map(|b| unsafe { b.into_inner::<E::Output>() }))
-    }
+    // ---- dispatch: `dispatch.rs` (each method takes the event's `Dispatch` handle) ------
 
     // ---- services ------------------------------------------------------------------------
 

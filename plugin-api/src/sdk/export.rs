@@ -10,8 +10,10 @@ use abi_stable::std_types::{RResult, RString};
 use async_ffi::FfiFuture;
 
 use super::context::Context;
+use super::dispatch::EventSet;
 use super::error::Error;
 use super::ffi::{guard, guard_future};
+use super::manifest::Manifest;
 use super::plugin::Plugin;
 use crate::abi::{ABI_MAJOR, AbiResult, EventLayout, HostCtx, PluginRoot, PluginRoot_Ref};
 use abi_stable::std_types::RVec;
@@ -36,11 +38,16 @@ pub fn root(
     .leak_into_prefix()
 }
 
-/// `event_layouts` entry: the layouts behind the manifest's `declares::<E>()` calls.
+/// The manifest the kernel receives: the plugin's own, plus the declarations of the events of
+/// its [`Plugin::Dispatches`] set (after the ones it lists itself, in field order).
+pub fn full_manifest<P: Plugin>(plugin: &P) -> Manifest {
+    <P::Dispatches as EventSet>::declare(plugin.manifest())
+}
+
+/// `event_layouts` entry: the layouts of the declared events.
 pub fn event_layouts_entry<P: Plugin>(instance: fn() -> &'static P) -> RVec<EventLayout> {
     std::panic::catch_unwind(|| {
-        instance()
-            .manifest()
+        full_manifest(instance())
             .event_layouts
             .iter()
             .map(|d| EventLayout {
@@ -56,7 +63,7 @@ pub fn event_layouts_entry<P: Plugin>(instance: fn() -> &'static P) -> RVec<Even
 /// `manifest` entry: serialises the plugin's manifest with the ABI filled in.
 pub fn manifest_entry<P: Plugin>(instance: fn() -> &'static P) -> AbiResult<RString> {
     guard(|| {
-        let mut manifest = instance().manifest();
+        let mut manifest = full_manifest(instance());
         manifest.abi = ABI_MAJOR;
         Ok(RString::from(serde_json::to_string(&manifest)?))
     })
@@ -97,15 +104,25 @@ pub fn shutdown_entry<P: Plugin>(instance: fn() -> &'static P) {
 
 /// Exports a plugin type (which must implement [`Plugin`] and `Default`) from a `cdylib`.
 ///
+/// It also defines `crate::DISPATCH` (where it is invoked: the crate root), the value of the
+/// plugin's [`Plugin::Dispatches`] set: `crate::DISPATCH.<field>` is the handle the dispatch
+/// methods take (see [`dispatches!`](crate::dispatches)).
+///
 /// ```ignore
 /// #[derive(Default)]
 /// struct MyPlugin;
-/// impl keel_plugin_api::prelude::Plugin for MyPlugin { /* manifest, activate */ }
+/// impl keel_plugin_api::prelude::Plugin for MyPlugin { /* Dispatches, manifest, activate */ }
 /// keel_plugin_api::export_plugin!(MyPlugin);
 /// ```
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty) => {
+        /// This plugin's dispatch handles: `DISPATCH.<field>` is the right to dispatch that
+        /// event of its `Dispatches` set (issue 24 item 7).
+        #[allow(dead_code, reason = "a plugin that dispatches nothing never reads it")]
+        pub(crate) const DISPATCH: <$plugin as $crate::sdk::Plugin>::Dispatches =
+            <<$plugin as $crate::sdk::Plugin>::Dispatches as $crate::sdk::EventSet>::HANDLES;
+
         #[doc(hidden)]
         #[allow(
             unsafe_code,

@@ -30,7 +30,8 @@ pub struct Manifest {
     #[serde(default)]
     pub requires: Vec<Requirement>,
     /// Events this plugin owns (dispatches) and so declares: its own, and the core events of
-    /// `keel_plugin_api::events` it dispatches (the kernel declares only `kernel/*`).
+    /// `keel_plugin_api::events` it dispatches (the kernel declares only `kernel/*`). Filled
+    /// by the SDK from the plugin's [`Plugin::Dispatches`](super::Plugin::Dispatches) set.
     #[serde(default)]
     pub events: Vec<EventDecl>,
     /// JSON Schema for the row config; `{"type":"object"}` when absent.
@@ -203,9 +204,13 @@ impl Manifest {
         self
     }
 
-    /// Declares an event this plugin owns. An event is dispatchable only when some loaded row
-    /// declares it (`UNKNOWN_EVENT` otherwise); listening needs no declaration.
-    pub fn declares<E: Event>(mut self) -> Self {
+    /// Declares an event. For the SDK's own use since SDK 3 (issue 24 item 7): a plugin's
+    /// declarations come from its [`Plugin::Dispatches`](super::Plugin::Dispatches) set, the
+    /// same set its dispatch handles come from; keel's test harness declares what its probe
+    /// dispatches with it. An event is dispatchable only when some loaded row declares it
+    /// (`UNKNOWN_EVENT` otherwise); listening needs no declaration.
+    #[doc(hidden)]
+    pub fn __declares<E: Event>(mut self) -> Self {
         self.events.push(EventDecl {
             name: E::NAME.to_owned(),
             mode: E::MODE.as_str().to_owned(),

@@ -10,6 +10,7 @@ mod contract;
 mod contract_tests;
 mod control;
 mod declare_contract;
+mod dispatch;
 pub mod environ;
 mod error;
 pub mod event;
@@ -35,6 +36,7 @@ pub use context::{Context, Registration, sleep};
 pub use contract::__boxed;
 pub use contract::{BoxedAnswer, Contract, ContractClient, ContractHandle, MethodSpec, Serves};
 pub use control::{ControlAnswer, ControlOp, FileTrust, RowControl, RowStatus};
+pub use dispatch::{Dispatch, EventSet};
 pub use error::{Error, Result};
 pub use ffi::{AsyncNext, Next};
 pub use frozen::Frozen;
@@ -53,8 +55,8 @@ pub mod prelude {
         AsyncWaterfallEvent, EmitEvent, Event, ParallelEvent, SerialEvent, WaterfallEvent,
     };
     pub use super::{
-        AsyncNext, Context, Contract, ContractClient, ContractHandle, Error, Frozen, Manifest,
-        Next, Plugin, Registration, Result, Service, ServiceRef,
+        AsyncNext, Context, Contract, ContractClient, ContractHandle, Dispatch, Error, Frozen,
+        Manifest, Next, Plugin, Registration, Result, Service, ServiceRef,
     };
     pub use crate::abi::{ListenerOptions, RString, RVec, StableAbi};
 }

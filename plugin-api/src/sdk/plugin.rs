@@ -6,6 +6,7 @@
 use std::future::Future;
 
 use super::context::Context;
+use super::dispatch::EventSet;
 use super::error::Result;
 use super::manifest::Manifest;
 
@@ -22,7 +23,15 @@ use super::manifest::Manifest;
 /// A fiber is re-activated (a fresh `activate`) when a provider it requires comes back with a
 /// new identity, and when its row config is reloaded.
 pub trait Plugin: Send + Sync + 'static {
-    /// Describes the plugin. Called once at load, before any activation.
+    /// The events this plugin dispatches, written with
+    /// [`dispatches!`](crate::dispatches); `()` when it dispatches none. The SDK declares them
+    /// in the manifest, and `export_plugin!` defines `crate::DISPATCH`, this set's value, whose
+    /// fields are the only handles the dispatch methods accept: an event outside the set
+    /// cannot be dispatched (it does not compile).
+    type Dispatches: EventSet;
+
+    /// Describes the plugin. Called once at load, before any activation. The events of
+    /// [`Plugin::Dispatches`] are added to it by the SDK.
     fn manifest(&self) -> Manifest;
 
     /// Activates one row of this plugin. Register everything here.

@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
-use keel_plugin_api::events::agent::{InboxDiscarded, Status};
 use keel_plugin_api::services::agent::{
     AgentOverrides, AgentStatus, InboxTarget, InterruptLevel, PendingInputs, RunReport,
 };
@@ -473,13 +472,13 @@ pub fn discarded(seams: &Seams, session_id: &str, messages: Vec<Value>, reason: 
     }
     let data = json!({ "messages": messages, "reason": reason });
     if let Ok(p) = Seams::point(session_id, 0, 0, &data) {
-        let _ = seams.ctx.emit::<InboxDiscarded>(&p);
+        let _ = seams.ctx.emit(crate::DISPATCH.inbox_discarded, &p);
     }
 }
 
 fn emit_status(seams: &Seams, session_id: &str, status: &str) {
     if let Ok(p) = Seams::point(session_id, 0, 0, &json!({ "status": status })) {
-        let _ = seams.ctx.emit::<Status>(&p);
+        let _ = seams.ctx.emit(crate::DISPATCH.status, &p);
     }
 }
 

@@ -131,7 +131,7 @@ impl Hub {
             0,
             &json!({ "recovered": recovered }),
         )?;
-        self.seams.ctx.parallel::<ev::Resumed>(p).await?;
+        self.seams.ctx.parallel(crate::DISPATCH.resumed, p).await?;
         // The first request after a resume logs a full header with reason `resume` (LOOP-05).
         let log = LogState {
             next_turn,
@@ -191,10 +191,7 @@ impl AgentProvider for Served {
             data["level"] = json!(level);
         }
         if let Ok(p) = Seams::point(&session_id, 0, 0, &data) {
-            let _ = hub
-                .seams
-                .ctx
-                .emit::<keel_plugin_api::events::agent::InboxInserted>(&p);
+            let _ = hub.seams.ctx.emit(crate::DISPATCH.inbox_inserted, &p);
         }
         if let Some(d) = sent.dropped {
             tracing::warn!(session = %session_id, dropped = %d.id, "interrupt queues full: the oldest of the lowest level was dropped");
@@ -253,7 +250,26 @@ impl AgentProvider for Served {
 #[derive(Default)]
 struct AgentLoop;
 
+keel_plugin_api::dispatches! {
+    /// The `agent/*` events: the loop's seams. It dispatches them, so it declares them (issue 13
+    /// item 2: the kernel declares only `kernel/*`).
+    pub struct Dispatches {
+        pub pre_step: ev::PreStep,
+        pub request: ev::Request,
+        pub request_error: ev::RequestError,
+        pub turn_stopping: ev::TurnStopping,
+        pub status: ev::Status,
+        pub agent_error: ev::AgentError,
+        pub inbox_inserted: ev::InboxInserted,
+        pub inbox_claimed: ev::InboxClaimed,
+        pub inbox_discarded: ev::InboxDiscarded,
+        pub resumed: ev::Resumed,
+    }
+}
+
 impl Plugin for AgentLoop {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new("agent-loop", env!("CARGO_PKG_VERSION"))
             .description("the agent loop: turns, steps, inbox, retries (keel.agent)")
@@ -263,18 +279,6 @@ impl Plugin for AgentLoop {
             .requires::<Tools>()
             .optional::<SystemPrompt>()
             .optional::<keel_plugin_api::services::context::ContextManager>()
-            // The agent/* events are this loop's seams: it dispatches them, so it declares them
-            // (issue 13 item 2: the kernel declares only kernel/*).
-            .declares::<ev::PreStep>()
-            .declares::<ev::Request>()
-            .declares::<ev::RequestError>()
-            .declares::<ev::TurnStopping>()
-            .declares::<ev::Status>()
-            .declares::<ev::AgentError>()
-            .declares::<ev::InboxInserted>()
-            .declares::<ev::InboxClaimed>()
-            .declares::<ev::InboxDiscarded>()
-            .declares::<ev::Resumed>()
             .config_type::<config::LoopConfig>()
             // The loop's limits: an untrusted project layer must not raise them (issue 23
             // item 6).

@@ -18,10 +18,8 @@ use std::time::Duration;
 use futures::FutureExt as _;
 use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::agent::{
-    AgentError, PreStep, PreStepData, PreStepDecision, RequestError, RetryDecision, Steer,
-    StepMessage, TurnStopping,
+    PreStepData, PreStepDecision, RetryDecision, Steer, StepMessage,
 };
-use keel_plugin_api::events::{agent::InboxClaimed, agent::InboxDiscarded};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::{FinishReason, LlmCallConfig, LlmFailure, LlmRequest};
 use keel_plugin_api::services::session::{EventInput, SessionCode};
@@ -87,7 +85,7 @@ pub async fn run(agent: &Agent, seams: &Seams, job: Job) -> Result<()> {
                 t.step,
                 &json!({ "code": e.code.as_str(), "message": msg }),
             ) {
-                let _ = seams.ctx.emit::<AgentError>(&p);
+                let _ = seams.ctx.emit(crate::DISPATCH.agent_error, &p);
             }
             error_reason(&e.code, &msg)
         }
@@ -272,12 +270,13 @@ impl Turn<'_> {
             &PreStepData { messages: batch },
         )?;
         if !claimed.is_empty() {
-            let _ = self.seams.ctx.emit::<InboxClaimed>(&p);
+            let _ = self.seams.ctx.emit(crate::DISPATCH.inbox_claimed, &p);
         }
         let out = self
             .seams
             .ctx
-            .run_async_waterfall::<PreStep, _, _>(
+            .run_async_waterfall(
+                crate::DISPATCH.pre_step,
                 p.clone(),
                 |p: keel_plugin_api::events::agent::AgentPoint| async move {
                     let PreStepData { messages } = p.data.parse()?;
@@ -297,7 +296,7 @@ impl Turn<'_> {
                     .collect(),
             )),
             PreStepDecision::Reject => {
-                let _ = self.seams.ctx.emit::<InboxDiscarded>(&p);
+                let _ = self.seams.ctx.emit(crate::DISPATCH.inbox_discarded, &p);
                 Ok(None)
             }
         }
@@ -428,7 +427,8 @@ impl Turn<'_> {
         let out = self
             .seams
             .ctx
-            .run_async_waterfall::<RequestError, _, _>(
+            .run_async_waterfall(
+                crate::DISPATCH.request_error,
                 p,
                 move |p: keel_plugin_api::events::agent::AgentPoint| {
                     let policy = policy.clone();
@@ -597,7 +597,11 @@ impl Turn<'_> {
             self.step,
             &json!({ "reason": { "kind": "completed" } }),
         )?;
-        let objection = self.seams.ctx.serial::<TurnStopping>(p).await?;
+        let objection = self
+            .seams
+            .ctx
+            .serial(crate::DISPATCH.turn_stopping, p)
+            .await?;
         if let Some(o) = objection {
             let Steer { steer } = o.into_inner()?;
             self.agent.send(

@@ -2,7 +2,6 @@
 //! `request/context` events that log it when it changed.
 
 use keel_plugin_api::events::Typed;
-use keel_plugin_api::events::agent::Request;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::LlmCallConfig;
 use serde_json::json;
@@ -20,7 +19,8 @@ impl Turn<'_> {
         let out = self
             .seams
             .ctx
-            .run_async_waterfall::<Request, _, _>(
+            .run_async_waterfall(
+                crate::DISPATCH.request,
                 p,
                 |p: keel_plugin_api::events::agent::AgentPoint| async move {
                     Typed::new(&p.data.parse::<LlmCallConfig>()?)

@@ -84,7 +84,7 @@ impl Responder for SeamResponder {
         let Ok(payload) = Typed::new(&question) else {
             return ApprovalOutcome::Unavailable;
         };
-        match self.ctx.serial::<Answer>(payload).await {
+        match self.ctx.serial(crate::DISPATCH.answer, payload).await {
             Ok(Some(reply)) => reply
                 .into_inner()
                 .map_or(ApprovalOutcome::Unavailable, |a| a.outcome),
@@ -133,13 +133,21 @@ impl ApprovalProvider for Service {
 #[derive(Default)]
 struct ApprovalPlugin;
 
+keel_plugin_api::dispatches! {
+    /// What the approval row dispatches: the question, asked of `approval/answer`'s listeners.
+    pub struct Dispatches {
+        pub answer: Answer,
+    }
+}
+
 impl Plugin for ApprovalPlugin {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new("approval", env!("CARGO_PKG_VERSION"))
             .description("approval policy on tool calls and the audited one-shot ask")
             .provides::<Approval>()
             .requires::<Sessions>()
-            .declares::<Answer>()
             .guard_row()
             .config_type::<Config>()
     }

@@ -42,6 +42,8 @@ async fn flush(sessions: &SessionsClient, session_id: &str) -> Result<()> {
 struct Checkpoint;
 
 impl Plugin for Checkpoint {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("checkpoint", env!("CARGO_PKG_VERSION"))
             .description("flush the session before each model request, tool body and step (B6)")

@@ -60,7 +60,17 @@ impl ContextProvider for Service {
 #[derive(Default)]
 struct ContextPlugin;
 
+keel_plugin_api::dispatches! {
+    /// What the context row dispatches.
+    pub struct Dispatches {
+        pub compact: Compact,
+        pub compacted: Compacted,
+    }
+}
+
 impl Plugin for ContextPlugin {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("token budget, compaction by replacement, the cold tier and its tools")
@@ -68,8 +78,6 @@ impl Plugin for ContextPlugin {
             .requires::<Sessions>()
             .requires::<Llm>()
             .serves_tools()
-            .declares::<Compact>()
-            .declares::<Compacted>()
             .config_type::<ContextConfig>()
             // An untrusted project layer must not pick the file sent to the model as the
             // summary prompt, nor the provider it goes to (docs/profiles.md, trust).

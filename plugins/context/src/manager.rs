@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use keel_plugin_api::events::Json;
-use keel_plugin_api::events::context::{Compact, Compacted, ContextPoint};
+use keel_plugin_api::events::context::ContextPoint;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::context::{
     CompactAction, CompactPlan, CompactionReport, ContextCode, FitRequest, FitTrigger, Fitted,
@@ -215,7 +215,7 @@ impl Manager {
                 session_id: sid.as_str().into(),
                 data: Json::of(&*r)?,
             };
-            if let Err(e) = self.ctx.emit::<Compacted>(&point) {
+            if let Err(e) = self.ctx.emit(crate::DISPATCH.compacted, &point) {
                 tracing::warn!(error = %e, "context/compacted could not be emitted");
             }
         }
@@ -279,7 +279,8 @@ impl Manager {
             session_id: sid.as_str().into(),
             data: Json::of(&plan)?,
         };
-        self.ctx.run_waterfall::<Compact>(&mut point, |_| Ok(()))?;
+        self.ctx
+            .run_waterfall(crate::DISPATCH.compact, &mut point, |_| Ok(()))?;
         let plan: CompactPlan = point.data.parse()?;
         if let Some(why) = &plan.veto {
             tracing::warn!(session = %sid, reason = %why, "context/compact vetoed the plan");

@@ -157,6 +157,8 @@ impl CredentialsProvider for Service {
 struct CredentialsPlugin;
 
 impl Plugin for CredentialsPlugin {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("credentials: layered references (env > credentials.toml > .env)")

@@ -259,6 +259,8 @@ fn passphrase() -> Option<custody::Passphrase> {
 struct FirewallPlugin;
 
 impl Plugin for FirewallPlugin {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("firewall", env!("CARGO_PKG_VERSION"))
             .description(

@@ -36,6 +36,8 @@ fn decide(intent: &mut FsIntent, decision: &serde_json::Value) -> Result<()> {
 }
 
 impl Plugin for FsPolicy {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("fs-policy", env!("CARGO_PKG_VERSION"))
             .description("file tools: writes and edits need a prior read of the same version")

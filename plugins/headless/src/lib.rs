@@ -164,6 +164,8 @@ struct Config {}
 struct Headless;
 
 impl Plugin for Headless {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         let manifest = Manifest::new("headless", env!("CARGO_PKG_VERSION"))
             .description("one-shot driver: run a prompt to idle, print the result, exit")

@@ -19,7 +19,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use keel_plugin_api::events::Json;
-use keel_plugin_api::events::fs::{FsObserved, Observed, content_version};
+use keel_plugin_api::events::fs::{FsObserved, content_version};
 use keel_plugin_api::prelude::*;
 use serde_json::{Value, json};
 
@@ -87,7 +87,7 @@ pub fn settle(ctx: &Context, session_id: &str, written: &Written) -> Option<Stri
         target: written.target.as_str().into(),
         observation: Json::of(&observation).ok()?,
     };
-    if let Err(e) = ctx.emit::<Observed>(&payload) {
+    if let Err(e) = ctx.emit(crate::DISPATCH.observed, &payload) {
         tracing::warn!(error = %e, "fs/observed could not be emitted after the hooks");
         return None;
     }

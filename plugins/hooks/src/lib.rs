@@ -111,7 +111,17 @@ fn notice_unused(ctx: &Context, root: &std::path::Path) {
 #[derive(Default)]
 struct HooksPlugin;
 
+keel_plugin_api::dispatches! {
+    /// What the hooks row dispatches.
+    pub struct Dispatches {
+        #[declared_by("tool-fs")]
+        pub observed: keel_plugin_api::events::fs::Observed,
+    }
+}
+
 impl Plugin for HooksPlugin {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("Claude Code compatible command hooks: confined, timed, audited")

@@ -68,6 +68,8 @@ impl LlmAdapterProvider for Service {
 struct AnthropicPlugin;
 
 impl Plugin for AnthropicPlugin {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("LLM adapter: Anthropic Messages API (streamed, tools, thinking)")

@@ -70,6 +70,8 @@ impl LlmAdapterProvider for Service {
 struct OpenAiPlugin;
 
 impl Plugin for OpenAiPlugin {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("LLM adapter: OpenAI-compatible chat completions (streamed or not)")

@@ -124,6 +124,8 @@ impl LlmAdapterProvider for Service {
 struct ScriptedPlugin;
 
 impl Plugin for ScriptedPlugin {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("LLM adapter: replays a scripted conversation (keyless, offline)")

@@ -132,7 +132,7 @@ async fn stream(ctx: Context, state: &Shared, request: LlmRequest) -> Result<Llm
         }
     };
     let out = ctx
-        .run_async_waterfall::<Stream, _, _>(payload, terminal)
+        .run_async_waterfall(crate::DISPATCH.stream, payload, terminal)
         .await?;
     let response: LlmResponse = out.into_inner().map_err(|e| {
         Error::coded(
@@ -201,12 +201,20 @@ struct Config {}
 #[derive(Default)]
 struct LlmPlugin;
 
+keel_plugin_api::dispatches! {
+    /// What the llm row dispatches: the stream waterfall around every model call.
+    pub struct Dispatches {
+        pub stream: Stream,
+    }
+}
+
 impl Plugin for LlmPlugin {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new("llm", env!("CARGO_PKG_VERSION"))
             .description("LLM adapter registry and the llm/stream waterfall")
             .provides::<Llm>()
-            .declares::<Stream>()
             .config_type::<Config>()
     }
 

@@ -132,6 +132,8 @@ async fn gate(hub: &Hub) {
 struct McpPlugin;
 
 impl Plugin for McpPlugin {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description(

@@ -356,6 +356,8 @@ fn keel_home(ctx: &Context) -> Result<PathBuf> {
 struct SandboxPlugin;
 
 impl Plugin for SandboxPlugin {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("sandbox policy root: bwrap confinement for shell, containment for files")

@@ -46,6 +46,8 @@ fn yes() -> bool {
 struct SessionJsonl;
 
 impl Plugin for SessionJsonl {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("session-jsonl", env!("CARGO_PKG_VERSION"))
             .description("session storage: one fsynced JSONL file per session")

@@ -39,6 +39,8 @@ struct Config {
 struct SessionSqlite;
 
 impl Plugin for SessionSqlite {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("session-sqlite", env!("CARGO_PKG_VERSION"))
             .description("session storage: one WAL-mode SQLite database")

@@ -179,20 +179,26 @@ impl api::Hooks for KernelHooks {
                 record: serde_json::to_string(&**r).unwrap_or_default().into(),
             };
             // Listener failures are contained by the bus; only misuse comes back here.
-            if let Err(e) = self.ctx.emit::<SessionEvent>(&notice) {
+            if let Err(e) = self.ctx.emit(crate::DISPATCH.session_event, &notice) {
                 tracing::error!(session = %session_id, seq = r.seq, "session/event emit failed: {e}");
             }
         }
     }
 
     fn created(&self, header: &SessionHeader) {
-        if let Err(e) = self.ctx.emit::<SessionCreated>(&lifecycle(header)) {
+        if let Err(e) = self
+            .ctx
+            .emit(crate::DISPATCH.session_created, &lifecycle(header))
+        {
             tracing::error!(session = %header.id, "session/created emit failed: {e}");
         }
     }
 
     fn disposed(&self, header: &SessionHeader) {
-        if let Err(e) = self.ctx.emit::<SessionDisposed>(&lifecycle(header)) {
+        if let Err(e) = self
+            .ctx
+            .emit(crate::DISPATCH.session_disposed, &lifecycle(header))
+        {
             tracing::error!(session = %header.id, "session/disposed emit failed: {e}");
         }
     }
@@ -210,7 +216,7 @@ impl api::Hooks for KernelHooks {
         };
         let before = payload.data.text.clone();
         self.ctx
-            .run_waterfall::<Persist>(&mut payload, |_| Ok(()))
+            .run_waterfall(crate::DISPATCH.persist, &mut payload, |_| Ok(()))
             .map_err(from_sdk)?;
         if payload.data.text == before {
             return Ok(());
@@ -237,9 +243,12 @@ impl api::Hooks for KernelHooks {
     fn flush(&self, session_id: &str) -> BoxFut<error::Result<()>> {
         let (ctx, mgr, id) = (self.ctx, self.mgr.clone(), session_id.to_owned());
         Box::pin(async move {
-            ctx.parallel::<SessionFlush>(FlushRequest {
-                session_id: id.as_str().into(),
-            })
+            ctx.parallel(
+                crate::DISPATCH.session_flush,
+                FlushRequest {
+                    session_id: id.as_str().into(),
+                },
+            )
             .await
             .map_err(from_sdk)?;
             // Our own listener drained already; draining again is free and keeps the barrier
@@ -252,7 +261,21 @@ impl api::Hooks for KernelHooks {
 #[derive(Default)]
 struct SessionPlugin;
 
+keel_plugin_api::dispatches! {
+    /// The `session/*` events this row dispatches, and so declares.
+    pub struct Dispatches {
+        pub persist: Persist,
+        pub session_event: SessionEvent,
+        pub session_durable: SessionDurable,
+        pub session_flush: SessionFlush,
+        pub session_created: SessionCreated,
+        pub session_disposed: SessionDisposed,
+    }
+}
+
 impl Plugin for SessionPlugin {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new("session", env!("CARGO_PKG_VERSION"))
             .description("the session log: validation, write-behind, recovery, fork, projection")
@@ -260,12 +283,6 @@ impl Plugin for SessionPlugin {
             .provides::<Sessions>()
             .command(commands::sessions_spec())
             .command(commands::fork_spec())
-            .declares::<Persist>()
-            .declares::<SessionEvent>()
-            .declares::<SessionDurable>()
-            .declares::<SessionFlush>()
-            .declares::<SessionCreated>()
-            .declares::<SessionDisposed>()
             .config_type::<Config>()
     }
 
@@ -283,7 +300,7 @@ impl Plugin for SessionPlugin {
                 seq,
             };
             // Listener failures are contained by the bus; only misuse comes back here.
-            if let Err(e) = ctx.emit::<SessionDurable>(&notice) {
+            if let Err(e) = ctx.emit(crate::DISPATCH.session_durable, &notice) {
                 tracing::error!(session = %session_id, seq, "session/durable emit failed: {e}");
             }
         }));

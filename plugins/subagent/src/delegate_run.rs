@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::FutureExt as _;
 use futures::channel::oneshot;
 use keel_plugin_api::events::Json;
-use keel_plugin_api::events::subagent::{ChildEnded, ChildPoint, ChildStarted};
+use keel_plugin_api::events::subagent::ChildPoint;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{
     AgentOverrides, AgentSession, ChildMode, CreateAgent, InboxTarget, Lineage, RunReport,
@@ -143,11 +143,14 @@ pub async fn run(
     let waited = match started {
         Err(e) => Waited::Idle(Err(e)),
         Ok(()) => {
-            let _ = shared.ctx.emit::<ChildStarted>(&point(json!({
-                "agent": call.agent_name(),
-                "mode": call.mode_str(),
-                "depth": call.depth,
-            })));
+            let _ = shared.ctx.emit(
+                crate::DISPATCH.child_started,
+                &point(json!({
+                    "agent": call.agent_name(),
+                    "mode": call.mode_str(),
+                    "depth": call.depth,
+                })),
+            );
             wait(shared, &call, &child, &profile, &mut cancelled).await
         }
     };
@@ -218,7 +221,7 @@ pub async fn run(
     if let Some(code) = code {
         data["code"] = json!(code);
     }
-    let _ = shared.ctx.emit::<ChildEnded>(&point(data));
+    let _ = shared.ctx.emit(crate::DISPATCH.child_ended, &point(data));
     result
 }
 

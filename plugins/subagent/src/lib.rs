@@ -37,7 +37,17 @@ pub const PLUGIN_ID: &str = "subagent";
 #[derive(Default)]
 struct SubagentPlugin;
 
+keel_plugin_api::dispatches! {
+    /// What the subagent row dispatches: a child's start and end.
+    pub struct Dispatches {
+        pub child_started: ChildStarted,
+        pub child_ended: ChildEnded,
+    }
+}
+
 impl Plugin for SubagentPlugin {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description(
@@ -47,8 +57,6 @@ impl Plugin for SubagentPlugin {
             .requires::<AgentService>()
             .requires::<Sessions>()
             .optional::<Approval>()
-            .declares::<ChildStarted>()
-            .declares::<ChildEnded>()
             .config_type::<SubagentConfig>()
             // Limits and the children's prompts and budgets: an untrusted project layer must
             // not raise them (issue 23 item 6).

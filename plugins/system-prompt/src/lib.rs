@@ -83,7 +83,7 @@ fn assemble_call(ctx: Context, config: &Config, args: AssembleArgs) -> Result<As
         sections: Json::of(&sections)?,
         variables: Json::of(&vars)?,
     };
-    ctx.run_waterfall::<Assemble>(&mut payload, |_| Ok(()))?;
+    ctx.run_waterfall(crate::DISPATCH.assemble, &mut payload, |_| Ok(()))?;
     let sections: Vec<PromptSection> = payload.sections.parse()?;
     let vars = variables_from(&payload.variables)?;
     let text =
@@ -107,12 +107,20 @@ impl SystemPromptProvider for Assembler {
 #[derive(Default)]
 struct SystemPromptPlugin;
 
+keel_plugin_api::dispatches! {
+    /// What the system-prompt row dispatches: the assembly waterfall.
+    pub struct Dispatches {
+        pub assemble: Assemble,
+    }
+}
+
 impl Plugin for SystemPromptPlugin {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new("system-prompt", env!("CARGO_PKG_VERSION"))
             .description("assembles the system prompt from sections, tools and variables")
             .provides::<SystemPrompt>()
-            .declares::<Assemble>()
             .config_type::<Config>()
             // Replacing the system prompt (or what is substituted into it) needs trust (issue
             // 23 item 6).

@@ -59,12 +59,14 @@ impl FsHooks for KernelHooks {
         };
         // The terminal keeps the pre-set decision: no policy → unconditional.
         let ran = match intent {
-            Intent::Write => self
-                .ctx
-                .run_waterfall::<WriteIntent>(&mut payload, |_| Ok(())),
-            Intent::Edit => self
-                .ctx
-                .run_waterfall::<EditIntent>(&mut payload, |_| Ok(())),
+            Intent::Write => {
+                self.ctx
+                    .run_waterfall(crate::DISPATCH.write_intent, &mut payload, |_| Ok(()))
+            }
+            Intent::Edit => {
+                self.ctx
+                    .run_waterfall(crate::DISPATCH.edit_intent, &mut payload, |_| Ok(()))
+            }
         };
         ran.map_err(|e| e.to_string())?;
         payload.decision.parse::<Value>().map_err(|e| e.to_string())
@@ -115,7 +117,7 @@ impl FsHooks for KernelHooks {
             observation,
         };
         // Listener failures are contained by the kernel; only misuse errors come back.
-        if let Err(e) = self.ctx.emit::<Observed>(&payload) {
+        if let Err(e) = self.ctx.emit(crate::DISPATCH.observed, &payload) {
             tracing::warn!(error = %e, "fs/observed could not be emitted");
         }
     }
@@ -175,15 +177,23 @@ impl Tool for FsTool {
 #[derive(Default)]
 struct ToolFs;
 
+keel_plugin_api::dispatches! {
+    /// The `fs/*` events the file tools dispatch, and so declare.
+    pub struct Dispatches {
+        pub write_intent: WriteIntent,
+        pub edit_intent: EditIntent,
+        pub observed: Observed,
+    }
+}
+
 impl Plugin for ToolFs {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("file tools: read_file, write_file, edit_file, list_dir, glob, grep")
             .serves_tools()
             .optional::<Sandbox>()
-            .declares::<WriteIntent>()
-            .declares::<EditIntent>()
-            .declares::<Observed>()
             .config_type::<FsConfig>()
     }
 

@@ -105,6 +105,8 @@ impl ShellTool {
 struct ToolShell;
 
 impl Plugin for ToolShell {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("shell tool: bash -c in its own process group, allow-listed environment")

@@ -8,9 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use keel_plugin_api::events::Typed;
-use keel_plugin_api::events::tools::{
-    Execute, Guard, PostExecute, PreExecute, Rewrite, ToolExecution, ToolOutcome, ToolsResult,
-};
+use keel_plugin_api::events::tools::{ToolExecution, ToolOutcome};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::approval::{ApprovalClient, ApprovalRequest};
@@ -53,7 +51,7 @@ impl Host for KernelHost {
 
     async fn rewrite(&self, exec: ToolExecution) -> Result<Typed<RewriteDecision>> {
         self.ctx
-            .run_async_waterfall::<Rewrite, _, _>(exec, |_| async {
+            .run_async_waterfall(crate::DISPATCH.rewrite, exec, |_| async {
                 Typed::new(&RewriteDecision::default())
             })
             .await
@@ -61,7 +59,7 @@ impl Host for KernelHost {
 
     async fn pre_execute(&self, exec: ToolExecution) -> Result<Typed<PreDecision>> {
         self.ctx
-            .run_async_waterfall::<PreExecute, _, _>(exec, |_| async {
+            .run_async_waterfall(crate::DISPATCH.pre_execute, exec, |_| async {
                 Typed::new(&PreDecision::Allow)
             })
             .await
@@ -80,7 +78,7 @@ impl Host for KernelHost {
     }
 
     async fn guard(&self, exec: ToolExecution) -> Result<Option<Typed<GuardDecision>>> {
-        self.ctx.serial::<Guard>(exec).await
+        self.ctx.serial(crate::DISPATCH.guard, exec).await
     }
 
     async fn execute(&self, exec: ToolExecution, args: Value) -> Result<Executed> {
@@ -94,7 +92,7 @@ impl Host for KernelHost {
         let slot = Arc::clone(&kept);
         let json = self
             .ctx
-            .run_async_waterfall::<Execute, _, _>(exec, move |exec| {
+            .run_async_waterfall(crate::DISPATCH.execute, exec, move |exec| {
                 let registry = Arc::clone(&registry);
                 let cancel = Arc::clone(&cancel);
                 let slot = Arc::clone(&slot);
@@ -113,7 +111,7 @@ impl Host for KernelHost {
 
     async fn post_execute(&self, outcome: ToolOutcome) -> Result<Typed<PostDecision>> {
         self.ctx
-            .run_async_waterfall::<PostExecute, _, _>(outcome, |_| async {
+            .run_async_waterfall(crate::DISPATCH.post_execute, outcome, |_| async {
                 Typed::new(&PostDecision::Accept { content: None })
             })
             .await
@@ -122,7 +120,7 @@ impl Host for KernelHost {
     fn notify(&self, outcome: &ToolOutcome) {
         // Listener failures are contained by the kernel; an error here is misuse (unknown
         // event), which must not cost the call its result.
-        if let Err(e) = self.ctx.emit::<ToolsResult>(outcome) {
+        if let Err(e) = self.ctx.emit(crate::DISPATCH.tools_result, outcome) {
             tracing::warn!(error = %e, "tools/result could not be emitted");
         }
     }

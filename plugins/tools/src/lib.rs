@@ -23,7 +23,7 @@ pub mod stages;
 use std::sync::Arc;
 
 use keel_plugin_api::events::Json;
-use keel_plugin_api::events::tools::{self as ev, Change};
+use keel_plugin_api::events::tools::{self as ev};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::approval::Approval;
 use keel_plugin_api::services::session::Sessions;
@@ -71,7 +71,7 @@ struct State {
 impl State {
     fn changed(&self) {
         let payload = Json::of(&json!({"tools": self.registry.names()}));
-        match payload.and_then(|p| self.ctx.emit::<Change>(&p)) {
+        match payload.and_then(|p| self.ctx.emit(crate::DISPATCH.change, &p)) {
             Ok(()) => {}
             Err(e) => tracing::warn!(error = %e, "tools/change could not be emitted"),
         }
@@ -144,7 +144,22 @@ impl ToolsProvider for Service {
 #[derive(Default)]
 struct ToolsPlugin;
 
+keel_plugin_api::dispatches! {
+    /// The `tools/*` events: the pipeline's stages and notices.
+    pub struct Dispatches {
+        pub rewrite: ev::Rewrite,
+        pub pre_execute: ev::PreExecute,
+        pub guard: ev::Guard,
+        pub execute: ev::Execute,
+        pub post_execute: ev::PostExecute,
+        pub tools_result: ev::ToolsResult,
+        pub change: ev::Change,
+    }
+}
+
 impl Plugin for ToolsPlugin {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new("tools", env!("CARGO_PKG_VERSION"))
             .description(
@@ -153,13 +168,6 @@ impl Plugin for ToolsPlugin {
             .provides::<Tools>()
             .requires::<Sessions>()
             .optional::<Approval>()
-            .declares::<ev::Rewrite>()
-            .declares::<ev::PreExecute>()
-            .declares::<ev::Guard>()
-            .declares::<ev::Execute>()
-            .declares::<ev::PostExecute>()
-            .declares::<ev::ToolsResult>()
-            .declares::<ev::Change>()
             .config_type::<Config>()
     }
 

@@ -35,6 +35,8 @@ fn note(line: &str) {
 }
 
 impl Plugin for Greeter {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("greeter", env!("CARGO_PKG_VERSION"))
             .description("greets every row that becomes active")

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use keel_plugin_api::events::Json;
-use keel_plugin_api::events::subagent::{ChildPoint, ChildStarted};
+use keel_plugin_api::events::subagent::ChildPoint;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{
     AgentSession, ChildMode, CreateAgent, InboxTarget, InterruptLevel, Lineage, SendMessage,
@@ -215,12 +215,15 @@ impl Host {
         let r = self.registry.insert(r)?;
         let data =
             json!({ "agent": a.agent, "mode": "resident", "depth": depth, "resident": a.name });
-        let _ = self.ctx.emit::<ChildStarted>(&ChildPoint {
-            parent_session: parent.into(),
-            parent_call_id: call.call_id.as_str().into(),
-            child_session: child.into(),
-            data: Json::of(&data).unwrap_or_default(),
-        });
+        let _ = self.ctx.emit(
+            crate::DISPATCH.child_started,
+            &ChildPoint {
+                parent_session: parent.into(),
+                parent_call_id: call.call_id.as_str().into(),
+                child_session: child.into(),
+                data: Json::of(&data).unwrap_or_default(),
+            },
+        );
         // Kept inputs go back on the queue by themselves, parked ones on request; each leaves
         // the store only once it is queued again.
         let residuals = self.memory.residuals(parent);

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use keel_plugin_api::events::Json;
-use keel_plugin_api::events::subagent::{ChildEnded, ChildPoint};
+use keel_plugin_api::events::subagent::ChildPoint;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{AgentSession, PendingInput};
 use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionRef};
@@ -242,12 +242,15 @@ impl Host {
             "residual": residual,
             "inputs": out.inputs.len(),
         });
-        let _ = self.ctx.emit::<ChildEnded>(&ChildPoint {
-            parent_session: r.parent.as_str().into(),
-            parent_call_id: r.call_id.as_str().into(),
-            child_session: r.child.as_str().into(),
-            data: Json::of(&data).unwrap_or_default(),
-        });
+        let _ = self.ctx.emit(
+            crate::DISPATCH.child_ended,
+            &ChildPoint {
+                parent_session: r.parent.as_str().into(),
+                parent_call_id: r.call_id.as_str().into(),
+                child_session: r.child.as_str().into(),
+                data: Json::of(&data).unwrap_or_default(),
+            },
+        );
         let extra = serde_json::json!({ "residual": residual, "inputs": out.inputs.len() });
         (out, Some(lineage::ended(r, "stopped", &extra)))
     }

@@ -26,6 +26,8 @@ fn note(line: &str) {
 }
 
 impl Plugin for Ticker {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("ticker", env!("CARGO_PKG_VERSION"))
             .description("counts tokio interval ticks")

@@ -170,7 +170,7 @@ fn abi_sync(ctx: Context, events: u64) -> Result<Duration> {
     let started = Instant::now();
     for _ in 0..events {
         request.max_tokens = 0;
-        ctx.run_waterfall::<BenchWaterfall>(&mut request, sync_terminal)?;
+        ctx.run_waterfall(crate::DISPATCH.bench_waterfall, &mut request, sync_terminal)?;
     }
     let elapsed = started.elapsed();
     black_box(&request);
@@ -195,7 +195,8 @@ async fn abi_async(ctx: Context, events: u64) -> Result<Duration> {
     for _ in 0..events {
         request.max_tokens = 0;
         request = ctx
-            .run_async_waterfall::<BenchAsyncWaterfall, _, _>(
+            .run_async_waterfall(
+                crate::DISPATCH.bench_async_waterfall,
                 request,
                 |r: ChatRequest| async move { Ok(r) },
             )
@@ -229,7 +230,8 @@ async fn abi_decision_json(ctx: Context, events: u64) -> Result<Duration> {
     let started = Instant::now();
     for _ in 0..events {
         let decision = ctx
-            .run_async_waterfall::<BenchDecisionJson, _, _>(
+            .run_async_waterfall(
+                crate::DISPATCH.bench_decision_json,
                 ChatRequest::sample(),
                 |_: ChatRequest| async move { Json::of(&BenchDecision::sample()) },
             )
@@ -243,7 +245,8 @@ async fn abi_decision_typed(ctx: Context, events: u64) -> Result<Duration> {
     let started = Instant::now();
     for _ in 0..events {
         let decision = ctx
-            .run_async_waterfall::<BenchDecisionTyped, _, _>(
+            .run_async_waterfall(
+                crate::DISPATCH.bench_decision_typed,
                 ChatRequest::sample(),
                 |_: ChatRequest| async move { Typed::new(&BenchDecision::sample()) },
             )
@@ -281,7 +284,7 @@ fn abi_emit(ctx: Context, events: u64) -> Result<Duration> {
     let request = ChatRequest::sample();
     let started = Instant::now();
     for _ in 0..events {
-        ctx.emit::<BenchEmit>(&request)?;
+        ctx.emit(crate::DISPATCH.bench_emit, &request)?;
     }
     Ok(started.elapsed())
 }
@@ -308,7 +311,8 @@ async fn abi_parallel(ctx: Context, events: u64) -> Result<Duration> {
     let request = ChatRequest::sample();
     let started = Instant::now();
     for _ in 0..events {
-        ctx.parallel::<BenchParallel>(request.clone()).await?;
+        ctx.parallel(crate::DISPATCH.bench_parallel, request.clone())
+            .await?;
     }
     Ok(started.elapsed())
 }
@@ -431,14 +435,16 @@ async fn verify(ctx: Context, chain: &Inproc, listeners: usize) -> Result<()> {
     let want = u32::try_from(listeners).map_err(fail)?;
     let mut request = ChatRequest::sample();
     let mut reached = false;
-    ctx.run_waterfall::<BenchWaterfall>(&mut request, |_| {
+    ctx.run_waterfall(crate::DISPATCH.bench_waterfall, &mut request, |_| {
         reached = true;
         Ok(())
     })?;
     let abi_out = ctx
-        .run_async_waterfall::<BenchAsyncWaterfall, _, _>(ChatRequest::sample(), |r| async move {
-            Ok(r)
-        })
+        .run_async_waterfall(
+            crate::DISPATCH.bench_async_waterfall,
+            ChatRequest::sample(),
+            |r| async move { Ok(r) },
+        )
         .await?;
     let mut local = ChatRequest::sample();
     run_sync(&chain.sync, &mut local, &sync_terminal)?;
@@ -552,17 +558,25 @@ async fn run(ctx: Context, prompt: &str) -> Result<()> {
 #[derive(Default)]
 struct BenchDriver;
 
+keel_plugin_api::dispatches! {
+    /// The bench events this driver dispatches.
+    pub struct Dispatches {
+        pub bench_waterfall: BenchWaterfall,
+        pub bench_async_waterfall: BenchAsyncWaterfall,
+        pub bench_decision_json: BenchDecisionJson,
+        pub bench_decision_typed: BenchDecisionTyped,
+        pub bench_emit: BenchEmit,
+        pub bench_parallel: BenchParallel,
+    }
+}
+
 impl Plugin for BenchDriver {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new("bench-driver", env!("CARGO_PKG_VERSION"))
             .description("times event dispatch across the ABI against the same chain in-process")
             .provides::<Driver>()
-            .declares::<BenchWaterfall>()
-            .declares::<BenchAsyncWaterfall>()
-            .declares::<BenchDecisionJson>()
-            .declares::<BenchDecisionTyped>()
-            .declares::<BenchEmit>()
-            .declares::<BenchParallel>()
     }
 
     async fn activate(&self, ctx: Context) -> Result<()> {

@@ -26,16 +26,24 @@ fn one() -> u32 {
 #[derive(Default)]
 struct BenchListener;
 
+keel_plugin_api::dispatches! {
+    /// The bench events, declared here too (this row only listens).
+    pub struct Dispatches {
+        pub bench_waterfall: BenchWaterfall,
+        pub bench_async_waterfall: BenchAsyncWaterfall,
+        pub bench_decision_json: BenchDecisionJson,
+        pub bench_decision_typed: BenchDecisionTyped,
+        pub bench_emit: BenchEmit,
+        pub bench_parallel: BenchParallel,
+    }
+}
+
 impl Plugin for BenchListener {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new("bench-listener", env!("CARGO_PKG_VERSION"))
             .description("N minimal listeners per dispatch mode, for the dispatch benchmark")
-            .declares::<BenchWaterfall>()
-            .declares::<BenchAsyncWaterfall>()
-            .declares::<BenchDecisionJson>()
-            .declares::<BenchDecisionTyped>()
-            .declares::<BenchEmit>()
-            .declares::<BenchParallel>()
             .config_schema(serde_json::json!({
                 "type": "object",
                 "properties": {

@@ -97,6 +97,8 @@ impl Config {
 struct Hooks;
 
 impl Plugin for Hooks {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("proof-agent-hooks", env!("CARGO_PKG_VERSION"))
             .description("fails one agent seam once, on purpose")

@@ -29,6 +29,8 @@ struct Config {
 struct Approver;
 
 impl Plugin for Approver {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("proof-approver", env!("CARGO_PKG_VERSION"))
             .description("answers approval questions from its config and records them")

@@ -20,6 +20,8 @@ const ID: &str = "proof-consumer";
 struct ProofConsumer;
 
 impl Plugin for ProofConsumer {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new(ID, env!("CARGO_PKG_VERSION"))
             .description("requires proof.counter")

@@ -8,6 +8,8 @@ use keel_proof_api::{RING, trace};
 struct ProofGraph;
 
 impl Plugin for ProofGraph {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("proof-graph", env!("CARGO_PKG_VERSION"))
             .description("provides and requires proof.ring")

@@ -140,15 +140,23 @@ fn boom(tag: &str) -> Error {
     )
 }
 
+keel_plugin_api::dispatches! {
+    /// The proof events, declared here too (a listener emits `proof/emit`).
+    pub struct Dispatches {
+        pub proof_emit: ProofEmit,
+        pub proof_waterfall: ProofWaterfall,
+        pub proof_async_waterfall: ProofAsyncWaterfall,
+        pub proof_parallel: ProofParallel,
+        pub proof_serial: ProofSerial,
+    }
+}
+
 impl Plugin for ProofListener {
+    type Dispatches = Dispatches;
+
     fn manifest(&self) -> Manifest {
         Manifest::new("proof-listener", env!("CARGO_PKG_VERSION"))
             .description("configurable listeners for the event-bus conformance suite")
-            .declares::<ProofEmit>()
-            .declares::<ProofWaterfall>()
-            .declares::<ProofAsyncWaterfall>()
-            .declares::<ProofParallel>()
-            .declares::<ProofSerial>()
             .config_schema(serde_json::json!({
                 "type": "object",
                 "properties": {
@@ -302,9 +310,12 @@ fn register(ctx: &Context, spec: Spec, regs: Regs) -> Result<Registration> {
                 "nested" => {
                     // Re-entrant dispatch runs immediately, depth-first (case 20).
                     if p.tag.as_str() == "outer" {
-                        ctx2.emit::<ProofEmit>(&keel_proof_api::Probe {
-                            tag: "inner".into(),
-                        })?;
+                        ctx2.emit(
+                            crate::DISPATCH.proof_emit,
+                            &keel_proof_api::Probe {
+                                tag: "inner".into(),
+                            },
+                        )?;
                     }
                     Ok(())
                 }

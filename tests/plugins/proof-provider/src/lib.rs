@@ -34,6 +34,8 @@ impl CounterProvider for Count {
 struct ProofProvider;
 
 impl Plugin for ProofProvider {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("proof-provider", env!("CARGO_PKG_VERSION"))
             .description("provides proof.counter")

@@ -277,6 +277,8 @@ async fn run(ctx: Context, invocation: DriverInvocation) -> Result<i32> {
 }
 
 impl Plugin for SessionWriter {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("proof-session-writer", env!("CARGO_PKG_VERSION"))
             .description("writes turns with tool calls to a session, flushing at the checkpoints")

@@ -40,6 +40,8 @@ impl Tool for Echo {
 struct ProofTools;
 
 impl Plugin for ProofTools {
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new("proof-tools", env!("CARGO_PKG_VERSION"))
             .description("echo tools under configured names")

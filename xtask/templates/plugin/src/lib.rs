@@ -47,6 +47,9 @@ fn one() -> u8 {
 pub struct {{camel}}Plugin;
 
 impl Plugin for {{camel}}Plugin {
+    // The events it dispatches (`keel_plugin_api::dispatches!`): none.
+    type Dispatches = ();
+
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
             .description("the {{snake}}_greet tool")
