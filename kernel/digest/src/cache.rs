@@ -2,12 +2,14 @@
 //! digest of the file as it was when it was hashed and what the file system said about it then.
 //!
 //! **When an entry answers.** Only when the open file's [`StatKey`] (device, inode, size,
-//! mtime and ctime in nanoseconds) and absolute path equal the entry's, and the entry is not
-//! *racy*: its mtime and ctime must be older than the moment the entry was recorded (taken
-//! before the file was looked at) by [`RACY_MARGIN`]. A file written again within the
-//! timestamp granularity of its recorded times (a 2 s FAT stamp, a coarse kernel tick) would
-//! keep its stamps; such an entry is hashed again and recorded anew, as racy-git does. An
-//! entry recorded in the future (the clock went back) never answers.
+//! mtime and ctime in nanoseconds) and absolute path equal the entry's, the file is not in
+//! memory-only storage (tmpfs, ramfs: see [`crate::cacheable`]), and the entry is not *racy*:
+//! its mtime and ctime must be older than the moment the entry was recorded (taken before the
+//! file was looked at) by [`racy_margin`]. A file written again within the timestamp
+//! granularity of its recorded times (a 2 s FAT stamp, a coarse kernel tick), or through a
+//! shared mapping whose page is still dirty, would keep its stamps; such an entry is hashed
+//! again and recorded anew, as racy-git does. An entry recorded in the future (the clock went
+//! back) never answers.
 //!
 //! **Why that keeps the lock's promise** (no library changed since `keel lock` runs): changing
 //! a file's bytes moves its mtime and ctime; `utimensat` can put mtime back but moves ctime;
@@ -43,9 +45,35 @@ use crate::StatKey;
 /// The cache file, under `$KEEL_HOME`.
 pub const CACHE_FILE: &str = "cache/library-digests";
 
-/// How much older than its recording an entry's mtime and ctime must be for it to answer: more
-/// than the coarsest timestamp granularity in common use (FAT's 2 s).
+/// The least that an entry's mtime and ctime must be older than its recording for it to
+/// answer: more than the coarsest timestamp granularity in common use (FAT's 2 s). keel uses
+/// [`racy_margin`], which is longer.
 pub const RACY_MARGIN: Duration = Duration::from_secs(2);
+
+/// The margin keel uses: the kernel's writeback delay (`vm.dirty_expire_centisecs` plus
+/// `vm.dirty_writeback_centisecs`, 35 s by default) and 5 s more, at least [`RACY_MARGIN`];
+/// 60 s when they cannot be read.
+///
+/// Why writeback: a write through a shared mapping moves mtime and ctime only at the first
+/// write to a clean page; later writes to that dirty page move nothing until writeback cleans
+/// it (and write-protects it again). A file whose stamps are older than writeback has no dirty
+/// page left, so its next change moves them.
+pub fn racy_margin() -> Duration {
+    let centisecs = |name: &str| -> Option<u64> {
+        let text = std::fs::read_to_string(format!("/proc/sys/vm/{name}")).ok()?;
+        text.trim().parse().ok()
+    };
+    match (
+        centisecs("dirty_expire_centisecs"),
+        centisecs("dirty_writeback_centisecs"),
+    ) {
+        (Some(expire), Some(every)) => {
+            let writeback = Duration::from_millis(expire.saturating_add(every).saturating_mul(10));
+            (writeback + Duration::from_secs(5)).max(RACY_MARGIN)
+        }
+        _ => Duration::from_secs(60),
+    }
+}
 
 /// The first line's start; the format version is in it.
 const HEADER: &str = "keel library digests v1";
@@ -105,7 +133,7 @@ impl Cache {
         }
     }
 
-    /// The same with another racy margin (tests; keel uses [`RACY_MARGIN`]).
+    /// The same with another racy margin (tests; keel uses [`racy_margin`]).
     #[must_use]
     pub fn with_margin(mut self, margin: Duration) -> Cache {
         self.margin_ns = nanos(margin);
@@ -125,6 +153,7 @@ impl Cache {
     fn at(home: &Path, answers: bool) -> Cache {
         let mut cache = Cache::off();
         cache.answers = answers;
+        cache.margin_ns = nanos(racy_margin());
         cache.note = None;
         let file = match location(home) {
             Ok(file) => file,

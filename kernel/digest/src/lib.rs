@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-pub use cache::{CACHE_FILE, Cache, RACY_MARGIN};
+pub use cache::{CACHE_FILE, Cache, RACY_MARGIN, racy_margin};
 
 /// Why a library could not be digested: the file and what failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,6 +82,8 @@ pub struct Opened {
     pub cached: bool,
     file: Arc<File>,
     key: Option<StatKey>,
+    /// The cache may answer for it and record it ([`cacheable`]).
+    keyed: bool,
 }
 
 impl Opened {
@@ -100,6 +102,22 @@ impl Opened {
     pub fn load_path(&self) -> PathBuf {
         pin::load_path(&self.file, self.key.as_ref(), &self.path)
     }
+}
+
+/// Whether the file system holding `file` keeps stamps the cache can rely on: not tmpfs or
+/// ramfs, whose pages are never written back, so a write through a shared mapping that already
+/// dirtied a page never moves mtime or ctime again.
+pub fn cacheable(file: &File) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    rustix::fs::fstatfs(file).is_ok_and(|fs| {
+        #[allow(
+            clippy::unnecessary_cast,
+            reason = "f_type is i64 on this target, narrower or unsigned on others"
+        )]
+        let kind = fs.f_type as i64;
+        kind != TMPFS_MAGIC && kind != RAMFS_MAGIC
+    })
 }
 
 /// blake3 of `path`'s bytes, `blake3:<hex>`, with no cache.
@@ -126,13 +144,15 @@ pub fn open_all(files: &[PathBuf], cache: &mut Cache) -> Vec<Result<Opened, Dige
             .and_then(|file| {
                 let meta = file.metadata().map_err(|e| error(path, &e))?;
                 let key = StatKey::of(&meta);
-                let hit = key.and_then(|k| cache.lookup(path, &k));
+                let keyed = key.is_some() && cacheable(&file);
+                let hit = key.filter(|_| keyed).and_then(|k| cache.lookup(path, &k));
                 Ok(Opened {
                     path: path.clone(),
                     cached: hit.is_some(),
                     digest: hit.unwrap_or_default(),
                     file: Arc::new(file),
                     key,
+                    keyed,
                 })
             });
         if opened.as_ref().is_ok_and(|o| !o.cached) {
@@ -155,7 +175,7 @@ pub fn open_all(files: &[PathBuf], cache: &mut Cache) -> Vec<Result<Opened, Dige
             Err(e) => *slot = Err(e),
             Ok(digest) => {
                 if let Ok(opened) = slot {
-                    if let Some(key) = opened.key {
+                    if let Some(key) = opened.key.filter(|_| opened.keyed) {
                         cache.record(&opened.path, key, &digest, now);
                     }
                     opened.digest = digest;

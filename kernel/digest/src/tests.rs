@@ -340,3 +340,49 @@ fn the_load_path_is_the_digested_file_even_after_the_path_is_replaced() {
         .expect("digest");
     assert_eq!(again.load_path(), name);
 }
+
+#[test]
+fn files_in_memory_only_storage_are_never_cached() {
+    let shm = Path::new("/dev/shm");
+    let is_tmpfs = rustix::fs::statfs(shm).is_ok_and(|fs| fs.f_type == 0x0102_1994);
+    if !is_tmpfs {
+        eprintln!("note: no tmpfs at /dev/shm; nothing to check");
+        return;
+    }
+    let w = world();
+    let lib = tempfile::Builder::new()
+        .prefix("keel-digest-")
+        .tempfile_in(shm)
+        .expect("tmpfs file");
+    std::fs::write(lib.path(), b"bytes in memory").expect("write");
+    let w = World {
+        lib: lib.path().to_owned(),
+        ..w
+    };
+    assert!(!cacheable(&std::fs::File::open(&w.lib).expect("open")));
+    warm(&w, SHORT);
+    let (opened, _) = digest_with(&w, SHORT);
+    assert!(!opened.cached);
+    // Nothing was recorded for it either, and the loader still gets the open file.
+    assert!(!cache_file(&w).exists());
+    assert!(opened.load_path().starts_with("/proc/self/fd/"));
+}
+
+#[test]
+fn the_racy_margin_outlasts_writeback() {
+    let read = |name: &str| -> Option<u64> {
+        std::fs::read_to_string(format!("/proc/sys/vm/{name}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let margin = racy_margin();
+    assert!(margin >= RACY_MARGIN);
+    if let (Some(expire), Some(every)) = (
+        read("dirty_expire_centisecs"),
+        read("dirty_writeback_centisecs"),
+    ) {
+        assert!(margin > Duration::from_millis((expire + every) * 10));
+    }
+}
