@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::error::{KernelError, Result};
 use crate::graph::{GraphRow, Plan, plan};
-use crate::loader::{Located, PluginLibrary, load, locate};
+use crate::loader::{DigestCache, Located, PluginLibrary, load, locate};
 use crate::lock;
 use crate::paths::Paths;
 use crate::runtime::RowSpec;
@@ -55,7 +55,13 @@ pub struct Assembly {
 /// # Errors
 /// Any assembly error, naming the row, plugin, file or edge.
 pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Result<Assembly> {
-    let located = locate(&profile.rows, paths)?;
+    // `keel lock` (no check) pins bytes it read: its digests never come from the cache.
+    let mut cache = if check_lock {
+        DigestCache::open(&paths.keel_home)
+    } else {
+        DigestCache::refresh(&paths.keel_home)
+    };
+    let mut located = locate(&profile.rows, paths, &mut cache)?;
     let lock_path = paths.lock_file();
     let lock_file = if check_lock {
         lock::read(&lock_path)?
@@ -72,14 +78,22 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     let lock_key = lock::LockKey::of(&profile);
     let key = lock_key.name(true);
     let entry = lock_file.as_ref().and_then(|l| l.entry(&lock_key).cloned());
-    match (&lock_file, &entry) {
-        (_, Some(entry)) => lock::verify_digests(&lock_path, &key, entry, &located)?,
+    let verify = |located: &[Located]| match (&lock_file, &entry) {
+        (_, Some(entry)) => lock::verify_digests(&lock_path, &key, entry, located),
         // A lock covers every library on its search path, whichever profile loads it.
-        (Some(lock_file), None) => {
-            lock::verify_libraries(&lock_path, &key, lock_file, &located)?;
-        }
-        (None, None) => {}
+        (Some(lock_file), None) => lock::verify_libraries(&lock_path, &key, lock_file, located),
+        (None, None) => Ok(()),
+    };
+    // A refusal rests on bytes read: a cached digest the lock refuses is hashed again (and
+    // its entry replaced) first.
+    if verify(&located).is_err() && located.iter().any(|l| l.opened.cached) {
+        located = locate(
+            &profile.rows,
+            paths,
+            &mut DigestCache::refresh(&paths.keel_home),
+        )?;
     }
+    verify(&located)?;
     let libraries = load(&located, &profile.rows)?;
     for project in untrusted() {
         check_project_trust(project, |plugin| {

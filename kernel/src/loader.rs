@@ -1,14 +1,18 @@
 //! Finding, fingerprinting and loading plugin libraries.
 //!
-//! Loading is split in two on purpose: [`locate`] finds each library and computes its blake3
-//! digest *without running any of its code*, so the lock check can refuse a tampered library
-//! before `dlopen` executes its initialisers; only then does [`load`] open it (ABI major first,
-//! then abi_stable's layout check, then the manifest).
+//! Loading is split in two on purpose: [`locate`] finds each library, opens it once and takes
+//! its blake3 digest (crate `keel-digest`: from the digest cache when the file is untouched)
+//! *without running any of its code*, so the lock check can refuse a tampered library before
+//! `dlopen` executes its initialisers; only then does [`load`] open that same open file (ABI
+//! major first, then abi_stable's layout check, then the manifest), so a file swapped in
+//! between is not what runs.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use keel_digest::Cache as DigestCache;
+use keel_digest::Opened;
 use keel_plugin_api::abi::TypeLayout;
 use keel_plugin_api::host::{LoadedLibrary, load_library};
 use keel_plugin_api::sdk::Manifest;
@@ -17,8 +21,8 @@ use crate::error::{KernelError, Result};
 use crate::paths::{Paths, library_file_name};
 use keel_config::Row;
 
-/// A library found on the search path, not yet opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A library found on the search path and digested, not yet loaded.
+#[derive(Debug, Clone)]
 pub struct Located {
     /// Plugin name.
     pub plugin: String,
@@ -26,6 +30,8 @@ pub struct Located {
     pub path: PathBuf,
     /// `blake3:<hex>` of the file's bytes.
     pub digest: String,
+    /// The open file the digest describes, which [`load`] loads.
+    pub opened: Opened,
 }
 
 /// An opened plugin library with its manifest.
@@ -47,75 +53,13 @@ pub struct PluginLibrary {
     pub event_layouts: Vec<(String, &'static TypeLayout, &'static TypeLayout)>,
 }
 
-/// blake3 digest of a file, `blake3:<hex>`.
+/// Locates every distinct plugin the rows use, in first-use order, digesting each through
+/// `cache`.
 ///
 /// # Errors
-/// [`KernelError::Io`] when the file cannot be read.
-fn digest_file(path: &std::path::Path) -> Result<String> {
-    let mut hasher = blake3::Hasher::new();
-    let mut file = std::fs::File::open(path).map_err(|e| KernelError::Io {
-        path: path.to_owned(),
-        reason: e.to_string(),
-    })?;
-    // Large reads let blake3 hash many chunks per SIMD batch; `io::copy`'s 8 KiB buffer made
-    // the digest a sixth of boot. Plain reads, not mmap: a file truncated while it is hashed
-    // must be an error, not a SIGBUS.
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = std::io::Read::read(&mut file, &mut buf).map_err(|e| KernelError::Io {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(format!("blake3:{}", hasher.finalize().to_hex()))
-}
-
-/// Digests of `files`, in order, one result each.
-///
-/// Digests are the largest part of boot (every library is read whole): they are hashed on a
-/// few threads. Results keep the input order, so the first error in that order can win.
-pub fn digest_files(files: &[PathBuf]) -> Vec<Result<String>> {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZero::get)
-        .clamp(1, 4);
-    let chunk = files.len().div_ceil(workers).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                let handle =
-                    scope.spawn(move || part.iter().map(|p| digest_file(p)).collect::<Vec<_>>());
-                (part, handle)
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(part, h)| {
-                // One result per library, whatever happened, so results stay aligned.
-                h.join().unwrap_or_else(|_| {
-                    part.iter()
-                        .map(|path| {
-                            Err(KernelError::Io {
-                                path: path.clone(),
-                                reason: "the digest thread panicked".to_owned(),
-                            })
-                        })
-                        .collect()
-                })
-            })
-            .collect()
-    })
-}
-
-/// Locates every distinct plugin the rows use, in first-use order.
-///
-/// # Errors
-/// [`KernelError::UnknownPlugin`] naming the first row whose plugin is not found.
-pub fn locate(rows: &[Row], paths: &Paths) -> Result<Vec<Located>> {
+/// [`KernelError::UnknownPlugin`] naming the first row whose plugin is not found;
+/// [`KernelError::Io`] naming a library that cannot be read.
+pub fn locate(rows: &[Row], paths: &Paths, cache: &mut DigestCache) -> Result<Vec<Located>> {
     let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
     let mut found = Vec::new();
     for row in rows {
@@ -133,15 +77,21 @@ pub fn locate(rows: &[Row], paths: &Paths) -> Result<Vec<Located>> {
         found.push((row.plugin.clone(), path));
     }
     let files: Vec<PathBuf> = found.iter().map(|(_, path)| path.clone()).collect();
-    let digests = digest_files(&files);
+    let opened = keel_digest::open_all(&files, cache);
     found
         .into_iter()
-        .zip(digests)
-        .map(|((plugin, path), digest)| {
+        .zip(opened)
+        .map(|((plugin, path), opened)| {
+            let opened = opened.map_err(|e| KernelError::Io {
+                path: e.path,
+                reason: e.reason,
+            })?;
+            let digest = opened.digest.clone();
             Ok(Located {
                 plugin,
                 path,
-                digest: digest?,
+                digest,
+                opened,
             })
         })
         .collect()
@@ -159,9 +109,10 @@ pub fn load(located: &[Located], rows: &[Row]) -> Result<BTreeMap<String, Arc<Pl
             .find(|r| r.plugin == item.plugin)
             .map(|r| r.id.clone())
             .unwrap_or_default();
-        let library = load_library(&item.path).map_err(|source| KernelError::Load {
+        let open = item.opened.load_path();
+        let library = load_library(&open).map_err(|e| KernelError::Load {
             row: row.clone(),
-            source,
+            source: e.naming(&open, &item.path),
         })?;
         let manifest_json =
             library

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{KernelError, Result};
 use crate::graph::{Edge, Plan};
-use crate::loader::{Located, PluginLibrary, digest_files};
+use crate::loader::{DigestCache, Located, PluginLibrary};
 use crate::paths::Paths;
 use keel_config::{LayerKind, ResolvedProfile};
 
@@ -260,12 +260,17 @@ pub fn verify_libraries(
     Ok(())
 }
 
-/// Digests every plugin library on the search path (nothing is opened): the library table as
-/// it would be written now. `known` digests (the profile's, computed by `locate`) are reused.
+/// Digests every plugin library on the search path through `cache` (nothing is loaded): the
+/// library table as it would be written now. `known` digests (the profile's, computed by
+/// `locate`) are reused.
 ///
 /// # Errors
 /// [`KernelError::Io`] naming a library that cannot be read.
-pub fn library_table(paths: &Paths, known: &[Located]) -> Result<BTreeMap<String, String>> {
+pub fn library_table(
+    paths: &Paths,
+    known: &[Located],
+    cache: &mut DigestCache,
+) -> Result<BTreeMap<String, String>> {
     let found = paths.plugin_libraries();
     let (reused, todo): (Vec<_>, Vec<_>) = found
         .into_iter()
@@ -278,13 +283,17 @@ pub fn library_table(paths: &Paths, known: &[Located]) -> Result<BTreeMap<String
         })
         .partition(|(_, _, d)| d.is_some());
     let paths: Vec<PathBuf> = todo.iter().map(|(_, p, _)| p.clone()).collect();
-    let digests = digest_files(&paths);
+    let digests = keel_digest::open_all(&paths, cache);
     let mut table: BTreeMap<String, String> = reused
         .into_iter()
         .filter_map(|(name, _, d)| Some((name, d?)))
         .collect();
-    for ((name, _, _), digest) in todo.into_iter().zip(digests) {
-        table.insert(name, digest?);
+    for ((name, _, _), opened) in todo.into_iter().zip(digests) {
+        let opened = opened.map_err(|e| KernelError::Io {
+            path: e.path,
+            reason: e.reason,
+        })?;
+        table.insert(name, opened.digest);
     }
     Ok(table)
 }

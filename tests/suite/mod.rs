@@ -84,6 +84,8 @@ mod lifecycle;
 mod lifecycle_overlap;
 /// `keel.lock` beside the binary (KRN-04, KRN-05).
 mod lock;
+/// The digest cache: a warm start reads no library, a changed one is still refused (issue 25).
+mod lock_cache;
 /// `keel.lock` covers every library on the search path, whichever profile loads it (issue 10).
 mod lock_search_path;
 /// Bad MCP servers refused before any request; `keel mcp list` (issue 15).

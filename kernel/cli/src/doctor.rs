@@ -148,7 +148,8 @@ fn lock_libraries(r: &mut Report, paths: &Paths, located: &[Located]) {
         );
         return;
     };
-    let now = match lock::library_table(paths, located) {
+    let mut cache = keel_kernel::loader::DigestCache::open(&paths.keel_home);
+    let now = match lock::library_table(paths, located, &mut cache) {
         Ok(now) => now,
         Err(e) => {
             r.warn(ROW, e.to_string());

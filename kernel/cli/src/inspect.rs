@@ -134,7 +134,8 @@ pub(super) fn lock(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
     let n = entry.plugins.len();
     // Every library on the search path, not only this profile's: the lock then covers
     // whichever profile loads them (issue 10 item 10).
-    let table = lock::library_table(paths, &assembly.located)?;
+    let mut cache = keel_kernel::loader::DigestCache::refresh(&paths.keel_home);
+    let table = lock::library_table(paths, &assembly.located, &mut cache)?;
     let pinned = table.len();
     let path = paths.lock_file();
     let previous = lock::write(&path, &name, entry, table.clone()).map_err(|e| match e {

@@ -85,7 +85,8 @@ pub(super) fn trust(
 /// stderr: `keel trust` still records what it can vouch for).
 fn declared_files(paths: &Paths, profile: &ProfileArgs) -> Vec<(String, Vec<String>)> {
     let libraries = profile.resolve(paths).and_then(|p| {
-        let located = keel_kernel::loader::locate(&p.rows, paths)?;
+        let mut cache = keel_kernel::loader::DigestCache::open(&paths.keel_home);
+        let located = keel_kernel::loader::locate(&p.rows, paths, &mut cache)?;
         keel_kernel::loader::load(&located, &p.rows)
     });
     let libraries = match libraries {

@@ -50,6 +50,37 @@ impl LoadError {
             LoadError::Manifest { .. } => KernelCode::PluginManifest.code(),
         }
     }
+
+    /// The same error naming `real` where it names `open`: the kernel hands the loader
+    /// `/proc/self/fd/N` for the library file it opened and digested (issue 25 item 2).
+    pub fn naming(self, open: &Path, real: &Path) -> LoadError {
+        let file = |p: PathBuf| if p == open { real.to_owned() } else { p };
+        let text = |r: String| r.replace(&*open.to_string_lossy(), &real.to_string_lossy());
+        match self {
+            LoadError::Open { path, reason } => LoadError::Open {
+                path: file(path),
+                reason: text(reason),
+            },
+            LoadError::NotAPlugin { path } => LoadError::NotAPlugin { path: file(path) },
+            LoadError::AbiMismatch {
+                path,
+                plugin,
+                kernel,
+            } => LoadError::AbiMismatch {
+                path: file(path),
+                plugin,
+                kernel,
+            },
+            LoadError::Layout { path, reason } => LoadError::Layout {
+                path: file(path),
+                reason: text(reason),
+            },
+            LoadError::Manifest { path, reason } => LoadError::Manifest {
+                path: file(path),
+                reason: text(reason),
+            },
+        }
+    }
 }
 
 /// A loaded plugin library.
