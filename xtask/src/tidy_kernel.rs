@@ -25,33 +25,11 @@ pub const FEATURE_WORDS: &[&str] = &[
     "claude",
 ];
 
-/// Lines of `text` outside `#[cfg(test)]` items. An item is the attribute, the line that
-/// follows it, and — when that line opens a block — everything to the brace that closes it.
+/// Lines of `text` outside `#[cfg(test)]` items (the one filter, [`crate::tidy_codes::non_test`]:
+/// an item is the attribute, the line that follows it, and — when that line opens a block —
+/// everything to the brace that closes it).
 pub fn non_test_lines(text: &str) -> usize {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut count = 0;
-    let mut i = 0;
-    while i < lines.len() {
-        if lines[i].trim() != "#[cfg(test)]" {
-            count += 1;
-            i += 1;
-            continue;
-        }
-        // Skip the attribute, then the item it guards.
-        i += 1;
-        let mut depth: i64 = 0;
-        let mut opened = false;
-        while i < lines.len() {
-            let line = lines[i];
-            i += 1;
-            depth += brace_delta(line);
-            opened |= line.contains('{');
-            if (opened && depth <= 0) || (!opened && line.trim_end().ends_with(';')) {
-                break;
-            }
-        }
-    }
-    count
+    crate::tidy_codes::non_test(text).len()
 }
 
 /// Net `{` minus `}` on a line, outside string and char literals and `//` comments (good

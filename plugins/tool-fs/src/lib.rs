@@ -137,15 +137,7 @@ impl Tool for FsTool {
     type Args = Value;
 
     fn describe(&self) -> ToolSpec {
-        let d = self.definition.clone();
-        ToolSpec {
-            description: d.description,
-            parallel_safe: d.parallel_safe,
-            mutating: d.mutating,
-            child_only: d.child_only,
-            name: Some(d.name),
-            schema: Some(d.parameters),
-        }
+        ToolSpec::from(self.definition.clone())
     }
 
     async fn run(&self, args: Value, call: &ToolCall) -> ToolResult {
