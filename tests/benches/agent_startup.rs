@@ -11,7 +11,10 @@
 //! - **Where start-up goes**: runs with `KEEL_LOG=keel::boot=debug,keel::kernel=info`, every
 //!   `keel::boot` line's `+MS` since exec (keel's own clock: exec → `main` estimated from
 //!   `/proc/self/schedstat`), medians per phase and per row over those runs. Logging costs a
-//!   little, so these runs are not among the timed ones.
+//!   little, so these runs are not among the timed ones. The assembly's line covers digests
+//!   and opening together (the digest code is moving into its own crate, issue 25 item 2), so
+//!   the bench also times each library's blake3 digest itself, read in 1 MiB blocks as keel
+//!   reads it, on one thread (keel hashes on up to 4).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -48,6 +51,60 @@ fn row(id: &str, plugin: &str) -> String {
 }
 
 impl Shape {
+    /// The plugins the shape's rows load.
+    fn plugins(self) -> &'static [&'static str] {
+        const MINIMAL: &[&str] = &[
+            "session",
+            "session-jsonl",
+            "llm",
+            "tools",
+            "agent-loop",
+            "llm-openai",
+            "headless",
+        ];
+        const MIDDLE: &[&str] = &[
+            "session",
+            "session-jsonl",
+            "checkpoint",
+            "credentials",
+            "llm",
+            "tools",
+            "system-prompt",
+            "agent-loop",
+            "tool-fs",
+            "tool-shell",
+            "llm-openai",
+            "headless",
+        ];
+        const ALL: &[&str] = &[
+            "session",
+            "session-jsonl",
+            "checkpoint",
+            "credentials",
+            "llm",
+            "tools",
+            "subagent",
+            "approval",
+            "system-prompt",
+            "agent-loop",
+            "context",
+            "fs-policy",
+            "tool-fs",
+            "tool-shell",
+            "sandbox",
+            "firewall",
+            "mcp",
+            "hooks",
+            "llm-openai",
+            "headless",
+        ];
+        match self {
+            Shape::Minimal => MINIMAL,
+            Shape::Middle => MIDDLE,
+            Shape::All => ALL,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Shape::Minimal => "minimal",
@@ -159,6 +216,49 @@ fn pss_of(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// blake3 of `path` in 1 MiB reads, in ms.
+fn digest_ms(path: &Path) -> Result<f64, String> {
+    use std::io::Read as _;
+    let started = Instant::now();
+    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    std::hint::black_box(hasher.finalize());
+    Ok(started.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Each library of `shape` beside `keel`: name, MiB, median digest ms of `runs`.
+fn digests(keel: &Path, shape: Shape, runs: usize) -> Result<Vec<(String, f64, f64)>, String> {
+    let dir = keel.parent().ok_or("keel has no directory")?;
+    shape
+        .plugins()
+        .iter()
+        .map(|plugin| {
+            let path = dir.join(keel_tests::plugin_file(plugin));
+            let bytes = std::fs::metadata(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .len();
+            let ms = (0..runs.max(1))
+                .map(|_| digest_ms(&path))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((
+                (*plugin).to_owned(),
+                bytes as f64 / f64::from(1 << 20),
+                summarize(ms).median,
+            ))
+        })
+        .collect()
+}
+
 /// `keel --version`, spawn → exit, in ms.
 fn version(keel: &Path) -> Result<f64, String> {
     let started = Instant::now();
@@ -268,6 +368,8 @@ pub struct Startup {
     first: BTreeMap<Shape, Summary>,
     pss_mb: BTreeMap<Shape, Summary>,
     breakdown: BTreeMap<Shape, Breakdown>,
+    /// Every library of [`Shape::All`]: name, MiB, digest ms.
+    digests: Vec<(String, f64, f64)>,
 }
 
 /// Runs the start-up measures: `runs` timed rounds, `log_runs` logged runs per shape.
@@ -306,7 +408,9 @@ pub fn measure(keel: &Path, runs: usize, log_runs: usize) -> Result<Startup, Str
             pss.entry(shape).or_default().extend(run.pss_mb);
         }
     }
+    let digests = digests(keel, Shape::All, log_runs)?;
     Ok(Startup {
+        digests,
         version: summarize(versions),
         first: first.into_iter().map(|(k, v)| (k, summarize(v))).collect(),
         pss_mb: pss.into_iter().map(|(k, v)| (k, summarize(v))).collect(),
@@ -410,6 +514,20 @@ impl Startup {
                 let _ = writeln!(r, "| {key} | {at:.2} | {took} |");
             }
         }
+        let _ = writeln!(
+            r,
+            "\n### blake3 of each library of `all` (1 MiB reads, one thread, page cache warm)\n"
+        );
+        let _ = writeln!(r, "| library | MiB | digest (ms) |");
+        let _ = writeln!(r, "|---|---|---|");
+        for (name, mib, ms) in &self.digests {
+            let _ = writeln!(r, "| {name} | {mib:.1} | {ms:.2} |");
+        }
+        let (mib, ms) = self
+            .digests
+            .iter()
+            .fold((0.0, 0.0), |(a, b), (_, m, t)| (a + m, b + t));
+        let _ = writeln!(r, "| **total** | {mib:.1} | {ms:.2} |");
         r
     }
 
@@ -432,6 +550,7 @@ impl Startup {
             "pss_at_first_request": by(&self.pss_mb, "mb"),
             "per_row_ms": self.per_row(&self.first).map(round),
             "per_row_pss_mb": self.per_row(&self.pss_mb).map(round),
+            "digests_all": self.digests.iter().map(|(n, mib, ms)| json!({ "library": n, "mib": round(*mib), "ms": round(*ms) })).collect::<Vec<_>>(),
             "breakdown": self.breakdown.iter().map(|(k, b)| (k.name().to_owned(), b.json())).collect::<serde_json::Map<_, _>>(),
             "targets": { "per_row_ms_max": 0.3, "per_row_pss_mb_max": 0.5, "all_over_version_max": 5.0, "all_minus_minimal_ms_max": 2.0 },
         })
