@@ -12,8 +12,9 @@
 //!    in-process and prints one JSON line per case (see `tests/plugins/bench-driver`).
 //! 2. **Boot-to-ready.** A profile of 12 rows over every benchmark and proof plugin library
 //!    present, started N times with `KEEL_LOG=keel::kernel=info`; the kernel's own
-//!    `kernel ready … boot_us=M` line gives boot-to-ready (profile resolution, digests, dlopen and
-//!    layout checks, manifests, schema validation, activation), and the harness also times the
+//!    `kernel ready … boot_us=M` line gives boot-to-ready, from exec (issue 25 item 1: exec,
+//!    profile resolution, digests, dlopen and layout checks, manifests, schema validation,
+//!    activation), and the harness also times the
 //!    whole process (exec to exit, including shutdown). A one-row profile gives the floor.
 //!
 //! Prints tables and writes `target/bench/kernel.json`. Options: `--quick` (fewer iterations and

@@ -22,6 +22,8 @@ mod anthropic_faults;
 mod anthropic_run;
 /// Helpers for the Anthropic suites (issue 15 item 2).
 mod anthropic_support;
+/// Where start-up goes, on one clock from exec (issue 25 item 1).
+mod boot_timing;
 /// Listener errors, panics, faults, deadlines and ABI misuse (EVT-01/05/10, Cordis cases 4–13).
 mod bus_faults;
 /// The five dispatch modes, through real cdylibs (EVT-01/02/05, Cordis cases A–B).

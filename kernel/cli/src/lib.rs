@@ -9,6 +9,7 @@
     reason = "kernel errors end the process (exit 2); their size never matters on a hot path"
 )]
 
+pub mod boot;
 mod doctor;
 mod grammar;
 pub mod hardening;

@@ -6,7 +6,8 @@
 //! column, no module path. ROW is the profile row the event came from (the `row` field the
 //! kernel puts on a plugin's line), else `kernel`. The event's other fields follow the message
 //! as `key=value`; control characters are escaped, so a quoted body cannot span lines. With
-//! `KEEL_LOG` set, its filter applies and tracing's full format is printed, for debugging.
+//! `KEEL_LOG` set, its filter applies and tracing's full format is printed, for debugging, each
+//! timestamp followed by `+MS` since exec ([`crate::boot`], issue 25 item 1).
 //! Rejected: a fixed `fmt` format with the timestamp and target switched off, which still
 //! prints the level column, the fields in tracing's order and multi-line messages as they are.
 
@@ -16,6 +17,7 @@ use keel_plugin_api::sdk::line::one_line;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -30,6 +32,7 @@ pub fn install() {
             .with_env_filter(filter)
             .with_writer(writer)
             .with_target(true)
+            .with_timer(SinceExec)
             .init();
     } else {
         tracing_subscriber::fmt()
@@ -37,6 +40,20 @@ pub fn install() {
             .with_writer(writer)
             .event_format(OneLine)
             .init();
+    }
+}
+
+/// tracing's timestamp, then milliseconds since exec: `2026-12-04T02:42:44.491507Z +12.508ms`.
+struct SinceExec;
+
+impl FormatTime for SinceExec {
+    fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
+        SystemTime.format_time(w)?;
+        write!(
+            w,
+            " +{:.3}ms",
+            crate::boot::since_exec().as_secs_f64() * 1e3
+        )
     }
 }
 

@@ -117,27 +117,21 @@ fn refused(fiber: &Fiber) -> PluginError {
 }
 
 impl Host for HostImpl {
-    fn log(&self, fiber: FiberId, level: LogLevel, target: &str, message: &str) {
+    fn log(&self, fiber: FiberId, level: LogLevel, target: &str, m: &str) {
         // A plugin's tracing line carries no fiber (0): name its row from the target.
         let own = self.0.fibers.get(&fiber).map(|f| f.row.clone());
         let row = own.or_else(|| self.row_of_target(target));
         let row = row.as_deref();
         match level {
-            LogLevel::Error => {
-                tracing::error!(target: "keel::plugin", source = target, row, "{message}")
+            LogLevel::Error => tracing::error!(target: "keel::plugin", source = target, row, "{m}"),
+            LogLevel::Warn => tracing::warn!(target: "keel::plugin", source = target, row, "{m}"),
+            LogLevel::Info => tracing::info!(target: "keel::plugin", source = target, row, "{m}"),
+            // Issue 25 item 1: a plugin's start-up line (`first request`) joins the kernel's.
+            LogLevel::Debug if target == "keel::boot" => {
+                tracing::debug!(target: "keel::boot", row, "{m}")
             }
-            LogLevel::Warn => {
-                tracing::warn!(target: "keel::plugin", source = target, row, "{message}")
-            }
-            LogLevel::Info => {
-                tracing::info!(target: "keel::plugin", source = target, row, "{message}")
-            }
-            LogLevel::Debug => {
-                tracing::debug!(target: "keel::plugin", source = target, row, "{message}")
-            }
-            LogLevel::Trace => {
-                tracing::trace!(target: "keel::plugin", source = target, row, "{message}")
-            }
+            LogLevel::Debug => tracing::debug!(target: "keel::plugin", source = target, row, "{m}"),
+            LogLevel::Trace => tracing::trace!(target: "keel::plugin", source = target, row, "{m}"),
         }
     }
 

@@ -126,6 +126,7 @@ async fn activate(inner: &Arc<Inner>, fiber: Arc<Fiber>) {
         .library
         .activate(fiber.id, api, max_log_level());
     let row = fiber.row.clone();
+    let t = std::time::Instant::now();
     let result = with_deadline(
         inner.deadline(),
         || format!("activation of row '{row}'"),
@@ -134,6 +135,7 @@ async fn activate(inner: &Arc<Inner>, fiber: Arc<Fiber>) {
     .await;
     match result {
         RResult::ROk(()) => {
+            tracing::debug!(target: "keel::boot", row = %fiber.row, took_us = t.elapsed().as_micros(), "row active");
             fiber.set_state(FiberState::Active);
             set_error(inner, &fiber.row, None);
             inner.bus.report_status(&fiber, "");

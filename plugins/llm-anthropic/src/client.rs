@@ -143,6 +143,7 @@ impl Adapter {
             .header(header::CONTENT_TYPE, "application/json")
             .body(body)
             .send();
+        keel_llm_http_kit::first_request_sent("llm-anthropic");
         let first_byte = Duration::from_millis(self.config.first_byte_timeout_ms);
         let response = match tokio::time::timeout(first_byte, send).await {
             Err(_) => {

@@ -2,7 +2,8 @@
 //! once here because plugin crates may not depend on each other (issue 24 item 5). It owns the
 //! one attempt on the plugin runtime ([`attempt`]), the transport failure's text
 //! ([`transport_text`]), reading an error response ([`read_error_body`], [`header_text`]) and
-//! the timeout defaults of a row config ([`defaults`]). Each adapter keeps its own wire format,
+//! the timeout defaults of a row config ([`defaults`]), and the start-up clock's line at the first
+//! request ([`first_request_sent`]). Each adapter keeps its own wire format,
 //! its own failure classification and its own redaction. Not a plugin: a plain library that
 //! only the model adapters use.
 
@@ -14,6 +15,18 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::plugin_runtime;
 use keel_plugin_api::services::llm::{LlmCode, LlmFailure, LlmResponse, StreamChunk};
 use reqwest::header::HeaderMap;
+
+/// Logs `ADAPTER: first model request built, sending` under `keel::boot` (issue 25 item 1: the last
+/// phase of start-up, `KEEL_LOG=keel::boot=debug`) the first time it is called in this adapter's
+/// library; later calls cost one atomic load.
+pub fn first_request_sent(adapter: &str) {
+    static SENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SENT.load(std::sync::atomic::Ordering::Relaxed)
+        && !SENT.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        tracing::debug!(target: "keel::boot", "{adapter}: first model request built, sending");
+    }
+}
 
 /// The most of an error response's body an adapter reads (what a message quotes is shorter).
 pub const MAX_ERROR_BODY: usize = 64 * 1024;

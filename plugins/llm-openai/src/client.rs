@@ -422,6 +422,7 @@ impl Adapter {
                 body.parts.into_iter().map(Ok::<_, std::io::Error>),
             )))
             .send();
+        keel_llm_http_kit::first_request_sent("llm-openai");
         let first_byte = Duration::from_millis(self.config.first_byte_timeout_ms);
         match tokio::time::timeout(first_byte, send).await {
             Err(_) => Err(self.no_response_head()),
