@@ -61,7 +61,9 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     } else {
         DigestCache::refresh(&paths.keel_home)
     };
+    let mut clock = std::time::Instant::now();
     let mut located = locate(&profile.rows, paths, &mut cache)?;
+    phase("libraries located and digested", &mut clock);
     let lock_path = paths.lock_file();
     let lock_file = if check_lock {
         lock::read(&lock_path)?
@@ -94,7 +96,12 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
         )?;
     }
     verify(&located)?;
+    phase("lock checked", &mut clock);
     let libraries = load(&located, &profile.rows)?;
+    phase(
+        "libraries opened and checked (ABI, layouts, manifests)",
+        &mut clock,
+    );
     for project in untrusted() {
         check_project_trust(project, |plugin| {
             libraries.get(plugin).map(|l| l.manifest.guarded.clone())
@@ -103,6 +110,7 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     for row in &profile.rows {
         validate_row(row, &libraries)?;
     }
+    phase("project trust and config schemas checked", &mut clock);
     let graph_rows: Vec<GraphRow<'_>> = profile
         .rows
         .iter()
@@ -115,6 +123,7 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
         })
         .collect();
     let plan = plan(&graph_rows)?;
+    phase("facility graph planned", &mut clock);
     let lock_state = match (&entry, &lock_file, check_lock) {
         (Some(entry), _, _) => {
             lock::verify_graph(&lock_path, &key, entry, &plan)?;
@@ -134,6 +143,13 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
         plan,
         lock: lock_state,
     })
+}
+
+/// One `keel::boot` line for a step of the assembly (issue 25 item 1), then restarts `clock`.
+fn phase(step: &str, clock: &mut std::time::Instant) {
+    let took_us = u64::try_from(clock.elapsed().as_micros()).unwrap_or(u64::MAX);
+    tracing::debug!(target: "keel::boot", took_us, "{step}");
+    *clock = std::time::Instant::now();
 }
 
 /// ARCHITECTURE §6: an untrusted project layer may not touch what the manifests guard.

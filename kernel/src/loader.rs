@@ -110,6 +110,7 @@ pub fn load(located: &[Located], rows: &[Row]) -> Result<BTreeMap<String, Arc<Pl
             .map(|r| r.id.clone())
             .unwrap_or_default();
         let open = item.opened.load_path();
+        let clock = std::time::Instant::now();
         let library = load_library(&open).map_err(|e| KernelError::Load {
             row: row.clone(),
             source: e.naming(&open, &item.path),
@@ -137,6 +138,8 @@ pub fn load(located: &[Located], rows: &[Row]) -> Result<BTreeMap<String, Arc<Pl
                 found: manifest.id,
             });
         }
+        let took_us = u64::try_from(clock.elapsed().as_micros()).unwrap_or(u64::MAX);
+        tracing::debug!(target: "keel::boot", plugin = %item.plugin, took_us, "library opened");
         out.insert(
             item.plugin.clone(),
             Arc::new(PluginLibrary {
