@@ -189,15 +189,10 @@ pub fn alias_section(vault: &Vault) -> Option<PromptSection> {
     })
 }
 
-/// Adds (or replaces) [`alias_section`] in a `[PromptSection]` document.
-pub fn add_section(vault: &Vault, sections: &Json) -> Option<Json> {
-    let section = alias_section(vault)?;
-    let mut list: Vec<Value> = parse(sections)
-        .and_then(|v| v.as_array().cloned())
-        .unwrap_or_default();
-    list.retain(|s| s.get("id").and_then(Value::as_str) != Some(SECTION_ID));
-    list.push(json!(section));
-    Some(text(&Value::Array(list)))
+/// Adds [`alias_section`] to the assembly's sections, replacing an earlier one.
+pub fn add_section(sections: &mut Vec<PromptSection>, section: PromptSection) {
+    sections.retain(|s| s.id != SECTION_ID);
+    sections.push(section);
 }
 
 #[cfg(test)]
@@ -343,20 +338,24 @@ mod tests {
     #[test]
     fn the_prompt_lists_aliases_never_values() {
         let v = vault();
-        let out = add_section(&v, &j(json!([{"id": "base", "order": 0, "text": "hi"}]))).unwrap();
-        let list = val(&out);
-        assert_eq!(list.as_array().unwrap().len(), 2);
-        let text = list[1]["text"].as_str().unwrap();
+        let mut list = vec![PromptSection {
+            id: "base".into(),
+            order: 0,
+            text: "hi".into(),
+            complete: false,
+        }];
+        add_section(&mut list, alias_section(&v).unwrap());
+        assert_eq!(list.len(), 2);
+        let text = &list[1].text;
         assert!(text.contains("- sec_KEY") && text.contains("never see the value"));
-        assert!(!list.to_string().contains("sk-live-123"));
-        // Idempotent by id.
-        assert_eq!(
-            val(&add_section(&v, &out).unwrap())
-                .as_array()
+        assert!(
+            !serde_json::to_string(&list)
                 .unwrap()
-                .len(),
-            2
+                .contains("sk-live-123")
         );
-        assert!(add_section(&Vault::new(BTreeMap::new()).unwrap(), &out).is_none());
+        // Idempotent by id.
+        add_section(&mut list, alias_section(&v).unwrap());
+        assert_eq!(list.len(), 2);
+        assert!(alias_section(&Vault::new(BTreeMap::new()).unwrap()).is_none());
     }
 }

@@ -414,8 +414,11 @@ impl Plugin for FirewallPlugin {
 
         let v = vault.clone();
         ctx.waterfall::<Assemble>(ListenerOptions::order(0), move |assembly, next| {
-            if let Some(sections) = hooks::add_section(&current(ctx, &v), &assembly.sections) {
-                assembly.sections = sections;
+            if let Some(section) = hooks::alias_section(&current(ctx, &v)) {
+                // A foreign listener's sections that are not `[PromptSection]` fail assembly.
+                let mut sections = assembly.sections.get()?;
+                hooks::add_section(&mut sections, section);
+                assembly.sections = Typed::new(&sections)?;
             }
             next.run(assembly)
         })?;
