@@ -137,12 +137,9 @@ pub fn scrub_result(vault: &Vault, result: &Typed<ToolResult>) -> Option<Typed<T
     }
 }
 
-/// The content of a `ToolResult` document.
-pub fn result_content(result: &Json) -> Option<String> {
-    parse(result)?
-        .get("content")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+/// The content of a result (`None` for a foreign listener's non-result).
+pub fn result_content(result: &Typed<ToolResult>) -> Option<String> {
+    result.get().ok().map(|r| r.content)
 }
 
 /// The decision to return from `tools/post-execute`, given what the rest of the chain decided

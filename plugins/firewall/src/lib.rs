@@ -370,7 +370,7 @@ impl Plugin for FirewallPlugin {
                 let original = (!empty)
                     .then(|| hooks::result_content(&outcome.result))
                     .flatten();
-                if let Some(scrubbed) = hooks::scrub_json_text(&vault, &outcome.result) {
+                if let Some(scrubbed) = hooks::scrub_result(&vault, &outcome.result) {
                     outcome.result = scrubbed;
                 }
                 let scrubbed = (!empty)

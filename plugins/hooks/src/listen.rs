@@ -245,23 +245,24 @@ async fn post_tool_use(
     next: keel_plugin_api::sdk::AsyncNext<PostExecute>,
 ) -> Result<Typed<PostDecision>> {
     let exec = outcome.exec.clone();
-    let result: Value = outcome.result.parse().unwrap_or(Value::Null);
+    // A foreign listener replaced the result with a non-result: no hook can be told about it
+    // (the pipeline keeps its own snapshot either way).
+    let Ok(typed) = outcome.result.get() else {
+        return next.run(outcome).await;
+    };
     let downstream = next.run(outcome).await?;
     let decision = match downstream.get() {
         Ok(d) => d,
         Err(_) => return Ok(downstream),
     };
-    let failed = result.get("is_error").and_then(Value::as_bool) == Some(true);
-    let content = match &decision {
+    let content = match decision {
         PostDecision::Block { .. } => return Ok(downstream),
-        _ if failed => return Ok(downstream),
-        PostDecision::Accept { content: Some(c) } => c.clone(),
-        PostDecision::Accept { content: None } => result
-            .get("content")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
+        _ if typed.is_error => return Ok(downstream),
+        PostDecision::Accept { content: Some(c) } => c,
+        PostDecision::Accept { content: None } => typed.content.clone(),
     };
+    // The hook command's `tool_response` is built from the result's JSON form.
+    let result = serde_json::to_value(&typed).unwrap_or(Value::Null);
     let name = exec.name.to_string();
     let args: Value = exec.args.parse().unwrap_or(Value::Null);
     let cwd = exec.cwd.as_str();
