@@ -113,3 +113,49 @@ declare_event! {
     /// A read, stat or write observed a target (FS-02). Synchronous, side-effect only.
     pub struct Observed: emit("fs/observed") -> FsObserved;
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    // The typed decisions and observations write the JSON the untyped ones did.
+    #[test]
+    fn decisions_and_observations_keep_their_wire_form() {
+        let w = |d: WriteDecision| serde_json::to_value(d).unwrap();
+        assert_eq!(
+            w(WriteDecision::Unconditional),
+            json!({"kind": "unconditional"})
+        );
+        assert_eq!(
+            w(WriteDecision::CreateIfAbsent),
+            json!({"kind": "create-if-absent"})
+        );
+        assert_eq!(
+            w(WriteDecision::ReplaceIfVersion {
+                version: "v".into()
+            }),
+            json!({"kind": "replace-if-version", "version": "v"})
+        );
+        let e = EditDecision::Error {
+            code: FsCode::NotObserved,
+        };
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            json!({"kind": "error", "code": "FS_NOT_OBSERVED"})
+        );
+        let back: EditDecision =
+            serde_json::from_value(json!({"kind": "version", "version": "v"})).unwrap();
+        assert_eq!(
+            back,
+            EditDecision::Version {
+                version: "v".into()
+            }
+        );
+        assert_eq!(
+            serde_json::to_value(Observation::Absent).unwrap(),
+            json!({"kind": "absent"})
+        );
+    }
+}

@@ -27,6 +27,7 @@ use keel_plugin_api::events::tools::{
     PostExecute, PreExecute, Rewrite, ToolExecution, ToolOutcome,
 };
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::context::CompactPlan;
 use keel_plugin_api::services::tools::{
     ListRequest, PostDecision, PreDecision, RewriteDecision, Tools,
 };
@@ -471,7 +472,7 @@ async fn stop(st: &Shared, point: &AgentPoint) -> Result<Option<Typed<Steer>>> {
 
 /// PreCompact in the synchronous `context/compact`: the hooks run on a thread of their own
 /// and this waits for them, bounded by their timeouts; they cannot change the plan.
-fn pre_compact(st: &Shared, point: &ContextPoint) {
+fn pre_compact(st: &Shared, point: &ContextPoint<CompactPlan>) {
     let sid = point.session_id.to_string();
     let cwd = st.0.cwd_of(&sid);
     let (tx, rx) = std::sync::mpsc::channel();
