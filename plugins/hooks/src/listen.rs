@@ -19,7 +19,8 @@ use std::time::Duration;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::agent::{
-    AgentPoint, PreStep, PreStepDecision, Steer, StepMessage, TurnStopping,
+    AgentPoint, PreStep, PreStepData, PreStepDecision, Steer, StepMessage, TurnStopping,
+    TurnStoppingData,
 };
 use keel_plugin_api::events::context::{Compact, ContextPoint};
 use keel_plugin_api::events::session::{SessionCreated, SessionDisposed};
@@ -302,13 +303,13 @@ async fn post_tool_use(
 /// `agent/pre-step`.
 async fn pre_step(
     st: &Shared,
-    point: AgentPoint,
+    point: AgentPoint<PreStepData>,
     next: keel_plugin_api::sdk::AsyncNext<PreStep>,
 ) -> Result<Typed<PreStepDecision>> {
     let engine = &st.0;
     let sid = point.session_id.to_string();
     let cwd = engine.cwd_of(&sid);
-    let data: Value = point.data.parse()?;
+    let data = point.data.get()?;
     warn_unmatched_once(st).await;
     let here = At {
         session_id: &sid,
@@ -407,19 +408,12 @@ async fn warn_unmatched_once(st: &Shared) {
 }
 
 /// The step's prompt text: its claimed messages, without the steering Stop hooks queued.
-fn prompt_of(st: &Shared, sid: &str, data: &Value) -> String {
+fn prompt_of(st: &Shared, sid: &str, data: &PreStepData) -> String {
     let mut m = memory(st);
     let steers = m.steers.entry(sid.to_owned()).or_default();
     let mut texts = Vec::new();
-    for msg in data
-        .get("messages")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(text) = msg.get("content").and_then(Value::as_str) else {
-            continue;
-        };
+    for msg in &data.messages {
+        let text = msg.content.as_str();
         if let Some(i) = steers.iter().position(|s| s == text) {
             steers.remove(i);
         } else {
@@ -431,7 +425,7 @@ fn prompt_of(st: &Shared, sid: &str, data: &Value) -> String {
 
 /// Stop in `agent/turn-stopping`: a block steers the turn on, at most
 /// `max_stop_continuations` times per turn.
-async fn stop(st: &Shared, point: &AgentPoint) -> Result<Option<Typed<Steer>>> {
+async fn stop(st: &Shared, point: &AgentPoint<TurnStoppingData>) -> Result<Option<Typed<Steer>>> {
     let engine = &st.0;
     let sid = point.session_id.to_string();
     let done = {
