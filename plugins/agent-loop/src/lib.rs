@@ -185,7 +185,7 @@ impl AgentProvider for Served {
             target,
             message: StepMessage {
                 id: sent.id.clone(),
-                content: content.clone(),
+                content,
                 source: None,
             },
             level: sent.level,

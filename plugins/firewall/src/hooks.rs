@@ -17,7 +17,7 @@ use keel_plugin_api::sdk::Payload;
 use keel_plugin_api::services::prompt::PromptSection;
 use keel_plugin_api::services::secret_env::{SECRET_ENV_ARG, SecretEnv, SecretEnvName, script_arg};
 use keel_plugin_api::services::tools::{PostDecision, ToolResult};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::bash;
 use crate::store::alias;
@@ -195,6 +195,8 @@ pub fn add_section(sections: &mut Vec<PromptSection>, section: PromptSection) {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    use serde_json::json;
 
     use super::*;
     use crate::store::SecretValue;
