@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::prompt::Assemble;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::prompt::{
@@ -57,18 +57,17 @@ fn loop14_a_waterfall_listener_adds_a_section_the_service_includes() {
         .on_probe_activate(move |ctx| {
             ctx.waterfall::<Assemble>(ListenerOptions::default(), move |payload, next| {
                 counted.fetch_add(1, Ordering::SeqCst);
-                let mut sections: Vec<PromptSection> = payload.sections.parse()?;
+                let mut sections = payload.sections.get()?;
                 sections.push(PromptSection {
                     id: "extra".to_owned(),
                     order: 10,
                     text: "from a listener in session {{session}}".to_owned(),
                     complete: false,
                 });
-                payload.sections = Json::of(&sections)?;
-                let mut vars: serde_json::Map<String, serde_json::Value> =
-                    payload.variables.parse()?;
-                vars.insert("session".to_owned(), json!(payload.session_id.as_str()));
-                payload.variables = Json::of(&vars)?;
+                payload.sections = Typed::new(&sections)?;
+                let mut vars = payload.variables.get()?;
+                vars.insert("session".to_owned(), payload.session_id.to_string());
+                payload.variables = Typed::new(&vars)?;
                 next.run(payload)
             })?;
             Ok(())

@@ -451,7 +451,7 @@ impl Bus {
 #[cfg(test)]
 mod declare_tests {
     use keel_plugin_api::abi::{EventMode, StableAbi};
-    use keel_plugin_api::events::agent::AgentPoint;
+    use keel_plugin_api::events::agent::{AgentPoint, PreStepData};
     use keel_plugin_api::events::tools::ToolExecution;
 
     use super::Bus;
@@ -464,7 +464,7 @@ mod declare_tests {
         bus.declare(
             "x/e",
             EventMode::Emit,
-            Some((<AgentPoint as StableAbi>::LAYOUT, unit)),
+            Some((<AgentPoint<PreStepData> as StableAbi>::LAYOUT, unit)),
             "plugin a",
         )
         .unwrap();

@@ -1,9 +1,9 @@
-//! [`Json`]: the one payload/decision wrapper the agent-domain events share.
+//! [`Json`]: a JSON document as text, for the payload fields that are genuinely open.
 //!
-//! Agent, LLM and tool payloads evolve quickly (new chunk kinds, new decision kinds); carrying
-//! their bodies as JSON text inside a fixed `repr(C)` envelope keeps the ABI stable while the
-//! shapes grow. Each event's doc names the JSON shape, and the serde types for it live in
-//! [`crate::services`].
+//! Every decision and every payload field whose shape is fixed is a [`super::Typed`] value
+//! (issue 24 item 2). Two documents have no fixed shape and stay `Json`: a tool call's
+//! arguments (`ToolExecution.args`, the called tool's own schema) and `session/persist`'s batch
+//! (`PersistBatch.data`, the bodies of events of any type). Each field's doc says why.
 
 use abi_stable::StableAbi;
 use abi_stable::std_types::RString;

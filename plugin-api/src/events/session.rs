@@ -56,6 +56,11 @@ pub struct PersistBatch {
     /// Session id.
     pub session_id: RString,
     /// The events' `data`, in batch order (a JSON array with one value per event).
+    ///
+    /// This stays [`Json`] on purpose: a batch mixes events of any type, and a session event's
+    /// body is whatever its type says (a plugin's own types included), so the document is
+    /// genuinely open. Its one rewriter (the firewall's scrub, SEC-03) works on every string
+    /// whatever the type; the session's validation reads the types after the waterfall.
     pub data: Json,
 }
 

@@ -1,11 +1,14 @@
 //! `tools/*` events: the stages of the tool pipeline (B9, TOOL-01…04).
 //!
 //! The stages' decisions are typed ([`RewriteDecision`], [`PreDecision`], [`GuardDecision`],
-//! [`ToolResult`], [`PostDecision`]) and cross the ABI as [`Typed`] values (issue 24 item 2);
-//! the wire JSON is what it was.
+//! [`ToolResult`], [`PostDecision`]) and cross the ABI as [`Typed`] values (issue 24 item 2),
+//! as do the outcome's result and the `tools/change` notice ([`ToolSetChange`]); the wire JSON
+//! is what it was. One field stays [`Json`]: a call's `args`, whose shape is the tool's own
+//! schema (see [`ToolExecution::args`]).
 
 use abi_stable::StableAbi;
 use abi_stable::std_types::RString;
+use serde::{Deserialize, Serialize};
 
 use super::json::Json;
 use super::typed::Typed;
@@ -33,6 +36,11 @@ pub struct ToolExecution {
     /// The parsed arguments (JSON object). Only two stages change them: `tools/rewrite`
     /// (logged as `tool/rewrite`, before any policy) and `tools/execute` listeners on the way
     /// to the body (secret fill); pre-execute and the guards cannot (TOOL-01).
+    ///
+    /// This stays [`Json`] on purpose: the document's shape is the called tool's schema (any
+    /// tool, an MCP server's included), which the pipeline and its listeners (firewall, hooks,
+    /// sandbox, approval) do not know. The tool's typed `Args` are decoded once, from the
+    /// document the last stage left, on the way to its body.
     pub args: Json,
     /// The session's working root.
     pub cwd: RString,
@@ -48,8 +56,15 @@ pub struct ToolExecution {
 pub struct ToolOutcome {
     /// The call.
     pub exec: ToolExecution,
-    /// The `ToolResult` as JSON.
-    pub result: Json,
+    /// The result (the pipeline's frozen snapshot; a listener that rewrites it sets a new one).
+    pub result: Typed<ToolResult>,
+}
+
+/// The `tools/change` notice. Wire form: `{"tools":[name]}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSetChange {
+    /// Every registered tool's name after the change.
+    pub tools: Vec<String>,
 }
 
 declare_event! {
@@ -88,6 +103,6 @@ declare_event! {
     pub struct ToolsResult: emit("tools/result") -> ToolOutcome;
 }
 declare_event! {
-    /// The tool set changed. Payload: `{"tools":[name]}`.
-    pub struct Change: emit("tools/change") -> Json;
+    /// The tool set changed. Payload: a `ToolSetChange` (`{"tools":[name]}`, every name).
+    pub struct Change: emit("tools/change") -> Typed<ToolSetChange>;
 }

@@ -53,6 +53,8 @@ pub enum ChildOutcome {
     Cancelled,
     /// The process died with the child running; recorded when the parent is resumed.
     Interrupted,
+    /// A resident child was stopped by its parent (`subagent/ended` only).
+    Stopped,
 }
 
 impl ChildOutcome {
@@ -64,6 +66,7 @@ impl ChildOutcome {
             ChildOutcome::Timeout => "timeout",
             ChildOutcome::Cancelled => "cancelled",
             ChildOutcome::Interrupted => "interrupted",
+            ChildOutcome::Stopped => "stopped",
         }
     }
 }

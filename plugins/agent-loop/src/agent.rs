@@ -16,6 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
+use keel_plugin_api::events::agent::{
+    DiscardReason, DiscardedMessage, InboxDiscardedData, RunState, StatusData,
+};
 use keel_plugin_api::services::agent::{
     AgentOverrides, AgentStatus, InboxTarget, InterruptLevel, PendingInputs, RunReport,
 };
@@ -382,7 +385,7 @@ impl Agent {
                 if job.is_some() && !st.running {
                     st.running = true;
                     drop(st);
-                    emit_status(seams, &self.session_id, "running");
+                    emit_status(seams, &self.session_id, RunState::Running);
                 }
                 job
             };
@@ -407,11 +410,17 @@ impl Agent {
                 st.steer_pending = false;
                 let dropped = self.sched.take_all();
                 drop(st);
-                let messages: Vec<Value> = dropped
+                let messages: Vec<DiscardedMessage> = dropped
                     .iter()
-                    .map(|p| json!({ "id": p.id, "content": p.content, "level": p.level, "suspended": p.suspended }))
+                    .map(|p| DiscardedMessage {
+                        id: p.id.clone(),
+                        content: p.content.clone(),
+                        level: p.level,
+                        suspended: Some(p.suspended),
+                        source: None,
+                    })
                     .collect();
-                discarded(seams, &self.session_id, messages, "stopped");
+                discarded(seams, &self.session_id, messages, DiscardReason::Stopped);
             }
             let idle = {
                 let st = self.state();
@@ -437,11 +446,12 @@ impl Agent {
                 idle_answers(&mut st)
             }
         };
-        emit_status(
-            seams,
-            &self.session_id,
-            if running { "running" } else { "idle" },
-        );
+        let status = if running {
+            RunState::Running
+        } else {
+            RunState::Idle
+        };
+        emit_status(seams, &self.session_id, status);
         for (w, report) in waiters {
             let _ = w.send(report);
         }
@@ -466,18 +476,26 @@ fn idle_answers(st: &mut State) -> Vec<(oneshot::Sender<RunReport>, RunReport)> 
 
 /// `agent/inbox/discarded {messages, reason}`: the terminal answer of inputs that will never
 /// run (`overflow`: dropped by full interrupt queues; `stopped`: the session refused writes).
-pub fn discarded(seams: &Seams, session_id: &str, messages: Vec<Value>, reason: &str) {
+pub fn discarded(
+    seams: &Seams,
+    session_id: &str,
+    messages: Vec<DiscardedMessage>,
+    reason: DiscardReason,
+) {
     if messages.is_empty() {
         return;
     }
-    let data = json!({ "messages": messages, "reason": reason });
+    let data = InboxDiscardedData {
+        messages,
+        reason: Some(reason),
+    };
     if let Ok(p) = Seams::point(session_id, 0, 0, &data) {
         let _ = seams.ctx.emit(crate::DISPATCH.inbox_discarded, &p);
     }
 }
 
-fn emit_status(seams: &Seams, session_id: &str, status: &str) {
-    if let Ok(p) = Seams::point(session_id, 0, 0, &json!({ "status": status })) {
+fn emit_status(seams: &Seams, session_id: &str, status: RunState) {
+    if let Ok(p) = Seams::point(session_id, 0, 0, &StatusData { status }) {
         let _ = seams.ctx.emit(crate::DISPATCH.status, &p);
     }
 }

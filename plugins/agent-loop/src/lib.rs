@@ -20,7 +20,9 @@ mod turn;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use keel_plugin_api::events::agent as ev;
+use keel_plugin_api::events::agent::{
+    self as ev, DiscardReason, DiscardedMessage, InboxInsertedData, ResumedData, StepMessage,
+};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{
     AgentCode, AgentCreated, AgentProvider, AgentResumed, AgentService, AgentSession, AgentStatus,
@@ -30,7 +32,6 @@ use keel_plugin_api::services::llm::{Llm, LlmCallConfig};
 use keel_plugin_api::services::prompt::SystemPrompt;
 use keel_plugin_api::services::session::{SessionRef, Sessions};
 use keel_plugin_api::services::tools::Tools;
-use serde_json::json;
 
 use agent::{Agent, LogState};
 use config::LoopConfig;
@@ -125,12 +126,7 @@ impl Hub {
         sessions.open(SessionRef::new(&a.session_id)).await?;
         // Listeners (the subagent row recovering the children this log names) finish before
         // the loop starts.
-        let p = Seams::point(
-            &a.session_id,
-            next_turn,
-            0,
-            &json!({ "recovered": recovered }),
-        )?;
+        let p = Seams::point(&a.session_id, next_turn, 0, &ResumedData { recovered })?;
         self.seams.ctx.parallel(crate::DISPATCH.resumed, p).await?;
         // The first request after a resume logs a full header with reason `resume` (LOOP-05).
         let log = LogState {
@@ -185,18 +181,33 @@ impl AgentProvider for Served {
         let sent =
             hub.agent(&session_id)?
                 .send(content.clone(), target, level, scheduler::Source::Plugin);
-        let mut data =
-            json!({ "target": target, "message": { "id": sent.id, "content": content } });
-        if let Some(level) = sent.level {
-            data["level"] = json!(level);
-        }
+        let data = InboxInsertedData {
+            target,
+            message: StepMessage {
+                id: sent.id.clone(),
+                content,
+                source: None,
+            },
+            level: sent.level,
+        };
         if let Ok(p) = Seams::point(&session_id, 0, 0, &data) {
             let _ = hub.seams.ctx.emit(crate::DISPATCH.inbox_inserted, &p);
         }
         if let Some(d) = sent.dropped {
             tracing::warn!(session = %session_id, dropped = %d.id, "interrupt queues full: the oldest of the lowest level was dropped");
-            let message = json!({ "id": d.id, "content": d.content, "level": d.level });
-            agent::discarded(&hub.seams, &session_id, vec![message], "overflow");
+            let message = DiscardedMessage {
+                id: d.id,
+                content: d.content,
+                level: d.level,
+                suspended: None,
+                source: None,
+            };
+            agent::discarded(
+                &hub.seams,
+                &session_id,
+                vec![message],
+                DiscardReason::Overflow,
+            );
         }
         Ok(MessageSent {
             id: sent.id,

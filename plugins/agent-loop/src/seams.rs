@@ -2,7 +2,7 @@
 //! `keel.system-prompt`) as typed calls, so the turn logic reads as the algorithm and not as
 //! JSON plumbing.
 
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::agent::AgentPoint;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::context::{
@@ -62,18 +62,18 @@ impl Seams {
         })
     }
 
-    /// A point for `agent/*` payloads.
-    pub fn point(
+    /// A point for `agent/*` payloads, with the event's typed `data`.
+    pub fn point<D: serde::Serialize>(
         session_id: &str,
         turn: u64,
         step: u64,
-        data: &impl serde::Serialize,
-    ) -> Result<AgentPoint> {
+        data: &D,
+    ) -> Result<AgentPoint<D>> {
         Ok(AgentPoint {
             session_id: session_id.into(),
             turn,
             step,
-            data: Json::of(data)?,
+            data: Typed::new(data)?,
         })
     }
 

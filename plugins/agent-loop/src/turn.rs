@@ -18,7 +18,8 @@ use std::time::Duration;
 use futures::FutureExt as _;
 use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::agent::{
-    PreStepData, PreStepDecision, RetryDecision, Steer, StepMessage,
+    AgentErrorData, AgentPoint, DiscardedMessage, InboxDiscardedData, PreStepData, PreStepDecision,
+    RequestErrorData, RetryDecision, Steer, StepMessage, StopReason, TurnStoppingData,
 };
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::llm::{FinishReason, LlmCallConfig, LlmFailure, LlmRequest};
@@ -79,12 +80,11 @@ pub async fn run(agent: &Agent, seams: &Seams, job: Job) -> Result<()> {
         Err(e) if e.is(SessionCode::Append) => return Err(e),
         Err(e) => {
             let msg = e.message.to_string();
-            if let Ok(p) = Seams::point(
-                &t.sid,
-                t.turn,
-                t.step,
-                &json!({ "code": e.code.as_str(), "message": msg }),
-            ) {
+            let data = AgentErrorData {
+                code: e.code.as_str().to_owned(),
+                message: msg.clone(),
+            };
+            if let Ok(p) = Seams::point(&t.sid, t.turn, t.step, &data) {
                 let _ = seams.ctx.emit(crate::DISPATCH.agent_error, &p);
             }
             error_reason(&e.code, &msg)
@@ -278,8 +278,8 @@ impl Turn<'_> {
             .run_async_waterfall(
                 crate::DISPATCH.pre_step,
                 p.clone(),
-                |p: keel_plugin_api::events::agent::AgentPoint| async move {
-                    let PreStepData { messages } = p.data.parse()?;
+                |p: AgentPoint<PreStepData>| async move {
+                    let PreStepData { messages } = p.data.into_inner()?;
                     Typed::new(&PreStepDecision::Enter { messages })
                 },
             )
@@ -296,7 +296,15 @@ impl Turn<'_> {
                     .collect(),
             )),
             PreStepDecision::Reject => {
-                let _ = self.seams.ctx.emit(crate::DISPATCH.inbox_discarded, &p);
+                // The claimed batch, as it was offered (no reason: a rejected step).
+                let PreStepData { messages } = p.data.into_inner()?;
+                let data = InboxDiscardedData {
+                    messages: messages.into_iter().map(DiscardedMessage::from).collect(),
+                    reason: None,
+                };
+                if let Ok(d) = Seams::point(&self.sid, self.turn, self.step, &data) {
+                    let _ = self.seams.ctx.emit(crate::DISPATCH.inbox_discarded, &d);
+                }
                 Ok(None)
             }
         }
@@ -422,7 +430,11 @@ impl Turn<'_> {
         }
         let policy = self.seams.config.retry.clone();
         let attempt = self.attempt;
-        let data = json!({ "failure": failure, "attempt": attempt, "policy": policy });
+        let data = RequestErrorData {
+            failure: failure.clone(),
+            attempt,
+            policy: serde_json::to_value(&policy)?,
+        };
         let p = Seams::point(&self.sid, self.turn, self.step, &data)?;
         let out = self
             .seams
@@ -430,13 +442,10 @@ impl Turn<'_> {
             .run_async_waterfall(
                 crate::DISPATCH.request_error,
                 p,
-                move |p: keel_plugin_api::events::agent::AgentPoint| {
+                move |p: AgentPoint<RequestErrorData>| {
                     let policy = policy.clone();
                     async move {
-                        let d: Value = p.data.parse()?;
-                        let failure: LlmFailure = serde_json::from_value(
-                            d.get("failure").cloned().unwrap_or(Value::Null),
-                        )?;
+                        let RequestErrorData { failure, .. } = p.data.into_inner()?;
                         Typed::new(&match retry::decide(
                             &policy,
                             &failure,
@@ -591,12 +600,10 @@ impl Turn<'_> {
 
     /// LOOP-12/09: objectors steer, and the turn continues with their steering.
     async fn turn_stopping(&self) -> Result<StepEnd> {
-        let p = Seams::point(
-            &self.sid,
-            self.turn,
-            self.step,
-            &json!({ "reason": { "kind": "completed" } }),
-        )?;
+        let data = TurnStoppingData {
+            reason: StopReason::Completed,
+        };
+        let p = Seams::point(&self.sid, self.turn, self.step, &data)?;
         let objection = self
             .seams
             .ctx

@@ -10,20 +10,17 @@ use super::{Seams, Turn};
 
 impl Turn<'_> {
     pub(super) async fn call_config(&self, base: LlmCallConfig) -> Result<LlmCallConfig> {
-        let p = Seams::point(
-            &self.sid,
-            self.turn,
-            self.step,
-            &serde_json::to_value(&base)?,
-        )?;
+        let p = Seams::point(&self.sid, self.turn, self.step, &base)?;
         let out = self
             .seams
             .ctx
             .run_async_waterfall(
                 crate::DISPATCH.request,
                 p,
-                |p: keel_plugin_api::events::agent::AgentPoint| async move {
-                    Typed::new(&p.data.parse::<LlmCallConfig>()?)
+                |p: keel_plugin_api::events::agent::AgentPoint<LlmCallConfig>| async move {
+                    // The terminal answers the default as the chain left it (a copy of the text, no
+                    // decode; a foreign non-config is refused where the output is read).
+                    Ok(Typed::from_payload(p.data.payload().clone()))
                 },
             )
             .await?;

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::context::ContextPoint;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::context::{
@@ -213,7 +213,7 @@ impl Manager {
             r.tokens_after = after.tokens;
             let point = ContextPoint {
                 session_id: sid.as_str().into(),
-                data: Json::of(&*r)?,
+                data: Typed::new(&*r)?,
             };
             if let Err(e) = self.ctx.emit(crate::DISPATCH.compacted, &point) {
                 tracing::warn!(error = %e, "context/compacted could not be emitted");
@@ -277,11 +277,11 @@ impl Manager {
         let sid = plan.session_id.clone();
         let mut point = ContextPoint {
             session_id: sid.as_str().into(),
-            data: Json::of(&plan)?,
+            data: Typed::new(&plan)?,
         };
         self.ctx
             .run_waterfall(crate::DISPATCH.compact, &mut point, |_| Ok(()))?;
-        let plan: CompactPlan = point.data.parse()?;
+        let plan = point.data.into_inner()?;
         if let Some(why) = &plan.veto {
             tracing::warn!(session = %sid, reason = %why, "context/compact vetoed the plan");
             return Ok(None);

@@ -17,7 +17,7 @@ use keel_plugin_api::sdk::Payload;
 use keel_plugin_api::services::prompt::PromptSection;
 use keel_plugin_api::services::secret_env::{SECRET_ENV_ARG, SecretEnv, SecretEnvName, script_arg};
 use keel_plugin_api::services::tools::{PostDecision, ToolResult};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::bash;
 use crate::store::alias;
@@ -137,12 +137,9 @@ pub fn scrub_result(vault: &Vault, result: &Typed<ToolResult>) -> Option<Typed<T
     }
 }
 
-/// The content of a `ToolResult` document.
-pub fn result_content(result: &Json) -> Option<String> {
-    parse(result)?
-        .get("content")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+/// The content of a result (`None` for a foreign listener's non-result).
+pub fn result_content(result: &Typed<ToolResult>) -> Option<String> {
+    result.get().ok().map(|r| r.content)
 }
 
 /// The decision to return from `tools/post-execute`, given what the rest of the chain decided
@@ -189,20 +186,17 @@ pub fn alias_section(vault: &Vault) -> Option<PromptSection> {
     })
 }
 
-/// Adds (or replaces) [`alias_section`] in a `[PromptSection]` document.
-pub fn add_section(vault: &Vault, sections: &Json) -> Option<Json> {
-    let section = alias_section(vault)?;
-    let mut list: Vec<Value> = parse(sections)
-        .and_then(|v| v.as_array().cloned())
-        .unwrap_or_default();
-    list.retain(|s| s.get("id").and_then(Value::as_str) != Some(SECTION_ID));
-    list.push(json!(section));
-    Some(text(&Value::Array(list)))
+/// Adds [`alias_section`] to the assembly's sections, replacing an earlier one.
+pub fn add_section(sections: &mut Vec<PromptSection>, section: PromptSection) {
+    sections.retain(|s| s.id != SECTION_ID);
+    sections.push(section);
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    use serde_json::json;
 
     use super::*;
     use crate::store::SecretValue;
@@ -343,20 +337,24 @@ mod tests {
     #[test]
     fn the_prompt_lists_aliases_never_values() {
         let v = vault();
-        let out = add_section(&v, &j(json!([{"id": "base", "order": 0, "text": "hi"}]))).unwrap();
-        let list = val(&out);
-        assert_eq!(list.as_array().unwrap().len(), 2);
-        let text = list[1]["text"].as_str().unwrap();
+        let mut list = vec![PromptSection {
+            id: "base".into(),
+            order: 0,
+            text: "hi".into(),
+            complete: false,
+        }];
+        add_section(&mut list, alias_section(&v).unwrap());
+        assert_eq!(list.len(), 2);
+        let text = &list[1].text;
         assert!(text.contains("- sec_KEY") && text.contains("never see the value"));
-        assert!(!list.to_string().contains("sk-live-123"));
-        // Idempotent by id.
-        assert_eq!(
-            val(&add_section(&v, &out).unwrap())
-                .as_array()
+        assert!(
+            !serde_json::to_string(&list)
                 .unwrap()
-                .len(),
-            2
+                .contains("sk-live-123")
         );
-        assert!(add_section(&Vault::new(BTreeMap::new()).unwrap(), &out).is_none());
+        // Idempotent by id.
+        add_section(&mut list, alias_section(&v).unwrap());
+        assert_eq!(list.len(), 2);
+        assert!(alias_section(&Vault::new(BTreeMap::new()).unwrap()).is_none());
     }
 }

@@ -370,7 +370,7 @@ impl Plugin for FirewallPlugin {
                 let original = (!empty)
                     .then(|| hooks::result_content(&outcome.result))
                     .flatten();
-                if let Some(scrubbed) = hooks::scrub_json_text(&vault, &outcome.result) {
+                if let Some(scrubbed) = hooks::scrub_result(&vault, &outcome.result) {
                     outcome.result = scrubbed;
                 }
                 let scrubbed = (!empty)
@@ -414,8 +414,11 @@ impl Plugin for FirewallPlugin {
 
         let v = vault.clone();
         ctx.waterfall::<Assemble>(ListenerOptions::order(0), move |assembly, next| {
-            if let Some(sections) = hooks::add_section(&current(ctx, &v), &assembly.sections) {
-                assembly.sections = sections;
+            if let Some(section) = hooks::alias_section(&current(ctx, &v)) {
+                // A foreign listener's sections that are not `[PromptSection]` fail assembly.
+                let mut sections = assembly.sections.get()?;
+                hooks::add_section(&mut sections, section);
+                assembly.sections = Typed::new(&sections)?;
             }
             next.run(assembly)
         })?;

@@ -13,8 +13,10 @@ pub mod table;
 
 use std::sync::Arc;
 
-use keel_plugin_api::events::Json;
-use keel_plugin_api::events::fs::{EditIntent, FsIntent, FsObserved, Observed, WriteIntent};
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::fs::{
+    EditDecision, EditIntent, FsIntent, FsObserved, Observed, WriteDecision, WriteIntent,
+};
 use keel_plugin_api::events::session::SessionDisposed;
 use keel_plugin_api::prelude::*;
 
@@ -30,9 +32,17 @@ struct Config {}
 struct FsPolicy;
 
 /// Sets the intent's decision from the table; never calls `next` (single slot, FS-01).
-fn decide(intent: &mut FsIntent, decision: &serde_json::Value) -> Result<()> {
-    intent.decision = Json::of(decision)?;
+fn decide<D: serde::Serialize>(intent: &mut FsIntent<D>, decision: &D) -> Result<()> {
+    intent.decision = Typed::new(decision)?;
     Ok(())
+}
+
+/// Records an `fs/observed` report. FS-02: side-effect only and never fails; a report that is
+/// not an [`Observation`] (a foreign emitter's) is ignored and the previous state stays.
+fn observe(table: &ObservationTable, o: &FsObserved) {
+    if let Ok(observation) = o.observation.get() {
+        table.observe(o.session_id.as_str(), o.target.as_str(), observation);
+    }
 }
 
 impl Plugin for FsPolicy {
@@ -49,19 +59,15 @@ impl Plugin for FsPolicy {
 
         let t = Arc::clone(&table);
         ctx.on::<Observed>(ListenerOptions::default(), move |o: &FsObserved| {
-            // FS-02: side-effect only and never fails; a malformed report is ignored.
-            t.observe(
-                o.session_id.as_str(),
-                o.target.as_str(),
-                o.observation.text.as_str(),
-            );
+            observe(&t, o);
             Ok(())
         })?;
 
         let t = Arc::clone(&table);
         ctx.waterfall::<WriteIntent>(
             ListenerOptions::default(),
-            move |intent: &mut FsIntent, _next: Next<'_, FsIntent>| {
+            move |intent: &mut FsIntent<WriteDecision>,
+                  _next: Next<'_, FsIntent<WriteDecision>>| {
                 let decision = t.write_decision(intent.session_id.as_str(), intent.target.as_str());
                 decide(intent, &decision)
             },
@@ -70,7 +76,7 @@ impl Plugin for FsPolicy {
         let t = Arc::clone(&table);
         ctx.waterfall::<EditIntent>(
             ListenerOptions::default(),
-            move |intent: &mut FsIntent, _next: Next<'_, FsIntent>| {
+            move |intent: &mut FsIntent<EditDecision>, _next: Next<'_, FsIntent<EditDecision>>| {
                 let decision = t.edit_decision(intent.session_id.as_str(), intent.target.as_str());
                 decide(intent, &decision)
             },
@@ -94,27 +100,53 @@ keel_plugin_api::export_plugin!(FsPolicy);
 
 #[cfg(test)]
 mod tests {
+    use keel_plugin_api::sdk::Payload;
+
     use super::*;
 
-    fn intent(decision: &str) -> FsIntent {
+    fn intent() -> FsIntent<WriteDecision> {
         FsIntent {
             session_id: RString::from("s"),
             target: RString::from("/t"),
-            decision: Json {
-                text: decision.into(),
-            },
+            decision: Typed::new(&WriteDecision::Unconditional).unwrap(),
         }
     }
 
-    // FS-01: the policy overwrites the pre-set terminal decision with its own.
+    fn observed(observation: Typed<Observation>) -> FsObserved {
+        FsObserved {
+            session_id: RString::from("s"),
+            target: RString::from("/t"),
+            observation,
+        }
+    }
+
+    // FS-01: the policy overwrites the pre-set terminal decision with its own, and the wire
+    // form is the documented one.
     #[test]
     fn fs01_decide_replaces_the_preset_decision() {
         let table = ObservationTable::new();
-        let mut i = intent(r#"{"kind":"unconditional"}"#);
+        let mut i = intent();
         decide(&mut i, &table.write_decision("s", "/t")).unwrap();
-        assert_eq!(
-            i.decision.parse::<serde_json::Value>().unwrap(),
-            serde_json::json!({ "kind": "create-if-absent" })
-        );
+        assert_eq!(i.decision.get().unwrap(), WriteDecision::CreateIfAbsent);
+        assert_eq!(i.decision.text(), r#"{"kind":"create-if-absent"}"#);
+    }
+
+    // FS-02: a report that is not an observation never fails and never changes state.
+    #[test]
+    fn fs02_malformed_observation_is_ignored() {
+        let t = ObservationTable::new();
+        let v1 = Observation::Present {
+            version: "v1".into(),
+        };
+        observe(&t, &observed(Typed::new(&v1).unwrap()));
+        for foreign in [
+            serde_json::json!("not an observation"),
+            serde_json::json!({"kind": "present"}),
+            serde_json::json!({"kind": "maybe"}),
+        ] {
+            let forged = Typed::from_payload(Payload::encode(&foreign).unwrap());
+            observe(&t, &observed(forged));
+        }
+        assert_eq!(t.state("s", "/t"), Some(v1));
     }
 }

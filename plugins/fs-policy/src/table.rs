@@ -1,28 +1,15 @@
 //! The observation table of B11 / FS-03: what each session has learnt about each target, and
 //! the write and edit decisions that follow from it.
 //!
-//! Plain Rust with no SDK types, so the whole decision table is unit-tested here and reusable
+//! Plain Rust over the SDK's plain `fs/*` value types (no kernel calls), so the whole decision table is unit-tested here and reusable
 //! by the file tool's own tests. It does no I/O: the only input is what `fs/observed` reported.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+pub use keel_plugin_api::events::fs::Observation;
+use keel_plugin_api::events::fs::{EditDecision, WriteDecision};
 use keel_plugin_api::services::tools::FsCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
-
-/// What a session knows about one target. A missing entry means "unseen".
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Observation {
-    /// The target existed with this content version.
-    Present {
-        /// The provider's content hash.
-        version: String,
-    },
-    /// The target did not exist.
-    Absent,
-}
 
 /// Observed state keyed by (session id, target key). Interior mutability so the plugin can
 /// share one table between its listeners.
@@ -42,17 +29,12 @@ impl ObservationTable {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records an `fs/observed` report. Never fails (FS-02): an observation that does not
-    /// parse is ignored, leaving the previous state in place, and `false` is returned.
-    pub fn observe(&self, session_id: &str, target: &str, observation: &str) -> bool {
-        let Ok(parsed) = serde_json::from_str::<Observation>(observation) else {
-            return false;
-        };
+    /// Records an `fs/observed` report (the latest one wins). Never fails (FS-02).
+    pub fn observe(&self, session_id: &str, target: &str, observation: Observation) {
         self.lock()
             .entry(session_id.to_owned())
             .or_default()
-            .insert(target.to_owned(), parsed);
-        true
+            .insert(target.to_owned(), observation);
     }
 
     /// The current state of a target, `None` when unseen.
@@ -65,24 +47,24 @@ impl ObservationTable {
 
     /// The `fs/write-intent` decision (FS-03): unseen or absent → `create-if-absent`;
     /// present(v) → `replace-if-version` v.
-    pub fn write_decision(&self, session_id: &str, target: &str) -> Value {
+    pub fn write_decision(&self, session_id: &str, target: &str) -> WriteDecision {
         match self.state(session_id, target) {
-            None | Some(Observation::Absent) => json!({ "kind": "create-if-absent" }),
-            Some(Observation::Present { version }) => {
-                json!({ "kind": "replace-if-version", "version": version })
-            }
+            None | Some(Observation::Absent) => WriteDecision::CreateIfAbsent,
+            Some(Observation::Present { version }) => WriteDecision::ReplaceIfVersion { version },
         }
     }
 
     /// The `fs/edit-intent` decision (FS-03): unseen → error `FS_NOT_OBSERVED`; absent → error
     /// `FS_NOT_FOUND`; present(v) → `version` v.
-    pub fn edit_decision(&self, session_id: &str, target: &str) -> Value {
+    pub fn edit_decision(&self, session_id: &str, target: &str) -> EditDecision {
         match self.state(session_id, target) {
-            None => json!({ "kind": "error", "code": FsCode::NotObserved }),
-            Some(Observation::Absent) => json!({ "kind": "error", "code": FsCode::NotFound }),
-            Some(Observation::Present { version }) => {
-                json!({ "kind": "version", "version": version })
-            }
+            None => EditDecision::Error {
+                code: FsCode::NotObserved,
+            },
+            Some(Observation::Absent) => EditDecision::Error {
+                code: FsCode::NotFound,
+            },
+            Some(Observation::Present { version }) => EditDecision::Version { version },
         }
     }
 
@@ -109,47 +91,42 @@ mod tests {
     const S: &str = "s1";
     const T: &str = "/w/a.txt";
 
-    fn present(v: &str) -> String {
-        json!({ "kind": "present", "version": v }).to_string()
+    fn present(v: &str) -> Observation {
+        Observation::Present { version: v.into() }
+    }
+
+    fn replace(v: &str) -> WriteDecision {
+        WriteDecision::ReplaceIfVersion { version: v.into() }
+    }
+
+    fn error(code: FsCode) -> EditDecision {
+        EditDecision::Error { code }
     }
 
     // FS-03 / B11: the write column of the decision table.
     #[test]
     fn fs03_write_unseen_and_absent_create_if_absent_present_replaces_that_version() {
         let t = ObservationTable::new();
-        assert_eq!(
-            t.write_decision(S, T),
-            json!({ "kind": "create-if-absent" })
-        );
-        assert!(t.observe(S, T, r#"{"kind":"absent"}"#));
-        assert_eq!(
-            t.write_decision(S, T),
-            json!({ "kind": "create-if-absent" })
-        );
-        assert!(t.observe(S, T, &present("abc123")));
-        assert_eq!(
-            t.write_decision(S, T),
-            json!({ "kind": "replace-if-version", "version": "abc123" })
-        );
+        assert_eq!(t.write_decision(S, T), WriteDecision::CreateIfAbsent);
+        t.observe(S, T, Observation::Absent);
+        assert_eq!(t.write_decision(S, T), WriteDecision::CreateIfAbsent);
+        t.observe(S, T, present("abc123"));
+        assert_eq!(t.write_decision(S, T), replace("abc123"));
     }
 
     // FS-03 / B11: the edit column of the decision table.
     #[test]
     fn fs03_edit_unseen_not_observed_absent_not_found_present_version_guard() {
         let t = ObservationTable::new();
+        assert_eq!(t.edit_decision(S, T), error(FsCode::NotObserved));
+        t.observe(S, T, Observation::Absent);
+        assert_eq!(t.edit_decision(S, T), error(FsCode::NotFound));
+        t.observe(S, T, present("v2"));
         assert_eq!(
             t.edit_decision(S, T),
-            json!({ "kind": "error", "code": "FS_NOT_OBSERVED" })
-        );
-        t.observe(S, T, r#"{"kind":"absent"}"#);
-        assert_eq!(
-            t.edit_decision(S, T),
-            json!({ "kind": "error", "code": "FS_NOT_FOUND" })
-        );
-        t.observe(S, T, &present("v2"));
-        assert_eq!(
-            t.edit_decision(S, T),
-            json!({ "kind": "version", "version": "v2" })
+            EditDecision::Version {
+                version: "v2".into()
+            }
         );
     }
 
@@ -157,7 +134,7 @@ mod tests {
     #[test]
     fn fs03_state_is_per_session_and_per_target() {
         let t = ObservationTable::new();
-        t.observe(S, T, &present("v1"));
+        t.observe(S, T, present("v1"));
         assert_eq!(t.state("other", T), None);
         assert_eq!(t.state(S, "/w/b.txt"), None);
         assert_eq!(
@@ -172,49 +149,24 @@ mod tests {
     #[test]
     fn fs03_later_observation_replaces_earlier() {
         let t = ObservationTable::new();
-        t.observe(S, T, &present("v1"));
-        t.observe(S, T, &present("v2"));
-        assert_eq!(
-            t.write_decision(S, T),
-            json!({ "kind": "replace-if-version", "version": "v2" })
-        );
-        t.observe(S, T, r#"{"kind":"absent"}"#);
-        assert_eq!(
-            t.write_decision(S, T),
-            json!({ "kind": "create-if-absent" })
-        );
-    }
-
-    // FS-02: a malformed observation never fails and never changes state.
-    #[test]
-    fn fs02_malformed_observation_is_ignored() {
-        let t = ObservationTable::new();
-        t.observe(S, T, &present("v1"));
-        assert!(!t.observe(S, T, "not json"));
-        assert!(!t.observe(S, T, r#"{"kind":"present"}"#));
-        assert!(!t.observe(S, T, r#"{"kind":"maybe"}"#));
-        assert_eq!(
-            t.state(S, T),
-            Some(Observation::Present {
-                version: "v1".into()
-            })
-        );
+        t.observe(S, T, present("v1"));
+        t.observe(S, T, present("v2"));
+        assert_eq!(t.write_decision(S, T), replace("v2"));
+        t.observe(S, T, Observation::Absent);
+        assert_eq!(t.write_decision(S, T), WriteDecision::CreateIfAbsent);
     }
 
     // FS-03: dropping a session or the whole policy forgets everything (back to unseen).
     #[test]
     fn fs03_forget_and_clear_return_targets_to_unseen() {
         let t = ObservationTable::new();
-        t.observe(S, T, &present("v1"));
-        t.observe("s2", T, &present("v9"));
+        t.observe(S, T, present("v1"));
+        t.observe("s2", T, present("v9"));
         t.forget_session(S);
         assert_eq!(t.state(S, T), None);
         assert_eq!(t.session_count(), 1);
         t.clear();
         assert_eq!(t.session_count(), 0);
-        assert_eq!(
-            t.edit_decision("s2", T),
-            json!({ "kind": "error", "code": "FS_NOT_OBSERVED" })
-        );
+        assert_eq!(t.edit_decision("s2", T), error(FsCode::NotObserved));
     }
 }

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use keel_plugin_api::events::session::{
     SessionDurability, SessionDurable, SessionEvent, SessionEventNotice,
 };
-use keel_plugin_api::events::subagent::{ChildPoint, ChildStarted};
+use keel_plugin_api::events::subagent::{ChildPoint, ChildStarted, ChildStartedData};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{AgentClient, AgentService};
 use keel_plugin_api::services::approval::Approval;
@@ -200,18 +200,21 @@ impl Plugin for Headless {
         })?;
         // Children of the run's session (issue 16): their events join stream-json.
         let listening = Arc::clone(&hub);
-        ctx.on::<ChildStarted>(ListenerOptions::default(), move |c: &ChildPoint| {
-            listening.follow(|| {
-                (
-                    c.child_session.to_string(),
-                    Lineage {
-                        parent_session: c.parent_session.to_string(),
-                        parent_call_id: c.parent_call_id.to_string(),
-                    },
-                )
-            });
-            Ok(())
-        })?;
+        ctx.on::<ChildStarted>(
+            ListenerOptions::default(),
+            move |c: &ChildPoint<ChildStartedData>| {
+                listening.follow(|| {
+                    (
+                        c.child_session.to_string(),
+                        Lineage {
+                            parent_session: c.parent_session.to_string(),
+                            parent_call_id: c.parent_call_id.to_string(),
+                        },
+                    )
+                });
+                Ok(())
+            },
+        )?;
         let listening = Arc::clone(&hub);
         ctx.on::<SessionDurable>(ListenerOptions::default(), move |d: &SessionDurability| {
             listening.durable(|| d.session_id.to_string(), d.seq);

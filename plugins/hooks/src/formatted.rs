@@ -18,10 +18,10 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use keel_plugin_api::events::Json;
-use keel_plugin_api::events::fs::{FsObserved, content_version};
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::fs::{FsObserved, Observation, content_version};
 use keel_plugin_api::prelude::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::response::unified;
 
@@ -79,13 +79,15 @@ pub fn settle(ctx: &Context, session_id: &str, written: &Written) -> Option<Stri
         return None;
     }
     let observation = match &now {
-        Some(b) => json!({"kind": "present", "version": content_version(b)}),
-        None => json!({"kind": "absent"}),
+        Some(b) => Observation::Present {
+            version: content_version(b),
+        },
+        None => Observation::Absent,
     };
     let payload = FsObserved {
         session_id: session_id.into(),
         target: written.target.as_str().into(),
-        observation: Json::of(&observation).ok()?,
+        observation: Typed::new(&observation).ok()?,
     };
     if let Err(e) = ctx.emit(crate::DISPATCH.observed, &payload) {
         tracing::warn!(error = %e, "fs/observed could not be emitted after the hooks");
@@ -114,6 +116,8 @@ pub fn settle(ctx: &Context, session_id: &str, written: &Written) -> Option<Stri
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

@@ -19,7 +19,8 @@ use std::time::Duration;
 use keel_plugin_api::events::Json;
 use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::agent::{
-    AgentPoint, PreStep, PreStepDecision, Steer, StepMessage, TurnStopping,
+    AgentPoint, PreStep, PreStepData, PreStepDecision, Steer, StepMessage, TurnStopping,
+    TurnStoppingData,
 };
 use keel_plugin_api::events::context::{Compact, ContextPoint};
 use keel_plugin_api::events::session::{SessionCreated, SessionDisposed};
@@ -27,6 +28,7 @@ use keel_plugin_api::events::tools::{
     PostExecute, PreExecute, Rewrite, ToolExecution, ToolOutcome,
 };
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::context::CompactPlan;
 use keel_plugin_api::services::tools::{
     ListRequest, PostDecision, PreDecision, RewriteDecision, Tools,
 };
@@ -245,23 +247,24 @@ async fn post_tool_use(
     next: keel_plugin_api::sdk::AsyncNext<PostExecute>,
 ) -> Result<Typed<PostDecision>> {
     let exec = outcome.exec.clone();
-    let result: Value = outcome.result.parse().unwrap_or(Value::Null);
+    // A foreign listener replaced the result with a non-result: no hook can be told about it
+    // (the pipeline keeps its own snapshot either way).
+    let Ok(typed) = outcome.result.get() else {
+        return next.run(outcome).await;
+    };
     let downstream = next.run(outcome).await?;
     let decision = match downstream.get() {
         Ok(d) => d,
         Err(_) => return Ok(downstream),
     };
-    let failed = result.get("is_error").and_then(Value::as_bool) == Some(true);
-    let content = match &decision {
+    let content = match decision {
         PostDecision::Block { .. } => return Ok(downstream),
-        _ if failed => return Ok(downstream),
-        PostDecision::Accept { content: Some(c) } => c.clone(),
-        PostDecision::Accept { content: None } => result
-            .get("content")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
+        _ if typed.is_error => return Ok(downstream),
+        PostDecision::Accept { content: Some(c) } => c,
+        PostDecision::Accept { content: None } => typed.content.clone(),
     };
+    // The hook command's `tool_response` is built from the result's JSON form.
+    let result = serde_json::to_value(&typed).unwrap_or(Value::Null);
     let name = exec.name.to_string();
     let args: Value = exec.args.parse().unwrap_or(Value::Null);
     let cwd = exec.cwd.as_str();
@@ -300,13 +303,13 @@ async fn post_tool_use(
 /// `agent/pre-step`.
 async fn pre_step(
     st: &Shared,
-    point: AgentPoint,
+    point: AgentPoint<PreStepData>,
     next: keel_plugin_api::sdk::AsyncNext<PreStep>,
 ) -> Result<Typed<PreStepDecision>> {
     let engine = &st.0;
     let sid = point.session_id.to_string();
     let cwd = engine.cwd_of(&sid);
-    let data: Value = point.data.parse()?;
+    let data = point.data.get()?;
     warn_unmatched_once(st).await;
     let here = At {
         session_id: &sid,
@@ -405,19 +408,12 @@ async fn warn_unmatched_once(st: &Shared) {
 }
 
 /// The step's prompt text: its claimed messages, without the steering Stop hooks queued.
-fn prompt_of(st: &Shared, sid: &str, data: &Value) -> String {
+fn prompt_of(st: &Shared, sid: &str, data: &PreStepData) -> String {
     let mut m = memory(st);
     let steers = m.steers.entry(sid.to_owned()).or_default();
     let mut texts = Vec::new();
-    for msg in data
-        .get("messages")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(text) = msg.get("content").and_then(Value::as_str) else {
-            continue;
-        };
+    for msg in &data.messages {
+        let text = msg.content.as_str();
         if let Some(i) = steers.iter().position(|s| s == text) {
             steers.remove(i);
         } else {
@@ -429,7 +425,7 @@ fn prompt_of(st: &Shared, sid: &str, data: &Value) -> String {
 
 /// Stop in `agent/turn-stopping`: a block steers the turn on, at most
 /// `max_stop_continuations` times per turn.
-async fn stop(st: &Shared, point: &AgentPoint) -> Result<Option<Typed<Steer>>> {
+async fn stop(st: &Shared, point: &AgentPoint<TurnStoppingData>) -> Result<Option<Typed<Steer>>> {
     let engine = &st.0;
     let sid = point.session_id.to_string();
     let done = {
@@ -470,7 +466,7 @@ async fn stop(st: &Shared, point: &AgentPoint) -> Result<Option<Typed<Steer>>> {
 
 /// PreCompact in the synchronous `context/compact`: the hooks run on a thread of their own
 /// and this waits for them, bounded by their timeouts; they cannot change the plan.
-fn pre_compact(st: &Shared, point: &ContextPoint) {
+fn pre_compact(st: &Shared, point: &ContextPoint<CompactPlan>) {
     let sid = point.session_id.to_string();
     let cwd = st.0.cwd_of(&sid);
     let (tx, rx) = std::sync::mpsc::channel();

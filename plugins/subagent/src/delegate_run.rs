@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use futures::FutureExt as _;
 use futures::channel::oneshot;
-use keel_plugin_api::events::Json;
-use keel_plugin_api::events::subagent::ChildPoint;
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::subagent::{ChildEndedData, ChildPoint, ChildStartedData, StartMode};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{
     AgentOverrides, AgentSession, ChildMode, CreateAgent, InboxTarget, Lineage, RunReport,
@@ -76,6 +76,23 @@ impl ChildCall {
             ChildMode::Fork => "fork",
         }
     }
+
+    fn start_mode(&self) -> StartMode {
+        match self.args.mode {
+            ChildMode::Spawn => StartMode::Spawn,
+            ChildMode::Fork => StartMode::Fork,
+        }
+    }
+}
+
+/// The `subagent/*` payload of `call`'s child `child`.
+fn child_point<D>(call: &ChildCall, child: &str, data: Typed<D>) -> ChildPoint<D> {
+    ChildPoint {
+        parent_session: call.parent.as_str().into(),
+        parent_call_id: call.call_id.as_str().into(),
+        child_session: child.into(),
+        data,
+    }
 }
 
 /// How the wait ended.
@@ -132,25 +149,21 @@ pub async fn run(
     };
     shared.registry.set_depth(&child, call.depth);
     shared.registry.opened(&child, &call.parent, &call.call_id);
-    let point = |data: Value| ChildPoint {
-        parent_session: call.parent.as_str().into(),
-        parent_call_id: call.call_id.as_str().into(),
-        child_session: child.as_str().into(),
-        data: Json::of(&data).unwrap_or_default(),
-    };
 
     let started = prepare(shared, &call, &child, &profile).await;
     let waited = match started {
         Err(e) => Waited::Idle(Err(e)),
         Ok(()) => {
-            let _ = shared.ctx.emit(
-                crate::DISPATCH.child_started,
-                &point(json!({
-                    "agent": call.agent_name(),
-                    "mode": call.mode_str(),
-                    "depth": call.depth,
-                })),
-            );
+            let data = Typed::new(&ChildStartedData {
+                agent: call.agent_name().map(str::to_owned),
+                mode: call.start_mode(),
+                depth: call.depth,
+                resident: None,
+            });
+            if let Ok(data) = data {
+                let p = child_point(&call, &child, data);
+                let _ = shared.ctx.emit(crate::DISPATCH.child_started, &p);
+            }
             wait(shared, &call, &child, &profile, &mut cancelled).await
         }
     };
@@ -217,11 +230,17 @@ pub async fn run(
         ended["code"] = json!(code);
     }
     audit(shared, &call.parent, "subagent/ended", &ended).await;
-    let mut data = json!({ "outcome": outcome.as_str() });
-    if let Some(code) = code {
-        data["code"] = json!(code);
+    let data = Typed::new(&ChildEndedData {
+        outcome,
+        code,
+        resident: None,
+        residual: None,
+        inputs: None,
+    });
+    if let Ok(data) = data {
+        let p = child_point(&call, &child, data);
+        let _ = shared.ctx.emit(crate::DISPATCH.child_ended, &p);
     }
-    let _ = shared.ctx.emit(crate::DISPATCH.child_ended, &point(data));
     result
 }
 

@@ -6,14 +6,14 @@
 //! UTC, `os`, `tools`) under the config's (so a profile can pin `date`), runs the
 //! `system-prompt/assemble` waterfall so other plugins add or replace sections and variables,
 //! and hands the result to [`assemble`], the SDK-free rules. Errors: `PROMPT_CONFLICT` (more
-//! than one effective `complete` section), `INVALID_JSON` (a listener left a payload that is
-//! not the documented shape).
+//! than one effective `complete` section), `INVALID_ARGUMENTS` (a foreign listener left
+//! sections or variables that are not the typed shape).
 
 pub mod assemble;
 
 use std::collections::BTreeMap;
 
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::prompt::{Assemble, PromptAssembly};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::prompt::{
@@ -21,7 +21,6 @@ use keel_plugin_api::services::prompt::{
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 pub use assemble::{PromptError, Variables};
 
@@ -53,22 +52,6 @@ impl Config {
     }
 }
 
-/// The waterfall payload's variables back as strings (a listener may put any JSON value; a
-/// non-string becomes its JSON text).
-///
-/// # Errors
-/// `INVALID_JSON` when `variables` is not an object.
-pub fn variables_from(json: &Json) -> Result<Variables> {
-    let map: serde_json::Map<String, Value> = json.parse()?;
-    Ok(map
-        .into_iter()
-        .map(|(k, v)| match v {
-            Value::String(s) => (k, s),
-            other => (k, other.to_string()),
-        })
-        .collect())
-}
-
 fn now_secs() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -80,12 +63,12 @@ fn assemble_call(ctx: Context, config: &Config, args: AssembleArgs) -> Result<As
     let (sections, vars) = config.start(&args, now_secs());
     let mut payload = PromptAssembly {
         session_id: args.session_id.as_str().into(),
-        sections: Json::of(&sections)?,
-        variables: Json::of(&vars)?,
+        sections: Typed::new(&sections)?,
+        variables: Typed::new(&vars)?,
     };
     ctx.run_waterfall(crate::DISPATCH.assemble, &mut payload, |_| Ok(()))?;
-    let sections: Vec<PromptSection> = payload.sections.parse()?;
-    let vars = variables_from(&payload.variables)?;
+    let sections = payload.sections.into_inner()?;
+    let vars = payload.variables.into_inner()?;
     let text =
         assemble::assemble(sections, &vars).map_err(|e| Error::coded(e.code(), e.message()))?;
     Ok(AssembledPrompt { text })
@@ -176,16 +159,5 @@ mod tests {
         assert!(serde_json::from_value::<AssembleArgs>(json!({"tools": []})).is_err());
         let a: AssembleArgs = serde_json::from_value(json!({"cwd": "/w"})).unwrap();
         assert_eq!((a.session_id.as_str(), a.tools.len()), ("", 0));
-    }
-
-    #[test]
-    fn waterfall_variables_accept_any_json_value() {
-        let json = Json::of(&json!({"a": "x", "n": 3, "b": true})).unwrap();
-        let vars = variables_from(&json).unwrap();
-        assert_eq!(vars["a"], "x");
-        assert_eq!(vars["n"], "3");
-        assert_eq!(vars["b"], "true");
-        let bad = Json::of(&json!([1])).unwrap();
-        assert_eq!(variables_from(&bad).unwrap_err().code, "INVALID_JSON");
     }
 }

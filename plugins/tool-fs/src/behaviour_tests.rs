@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 
 use crate::content::version_of;
-use crate::hooks::{FsHooks, Intent, NoPolicy, Observation};
+use crate::hooks::{EditDecision, FsHooks, NoPolicy, Observation, WriteDecision};
 use crate::tools::{FsConfig, FsTools};
+use keel_plugin_api::services::tools::FsCode;
 
 /// The B11 table as hooks, recording every observation.
 #[derive(Default)]
@@ -22,23 +23,27 @@ struct Policy {
 }
 
 impl FsHooks for Policy {
-    fn decide(&self, intent: Intent, s: &str, t: &str) -> Result<Value, String> {
+    fn write_intent(&self, s: &str, t: &str) -> Result<WriteDecision, String> {
         let state = self.state.lock().unwrap();
-        let key = (s.to_owned(), t.to_owned());
-        Ok(match (intent, state.get(&key)) {
-            (Intent::Write, None | Some(Observation::Absent)) => {
-                json!({ "kind": "create-if-absent" })
-            }
-            (Intent::Write, Some(Observation::Present { version })) => {
-                json!({ "kind": "replace-if-version", "version": version })
-            }
-            (Intent::Edit, None) => json!({ "kind": "error", "code": "FS_NOT_OBSERVED" }),
-            (Intent::Edit, Some(Observation::Absent)) => {
-                json!({ "kind": "error", "code": "FS_NOT_FOUND" })
-            }
-            (Intent::Edit, Some(Observation::Present { version })) => {
-                json!({ "kind": "version", "version": version })
-            }
+        Ok(match state.get(&(s.to_owned(), t.to_owned())) {
+            None | Some(Observation::Absent) => WriteDecision::CreateIfAbsent,
+            Some(Observation::Present { version }) => WriteDecision::ReplaceIfVersion {
+                version: version.clone(),
+            },
+        })
+    }
+    fn edit_intent(&self, s: &str, t: &str) -> Result<EditDecision, String> {
+        let state = self.state.lock().unwrap();
+        Ok(match state.get(&(s.to_owned(), t.to_owned())) {
+            None => EditDecision::Error {
+                code: FsCode::NotObserved,
+            },
+            Some(Observation::Absent) => EditDecision::Error {
+                code: FsCode::NotFound,
+            },
+            Some(Observation::Present { version }) => EditDecision::Version {
+                version: version.clone(),
+            },
         })
     }
     fn observed(&self, s: &str, t: &str, o: &Observation) {
@@ -274,9 +279,9 @@ fn fs04_write_of_a_changed_or_deleted_target_is_stale() {
 struct Racer(PathBuf);
 
 impl FsHooks for Racer {
-    fn decide(&self, _: Intent, _: &str, _: &str) -> Result<Value, String> {
+    fn write_intent(&self, _: &str, _: &str) -> Result<WriteDecision, String> {
         fs::write(&self.0, "theirs").unwrap();
-        Ok(json!({ "kind": "create-if-absent" }))
+        Ok(WriteDecision::CreateIfAbsent)
     }
     fn observed(&self, _: &str, _: &str, _: &Observation) {}
 }
@@ -424,8 +429,10 @@ fn fs04_edit_of_a_changed_file_is_stale_before_matching() {
 struct FixedVersion(String);
 
 impl FsHooks for FixedVersion {
-    fn decide(&self, _: Intent, _: &str, _: &str) -> Result<Value, String> {
-        Ok(json!({ "kind": "version", "version": self.0 }))
+    fn edit_intent(&self, _: &str, _: &str) -> Result<EditDecision, String> {
+        Ok(EditDecision::Version {
+            version: self.0.clone(),
+        })
     }
     fn observed(&self, _: &str, _: &str, _: &Observation) {}
 }

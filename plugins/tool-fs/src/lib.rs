@@ -29,8 +29,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::channel::oneshot;
-use keel_plugin_api::events::Json;
-use keel_plugin_api::events::fs::{EditIntent, FsIntent, FsObserved, Observed, WriteIntent};
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::fs::{
+    EditDecision, EditIntent, FsIntent, FsObserved, Observed, WriteDecision, WriteIntent,
+};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::sandbox::{Access, CallRef, CheckPathRequest, Sandbox};
 use keel_plugin_api::services::tools::{
@@ -39,7 +41,7 @@ use keel_plugin_api::services::tools::{
 use serde_json::Value;
 
 pub use error::{FsError, FsErrorCode};
-pub use hooks::{FsHooks, Intent, NoPolicy, Observation};
+pub use hooks::{FsHooks, NoPolicy, Observation};
 pub use tools::{FsConfig, FsTools, Scope, definitions};
 
 /// The plugin id; the provider service is `keel.tool.tool-fs`.
@@ -50,26 +52,40 @@ struct KernelHooks {
     ctx: Context,
 }
 
-impl FsHooks for KernelHooks {
-    fn decide(&self, intent: Intent, session_id: &str, target: &str) -> Result<Value, String> {
+impl KernelHooks {
+    /// Runs one single-slot decision waterfall with `Unconditional` pre-set (the terminal
+    /// keeps it: no policy → unconditional) and reads the typed answer.
+    fn decide<D>(
+        &self,
+        slot: Dispatch<impl WaterfallEvent<Payload = FsIntent<D>>>,
+        session_id: &str,
+        target: &str,
+        unconditional: &D,
+    ) -> Result<D, String>
+    where
+        D: serde::Serialize + serde::de::DeserializeOwned,
+    {
         let mut payload = FsIntent {
             session_id: session_id.into(),
             target: target.into(),
-            decision: Json::of(&hooks::unconditional()).map_err(|e| e.to_string())?,
+            decision: Typed::new(unconditional).map_err(|e| e.to_string())?,
         };
-        // The terminal keeps the pre-set decision: no policy → unconditional.
-        let ran = match intent {
-            Intent::Write => {
-                self.ctx
-                    .run_waterfall(crate::DISPATCH.write_intent, &mut payload, |_| Ok(()))
-            }
-            Intent::Edit => {
-                self.ctx
-                    .run_waterfall(crate::DISPATCH.edit_intent, &mut payload, |_| Ok(()))
-            }
-        };
-        ran.map_err(|e| e.to_string())?;
-        payload.decision.parse::<Value>().map_err(|e| e.to_string())
+        self.ctx
+            .run_waterfall(slot, &mut payload, |_| Ok(()))
+            .map_err(|e| e.to_string())?;
+        payload.decision.into_inner().map_err(|e| e.to_string())
+    }
+}
+
+impl FsHooks for KernelHooks {
+    fn write_intent(&self, session_id: &str, target: &str) -> Result<WriteDecision, String> {
+        let slot = crate::DISPATCH.write_intent;
+        self.decide(slot, session_id, target, &WriteDecision::Unconditional)
+    }
+
+    fn edit_intent(&self, session_id: &str, target: &str) -> Result<EditDecision, String> {
+        let slot = crate::DISPATCH.edit_intent;
+        self.decide(slot, session_id, target, &EditDecision::Unconditional)
     }
 
     fn check_write(&self, scope: Scope<'_>, target: &Path) -> Result<(), FsError> {
@@ -108,7 +124,7 @@ impl FsHooks for KernelHooks {
     }
 
     fn observed(&self, session_id: &str, target: &str, observation: &Observation) {
-        let Ok(observation) = Json::of(observation) else {
+        let Ok(observation) = Typed::new(observation) else {
             return;
         };
         let payload = FsObserved {

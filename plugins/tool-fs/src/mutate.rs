@@ -232,7 +232,7 @@ pub fn edit_file(tools: &FsTools, scope: Scope<'_>, args: EditArgs) -> FsResult<
     let key = target_key(&target);
     let decision = edit_decision(tools.hooks.as_ref(), scope.session_id, &key)?;
     if let EditDecision::Error { code } = &decision {
-        return Err(refused(code, &target));
+        return Err(refused(code.code(), &target));
     }
     tools.locks.with(&target, || {
         // FS-06: re-resolved and re-checked inside the critical section.

@@ -10,7 +10,7 @@ use keel_plugin_api::services::tools::{ToolInvocation, ToolResult};
 use serde_json::{Value, json};
 
 use crate::error::{FsError, FsErrorCode, FsResult};
-use crate::hooks::{FsHooks, Intent, Observation, unconditional};
+use crate::hooks::{EditDecision, FsHooks, Observation, WriteDecision};
 use crate::tools::{FsConfig, FsTools, Scope};
 
 const MARKER: &str = "[sandbox: file access denied under workspace-write mode]";
@@ -21,13 +21,23 @@ struct Fence {
     swap: Mutex<Option<(PathBuf, PathBuf)>>,
 }
 
-impl FsHooks for Fence {
-    fn decide(&self, _intent: Intent, _s: &str, _t: &str) -> Result<Value, String> {
+impl Fence {
+    fn swap_once(&self) {
         if let Some((link, to)) = self.swap.lock().unwrap().take() {
             std::fs::remove_file(&link).unwrap();
             std::os::unix::fs::symlink(to, link).unwrap();
         }
-        Ok(serde_json::to_value(unconditional()).unwrap())
+    }
+}
+
+impl FsHooks for Fence {
+    fn write_intent(&self, _s: &str, _t: &str) -> Result<WriteDecision, String> {
+        self.swap_once();
+        Ok(WriteDecision::Unconditional)
+    }
+    fn edit_intent(&self, _s: &str, _t: &str) -> Result<EditDecision, String> {
+        self.swap_once();
+        Ok(EditDecision::Unconditional)
     }
     fn observed(&self, _s: &str, _t: &str, _o: &Observation) {}
     fn check_write(&self, _scope: Scope<'_>, target: &Path) -> FsResult<()> {

@@ -22,7 +22,7 @@ pub mod stages;
 
 use std::sync::Arc;
 
-use keel_plugin_api::events::Json;
+use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::tools::{self as ev};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::approval::Approval;
@@ -33,7 +33,6 @@ use keel_plugin_api::services::tools::{
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use batches::Batches;
 use kernel::KernelHost;
@@ -70,7 +69,9 @@ struct State {
 
 impl State {
     fn changed(&self) {
-        let payload = Json::of(&json!({"tools": self.registry.names()}));
+        let payload = Typed::new(&ev::ToolSetChange {
+            tools: self.registry.names(),
+        });
         match payload.and_then(|p| self.ctx.emit(crate::DISPATCH.change, &p)) {
             Ok(()) => {}
             Err(e) => tracing::warn!(error = %e, "tools/change could not be emitted"),

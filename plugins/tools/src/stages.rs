@@ -56,14 +56,8 @@ impl Snapshot {
         }
     }
 
-    /// The snapshot as an event payload (a copy of the text, not an encode).
-    pub fn json(&self) -> Json {
-        Json {
-            text: self.frozen.as_str().into(),
-        }
-    }
-
-    /// The snapshot as `tools/execute`'s typed output (a copy of the text, not an encode).
+    /// The snapshot as `tools/execute`'s typed output and `ToolOutcome`'s result (a copy of
+    /// the text, not an encode).
     pub fn typed(&self) -> Typed<ToolResult> {
         Typed::from_payload(Payload {
             text: self.frozen.as_str().into(),
@@ -599,7 +593,7 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
         };
         let outcome = ToolOutcome {
             exec: ticket.exec.clone(),
-            result: snapshot.json(),
+            result: snapshot.typed(),
         };
         let decision = match self.host.post_execute(outcome).await {
             Ok(d) => d,
@@ -630,7 +624,7 @@ impl<H: Host> Pipeline for CallPipeline<'_, H> {
         let snapshot = ticket.snapshot(result)?;
         let outcome = ToolOutcome {
             exec: ticket.exec.clone(),
-            result: snapshot.json(),
+            result: snapshot.typed(),
         };
         self.host.notify(&outcome);
         let event = tool_result_event(self.request, ticket.exec.call_id.as_str(), &snapshot.result);

@@ -255,7 +255,7 @@ fn tool04_observers_see_the_logged_snapshot() {
     let out = run(&host, &[("write_file", "{}")]).unwrap();
     assert!(out.results[0].concludes_turn);
     let notified = host.notified.lock().unwrap().clone();
-    let seen: Value = serde_json::from_str(notified[0].result.text.as_str()).unwrap();
+    let seen: Value = serde_json::from_str(notified[0].result.text()).unwrap();
     assert_eq!(seen["meta"], json!({"version": 3}));
     let logged = &host.events()[1]["data"];
     for key in ["content", "meta"] {
@@ -626,7 +626,7 @@ fn tool04_an_unchanged_result_is_frozen_once_by_the_body() {
     let results = run_frozen(&host);
     assert!(results[0].frozen().same(body.frozen.frozen()));
     let notified = host.notified.lock().unwrap();
-    assert_eq!(notified[0].result.text.as_str(), body.frozen.as_str());
+    assert_eq!(notified[0].result.text(), body.frozen.as_str());
 }
 
 // A post-execute listener that replaces the content gets a new snapshot (the change is kept).

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use keel_plugin_api::events::Json;
-use keel_plugin_api::events::subagent::ChildPoint;
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::subagent::{ChildPoint, ChildStartedData, StartMode};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{
     AgentSession, ChildMode, CreateAgent, InboxTarget, InterruptLevel, Lineage, SendMessage,
@@ -213,17 +213,23 @@ impl Host {
         let r = Resident::new(parent, &a.name, child, depth, a.agent.clone(), memory)
             .started_by(&call.call_id);
         let r = self.registry.insert(r)?;
-        let data =
-            json!({ "agent": a.agent, "mode": "resident", "depth": depth, "resident": a.name });
-        let _ = self.ctx.emit(
-            crate::DISPATCH.child_started,
-            &ChildPoint {
-                parent_session: parent.into(),
-                parent_call_id: call.call_id.as_str().into(),
-                child_session: child.into(),
-                data: Json::of(&data).unwrap_or_default(),
-            },
-        );
+        let data = ChildStartedData {
+            agent: a.agent.clone(),
+            mode: StartMode::Resident,
+            depth,
+            resident: Some(a.name.clone()),
+        };
+        if let Ok(data) = Typed::new(&data) {
+            let _ = self.ctx.emit(
+                crate::DISPATCH.child_started,
+                &ChildPoint {
+                    parent_session: parent.into(),
+                    parent_call_id: call.call_id.as_str().into(),
+                    child_session: child.into(),
+                    data,
+                },
+            );
+        }
         // Kept inputs go back on the queue by themselves, parked ones on request; each leaves
         // the store only once it is queued again.
         let residuals = self.memory.residuals(parent);

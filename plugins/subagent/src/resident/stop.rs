@@ -25,11 +25,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::FutureExt;
-use keel_plugin_api::events::Json;
-use keel_plugin_api::events::subagent::ChildPoint;
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::subagent::{ChildEndedData, ChildPoint};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{AgentSession, PendingInput};
 use keel_plugin_api::services::session::{AppendEvents, EventInput, SessionRef};
+use keel_plugin_api::services::subagent::ChildOutcome;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -51,6 +52,18 @@ pub enum Residual {
     Park,
     /// Handed back to the parent in the stop's answer.
     Return,
+}
+
+impl Residual {
+    /// The wire spelling (as serde writes it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Residual::Keep => "keep",
+            Residual::Drop => "drop",
+            Residual::Park => "park",
+            Residual::Return => "return",
+        }
+    }
 }
 
 impl From<CloseResidual> for Residual {
@@ -236,21 +249,24 @@ impl Host {
             out.problems.push(format!("close: {e}"));
         }
         self.registry.cleanup(&r.child);
-        let data = serde_json::json!({
-            "outcome": "stopped",
-            "resident": r.name,
-            "residual": residual,
-            "inputs": out.inputs.len(),
-        });
-        let _ = self.ctx.emit(
-            crate::DISPATCH.child_ended,
-            &ChildPoint {
-                parent_session: r.parent.as_str().into(),
-                parent_call_id: r.call_id.as_str().into(),
-                child_session: r.child.as_str().into(),
-                data: Json::of(&data).unwrap_or_default(),
-            },
-        );
+        let data = ChildEndedData {
+            outcome: ChildOutcome::Stopped,
+            code: None,
+            resident: Some(r.name.clone()),
+            residual: Some(residual.as_str().to_owned()),
+            inputs: Some(u64::try_from(out.inputs.len()).unwrap_or(u64::MAX)),
+        };
+        if let Ok(data) = Typed::new(&data) {
+            let _ = self.ctx.emit(
+                crate::DISPATCH.child_ended,
+                &ChildPoint {
+                    parent_session: r.parent.as_str().into(),
+                    parent_call_id: r.call_id.as_str().into(),
+                    child_session: r.child.as_str().into(),
+                    data,
+                },
+            );
+        }
         let extra = serde_json::json!({ "residual": residual, "inputs": out.inputs.len() });
         (out, Some(lineage::ended(r, "stopped", &extra)))
     }

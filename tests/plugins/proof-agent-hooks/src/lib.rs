@@ -18,7 +18,6 @@
 
 use std::path::PathBuf;
 
-use keel_plugin_api::events::Json;
 use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::agent::{Steer, TurnStopping};
 use keel_plugin_api::events::context::Compact;
@@ -158,9 +157,9 @@ impl Plugin for Hooks {
             "context/compact" => {
                 ctx.waterfall::<Compact>(opts, move |point, next| {
                     if config.action == "veto" {
-                        let mut plan: serde_json::Value = point.data.parse()?;
-                        plan["veto"] = serde_json::json!("proof-agent-hooks vetoes every plan");
-                        point.data = Json::of(&plan)?;
+                        let mut plan = point.data.get()?;
+                        plan.veto = Some("proof-agent-hooks vetoes every plan".into());
+                        point.data = Typed::new(&plan)?;
                     }
                     next.run(point)
                 })?;

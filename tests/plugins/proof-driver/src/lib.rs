@@ -19,8 +19,8 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use keel_plugin_api::abi::{RString, RVec};
-use keel_plugin_api::events::Json;
-use keel_plugin_api::events::agent::{AgentPoint, Status};
+use keel_plugin_api::events::Typed;
+use keel_plugin_api::events::agent::{AgentPoint, RunState, Status, StatusData};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::{ControlAnswer, ControlOp, sleep};
 use keel_plugin_api::services::command::{
@@ -166,15 +166,18 @@ async fn step(ctx: Context, step: &str) -> Value {
         // dispatches only when a loaded row (the agent loop) declares it (issue 13 item 2).
         "agent-status" => outcome(
             step,
-            ctx.emit(
-                crate::DISPATCH.status,
-                &AgentPoint {
+            Typed::new(&StatusData {
+                status: RunState::Idle,
+            })
+            .and_then(|data| {
+                let point = AgentPoint {
                     session_id: tag.into(),
                     turn: 0,
                     step: 0,
-                    data: Json::default(),
-                },
-            ),
+                    data,
+                };
+                ctx.emit(crate::DISPATCH.status, &point)
+            }),
             |()| json!(null),
         ),
         "undeclared" => outcome(
