@@ -53,12 +53,29 @@ enum Channel {
     Fresh,
 }
 
+/// An HTTP client with the row's connect timeout, no retries and `idle` pooled connections
+/// per host.
+fn build_client(config: &Config, idle: usize) -> Result<reqwest::Client, Error> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+        .retry(reqwest::retry::never())
+        .pool_max_idle_per_host(idle)
+        .build()
+        .map_err(|e| {
+            Error::coded(
+                LlmCode::HttpClient,
+                format!("cannot build the HTTP client: {e}"),
+            )
+        })
+}
+
 /// One adapter row: its config and its HTTP clients (the pool, and one that keeps nothing).
 #[derive(Debug)]
 pub struct Adapter {
     config: Config,
     http: reqwest::Client,
-    fresh: reqwest::Client,
+    /// Built on first use ([`Adapter::fresh_client`]).
+    fresh: std::sync::OnceLock<reqwest::Client>,
     url: String,
     headers: HeaderMap,
     /// Whether the row's `headers` set `Accept` (kept for non-streamed requests too).
@@ -117,21 +134,7 @@ impl Adapter {
             }
             headers.insert(n, v);
         }
-        let client = |idle: usize| {
-            reqwest::Client::builder()
-                .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-                .retry(reqwest::retry::never())
-                .pool_max_idle_per_host(idle)
-                .build()
-                .map_err(|e| {
-                    Error::coded(
-                        LlmCode::HttpClient,
-                        format!("cannot build the HTTP client: {e}"),
-                    )
-                })
-        };
-        let http = client(usize::MAX)?;
-        let fresh = client(0)?;
+        let http = build_client(&config, usize::MAX)?;
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
         let accept_configured = config
             .headers
@@ -140,7 +143,7 @@ impl Adapter {
         Ok(Adapter {
             config,
             http,
-            fresh,
+            fresh: std::sync::OnceLock::new(),
             url,
             headers,
             accept_configured,
@@ -410,7 +413,7 @@ impl Adapter {
         tracing::debug!(provider = %self.config.provider, url = %self.url, stream, "chat completions request");
         let client = match channel {
             Channel::Pooled => &self.http,
-            Channel::Fresh => &self.fresh,
+            Channel::Fresh => self.fresh_client(),
         };
         let send = client
             .post(&self.url)
@@ -428,6 +431,23 @@ impl Adapter {
             Err(_) => Err(self.no_response_head()),
             Ok(Err(e)) => Err(self.transport(&e, None, call.key)),
             Ok(Ok(r)) => Ok(r),
+        }
+    }
+
+    /// The client that keeps no connection, built on first use: most runs never need it, and
+    /// each client builds its own TLS configuration (issue 25: about a third of the row's
+    /// activation). The pooled client was built from the same settings at activation, so a
+    /// failure here is not expected; it falls back to the pool.
+    fn fresh_client(&self) -> &reqwest::Client {
+        if let Some(client) = self.fresh.get() {
+            return client;
+        }
+        match build_client(&self.config, 0) {
+            Ok(client) => self.fresh.get_or_init(|| client),
+            Err(e) => {
+                tracing::warn!(error = %e, "no separate client for the retry; using the pool");
+                &self.http
+            }
         }
     }
 
