@@ -219,6 +219,7 @@ async fn open_http(
         headers.insert(name, value);
     }
     reachable(&url).await?;
+    install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers),
     );
@@ -233,6 +234,13 @@ async fn open_http(
             confinement: "not applicable (HTTP)".to_owned(),
         },
     ))
+}
+
+/// Makes ring the process default of this library's copy of rustls, which the HTTP transport's
+/// reqwest (`rustls-no-provider`) builds its TLS config from; without one it would panic. An
+/// `Err` means a provider is already installed (an earlier connection): nothing to do.
+fn install_crypto_provider() {
+    let _already = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// The innermost cause of `e` (the transport wraps an I/O error several layers deep).
