@@ -178,13 +178,19 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 /// Path and bytes of every data file under `$KEEL_HOME`, for before/after comparisons.
 pub fn snapshot(env: &Env) -> Vec<(PathBuf, Vec<u8>)> {
+    // `$KEEL_HOME/cache` is start-up data (the library digest cache, issue 25 item 2) that any
+    // start may record, not session data.
+    let cache = env.home().join("cache");
     files_under(&env.home())
         .into_iter()
         .filter(|p| {
             // Lock files and SQLite's shared-memory index hold no session data; the WAL's
             // frames are part of the database's logical content, compared below.
             let name = p.to_string_lossy();
-            !name.ends_with("-shm") && !name.ends_with("-wal") && !name.ends_with(".lock")
+            !name.ends_with("-shm")
+                && !name.ends_with("-wal")
+                && !name.ends_with(".lock")
+                && !p.starts_with(&cache)
         })
         .map(|p| {
             let bytes = sqlite_content(&p).unwrap_or_else(|| std::fs::read(&p).unwrap_or_default());
