@@ -15,6 +15,7 @@
 
 pub mod batches;
 pub mod kernel;
+pub mod log_events;
 pub mod provider;
 pub mod registry;
 pub mod schedule;

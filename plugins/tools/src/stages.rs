@@ -23,6 +23,7 @@ use keel_plugin_api::services::tools::{
 };
 use serde_json::{Value, json};
 
+use crate::log_events::{tool_call_event, tool_result_event, tool_rewrite_event};
 use crate::registry::{Entry, Registry};
 use crate::schedule::{Admission, Mode, Pipeline, Settled};
 
@@ -250,55 +251,6 @@ pub fn read_result(json: &Typed<ToolResult>) -> ToolResult {
             ToolCode::InvalidToolOutput,
             format!("the tool's answer is not a tool result: {}", e.message),
         )
-    })
-}
-
-/// The `tool/call` event (raw argument text, B9).
-pub fn tool_call_event(request: &BatchRequest, call: &ModelCall) -> Value {
-    json!({
-        "type": "tool/call",
-        "data": {
-            "turn": request.turn,
-            "step": request.step,
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": call.arguments,
-        },
-    })
-}
-
-/// The `tool/result` event: the result's model-facing fields under the model's call id.
-pub fn tool_result_event(request: &BatchRequest, call_id: &str, result: &ToolResult) -> Value {
-    let mut data = serde_json::Map::new();
-    data.insert("turn".into(), request.turn.into());
-    data.insert("step".into(), request.step.into());
-    data.insert("call_id".into(), call_id.into());
-    data.insert("content".into(), result.content.as_str().into());
-    if result.is_error {
-        data.insert("is_error".into(), true.into());
-    }
-    if let Some(error) = &result.error {
-        data.insert("error".into(), json!({"code": error.code}));
-    }
-    if let Some(meta) = &result.meta {
-        data.insert("meta".into(), meta.clone());
-    }
-    json!({"type": "tool/result", "data": data, "surface_op": "append"})
-}
-
-/// The `tool/rewrite` event: the arguments every later stage sees, beside the model's raw
-/// text in `tool/call` (issue 15 item 3).
-pub fn tool_rewrite_event(exec: &ToolExecution, args: &Value, by: &str) -> Value {
-    json!({
-        "type": "tool/rewrite",
-        "ignorable": true,
-        "data": {
-            "turn": exec.turn,
-            "step": exec.step,
-            "call_id": exec.call_id.as_str(),
-            "args": args,
-            "by": by,
-        },
     })
 }
 
