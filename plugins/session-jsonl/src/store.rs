@@ -12,6 +12,7 @@
 //!
 //! Calls are synchronous; the plugin runs them on a thread of its own.
 
+use keel_session_store_kit::SharedFailures as _;
 use std::collections::HashMap;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{BufRead, BufReader};

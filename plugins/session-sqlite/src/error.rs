@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use keel_plugin_api::sdk::Error;
 use keel_plugin_api::services::session::SessionCode;
-use keel_session_store_kit::KitError;
+use keel_session_store_kit::{KitError, SharedFailures};
 
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]
@@ -64,26 +64,9 @@ impl SqliteError {
             SqliteError::Corrupt { .. } => SessionCode::Corrupt,
         }
     }
-
-    /// A storage failure while doing `action` on `path`.
-    pub fn io(
-        action: &'static str,
-        path: impl Into<PathBuf>,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
-        SqliteError::Kit(KitError::io(action, path, source))
-    }
-
-    /// A malformed request.
-    pub fn invalid(detail: String) -> Self {
-        SqliteError::Kit(KitError::Invalid(detail))
-    }
-
-    /// A batch that does not continue the stored log.
-    pub fn seq(detail: String) -> Self {
-        SqliteError::Kit(KitError::Seq(detail))
-    }
 }
+
+impl SharedFailures for SqliteError {}
 
 /// A failed call as it crosses the plugin boundary: the SDK error (typed code and message).
 pub type StoreFailure = Error;

@@ -7,6 +7,7 @@
 //! lines assembled from the columns: the stored `data` text goes in verbatim once its syntax is
 //! checked ([`crate::line::check_json`]), so no `Value` is built for it.
 
+use keel_session_store_kit::SharedFailures as _;
 use std::fmt::Write as _;
 use std::path::Path;
 

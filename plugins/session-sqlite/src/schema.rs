@@ -5,6 +5,7 @@
 //! values. New directories are 0700, the database 0600 (SQLite gives its `-wal`/`-shm`
 //! sidecars the database's mode). WAL journal, `synchronous = FULL`: a commit is durable.
 
+use keel_session_store_kit::SharedFailures as _;
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;

@@ -7,6 +7,7 @@
 //! differently versioned database is refused on every call, never migrated. Calls are
 //! synchronous; the plugin runs them on a thread of its own.
 
+use keel_session_store_kit::SharedFailures as _;
 use std::collections::HashSet;
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};

@@ -72,6 +72,30 @@ impl KitError {
     }
 }
 
+/// The shared failures built as a backend's own error type: a backend whose error wraps
+/// [`KitError`] (`Kit(#[from] KitError)`) writes `impl SharedFailures for MyError {}` and
+/// gets these constructors, written once here instead of in each backend.
+pub trait SharedFailures: From<KitError> {
+    /// A storage failure while doing `action` on `path`.
+    fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        KitError::io(action, path, source).into()
+    }
+
+    /// A malformed request.
+    fn invalid(detail: String) -> Self {
+        KitError::Invalid(detail).into()
+    }
+
+    /// A batch that does not continue the stored log.
+    fn seq(detail: String) -> Self {
+        KitError::Seq(detail).into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::KitError;

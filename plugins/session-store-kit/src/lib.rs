@@ -11,5 +11,5 @@ pub mod line;
 pub mod lock;
 pub mod worker;
 
-pub use error::KitError;
+pub use error::{KitError, SharedFailures};
 pub use worker::{Backend, Worker};
