@@ -256,6 +256,38 @@ declare_event! {
     /// stopped with it waiting (issue 16). It is the dropped input's terminal answer.
     pub struct InboxDiscarded: emit("agent/inbox/discarded") -> AgentPoint<InboxDiscardedData>;
 }
+/// What an `agent/delta` carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeltaKind {
+    /// Assistant text.
+    Text,
+    /// Reasoning text.
+    Reasoning,
+}
+
+/// `agent/delta`'s `data`: `{"attempt","index","kind","text"}` — one piece of the step's
+/// model stream as the adapter produced it (issue 26 item 1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeltaData {
+    /// The request attempt within the step, from 0. A retried request streams again from the
+    /// start: a driver that shows deltas drops what it showed for an earlier attempt.
+    pub attempt: u32,
+    /// The content block's index in the stream.
+    pub index: u32,
+    /// Text or reasoning.
+    pub kind: DeltaKind,
+    /// The piece, as it arrived.
+    pub text: String,
+}
+
+declare_event! {
+    /// A piece of the running step's model stream, forwarded by the loop as it arrives, for
+    /// drivers that show text as it is generated (issue 26 item 1). Never written to the log:
+    /// the step's `assistant/message` stays the one durable record, and deltas of a stream that
+    /// failed or was cancelled are not followed by one. `data`: a `DeltaData`.
+    pub struct Delta: emit("agent/delta") -> AgentPoint<DeltaData>;
+}
 declare_event! {
     /// A stored session was resumed (`keel.agent` `resume`), after its recovery closers were
     /// committed and before its loop starts; every listener is awaited. `data`:

@@ -76,6 +76,7 @@ pub const CATALOG: &[EventInfo] = &[
     agent::InboxClaimed::INFO,
     agent::InboxDiscarded::INFO,
     agent::Resumed::INFO,
+    agent::Delta::INFO,
     llm::Stream::INFO,
     prompt::Assemble::INFO,
     tools::Rewrite::INFO,
