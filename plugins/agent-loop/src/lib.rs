@@ -275,6 +275,7 @@ keel_plugin_api::dispatches! {
         pub inbox_claimed: ev::InboxClaimed,
         pub inbox_discarded: ev::InboxDiscarded,
         pub resumed: ev::Resumed,
+        pub delta: ev::Delta,
     }
 }
 
