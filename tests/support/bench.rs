@@ -100,8 +100,22 @@ pub fn machine() -> Value {
 
 /// The release directory holding `keel` and the plugins: this bench executable lives in
 /// `<target>/release/deps/`, so its grandparent is right whatever `CARGO_TARGET_DIR` says.
+/// `KEEL_BENCH_RELEASE_DIR` names another build's release directory first, so one bench
+/// binary can measure an older build in the same hour as today's (issue 25's before/after
+/// table is "same machine and hour"); when set, it is the only candidate.
 pub fn release_dir() -> Result<PathBuf, String> {
     let mut candidates = Vec::new();
+    if let Some(dir) = std::env::var_os("KEEL_BENCH_RELEASE_DIR") {
+        let dir = PathBuf::from(dir);
+        return if dir.join("keel").is_file() {
+            Ok(dir)
+        } else {
+            Err(format!(
+                "KEEL_BENCH_RELEASE_DIR={}: no `keel` binary there",
+                dir.display()
+            ))
+        };
+    }
     if let Some(dir) = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent()?.parent().map(Path::to_path_buf))
