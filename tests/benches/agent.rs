@@ -16,6 +16,10 @@
 //!    `llm/stream` flush, `tools/execute` flush, each an fsync on JSONL), the tool pipeline, the
 //!    projection and the next request. No tool process time is involved.
 //!
+//! 3. **First piece → stdout**: the model's first text piece of a step to its `stream_event`
+//!    line on keel's stdout, with `--include-partial-messages` (issue 26 item 1) — see
+//!    [`stream`].
+//!
 //! Prints a table and writes `target/bench/agent.json`. `--quick` runs fewer repetitions.
 //! Under `cargo test --benches` (no `--bench` flag) it does nothing.
 
@@ -30,6 +34,8 @@ use serde_json::{Value, json};
 
 #[path = "agent_startup.rs"]
 mod startup;
+#[path = "agent_stream.rs"]
+mod stream;
 
 const STEPS: usize = 50;
 
@@ -196,6 +202,9 @@ fn run(quick: bool) -> Result<(), String> {
     let steps = summarize(steps);
     let steps_eph = summarize(steps_eph);
     let fsync = fsync_latency()?;
+    let piece = stream::measure(&keel, if quick { 3 } else { 10 }, |url| {
+        startup::Shape::All.toml(url)
+    })?;
     let mut report = String::new();
     let _ = writeln!(report, "## Agent\n");
     let _ = writeln!(report, "| measure | median | p90 | min | runs | target |");
@@ -217,6 +226,11 @@ fn run(quick: bool) -> Result<(), String> {
     );
     let _ = writeln!(
         report,
+        "| model's first text piece → its stream_event line on stdout | {:.3} ms | {:.3} ms | {:.3} ms | {} | ≤ 2 ms (issue 26) |",
+        piece.median, piece.p90, piece.min, piece.n
+    );
+    let _ = writeln!(
+        report,
         "| this machine's append + fdatasync (256 B) | {:.3} ms | {:.3} ms | {:.3} ms | {} | |",
         fsync.median, fsync.p90, fsync.min, fsync.n
     );
@@ -229,6 +243,7 @@ fn run(quick: bool) -> Result<(), String> {
         "per_step_ms": summary_json(steps),
         "per_step_ephemeral_ms": summary_json(steps_eph),
         "fdatasync_ms": summary_json(fsync),
+        "first_piece_to_stdout_ms": summary_json(piece),
         "steps": STEPS,
     });
     keel_tests::bench::write_results(&release, "agent", &json)?;

@@ -5,7 +5,8 @@ line keel printed goes through `claude_agent_sdk._internal.message_parser.parse_
 unchanged; a line the parser refuses is a failure (exit 1, naming the line). What the parser
 made of the stream is printed as one JSON summary on stdout for the Rust test to check:
 message classes in order, assistant texts, tool_use blocks, tool_result blocks, the system
-init data and the result fields.
+init data and the result fields, and the `StreamEvent`s of `--include-partial-messages` (issue
+26 item 1: their event types, text pieces and where they hang).
 """
 
 import json
@@ -15,6 +16,7 @@ from claude_agent_sdk._internal.message_parser import parse_message
 from claude_agent_sdk.types import (
     AssistantMessage,
     ResultMessage,
+    StreamEvent,
     SystemMessage,
     TextBlock,
     ToolResultBlock,
@@ -31,6 +33,7 @@ def main() -> int:
         "tool_results": [],
         "init": None,
         "results": [],
+        "stream_events": [],
     }
     for number, raw in enumerate(sys.stdin, start=1):
         raw = raw.strip()
@@ -70,6 +73,17 @@ def main() -> int:
                             "parent_tool_use_id": message.parent_tool_use_id,
                         }
                     )
+        elif isinstance(message, StreamEvent):
+            delta = message.event.get("delta") or {}
+            summary["stream_events"].append(
+                {
+                    "type": message.event.get("type"),
+                    "text": delta.get("text"),
+                    "session_id": message.session_id,
+                    "parent_tool_use_id": message.parent_tool_use_id,
+                    "uuid": message.uuid,
+                }
+            )
         elif isinstance(message, SystemMessage) and message.subtype == "init":
             summary["init"] = message.data
         elif isinstance(message, ResultMessage):

@@ -176,6 +176,11 @@ mod stream_durable;
 mod stream_input;
 /// The stdin-driven conversation helper (issue 16 item 4).
 mod stream_input_support;
+/// Token streaming: `--include-partial-messages` while the model server holds its stream
+/// (issue 26 item 1).
+mod stream_partial;
+/// The live stdout reader of the streaming suites (issue 26 item 1).
+mod stream_partial_support;
 /// A message and an interrupt in one write, bad and huge stdin lines (issue 23 item 7).
 mod stream_race;
 /// Workspace structure rules (the kernel depends on no plugin).

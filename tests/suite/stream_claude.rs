@@ -2,7 +2,8 @@
 //! against the loopback model server, and its stdout goes through the SDK's own
 //! `parse_message` (tests/claude-sdk/parse_stream.py, in the venv `cargo xtask claude-sdk`
 //! makes). The SDK must find the assistant's text and tool use, the tool result, a child's
-//! lines under the parent's call, and the result's subtype and model-turn count.
+//! lines under the parent's call, and the result's subtype and model-turn count; with
+//! `--include-partial-messages`, the pieces as `StreamEvent`s (issue 26 item 1).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -197,4 +198,36 @@ fn issue23_item13_a_step_limit_is_error_max_turns() {
     assert_eq!(r["num_turns"], 2, "{r}");
     assert_eq!(r["stop_reason"], Value::Null);
     assert_eq!(s["tool_results"].as_array().map(Vec::len), Some(2), "{s}");
+}
+
+#[test]
+fn issue26_item1_the_sdk_reads_partial_messages_as_stream_events() {
+    let server = server(vec![Reply::text("pieces as they come")]);
+    let env = agent_env(&server, "");
+    let (code, stdout, stderr) = stream_json(&env, &["--include-partial-messages"], "hi");
+    assert_eq!(code, 0, "stderr: {stderr}");
+    let s = parsed_by_the_sdk(&stdout);
+    let events = s["stream_events"].as_array().unwrap();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"message_start"), "{s}");
+    assert_eq!(kinds.last(), Some(&"message_stop"), "{s}");
+    let text: String = events.iter().filter_map(|e| e["text"].as_str()).collect();
+    assert_eq!(text, "pieces as they come");
+    let session = &s["init"]["session_id"];
+    assert!(events.iter().all(|e| &e["session_id"] == session), "{s}");
+    assert!(events.iter().all(|e| e["parent_tool_use_id"].is_null()));
+    // The message the pieces made is still the one assistant line, after them.
+    let classes: Vec<&str> = s["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let last_event = classes.iter().rposition(|c| *c == "StreamEvent").unwrap();
+    let answer = classes
+        .iter()
+        .position(|c| *c == "AssistantMessage")
+        .unwrap();
+    assert!(last_event < answer, "{classes:?}");
+    assert_eq!(s["texts"], json!(["pieces as they come"]));
 }

@@ -37,7 +37,7 @@ struct Inner {
 
 #[derive(Debug, Default)]
 struct HoldState {
-    /// When the part before the hold had been written and flushed.
+    /// When the server began writing the part before the hold (set once it is flushed).
     reached: Option<Instant>,
     released: bool,
 }
@@ -56,13 +56,14 @@ impl Hold {
         self.inner.changed.notify_all();
     }
 
-    /// When the server had flushed the part before the hold (`None`: not yet).
+    /// When the server began writing the part before the hold, once that part is flushed
+    /// (`None`: not yet). A benchmark times the piece's way through keel from here.
     pub fn reached(&self) -> Option<Instant> {
         self.lock().reached
     }
 
-    /// Waits until the server flushed the part before the hold and returns when it did; panics
-    /// after `timeout`.
+    /// Waits until the server flushed the part before the hold and returns [`Hold::reached`];
+    /// panics after `timeout`.
     pub fn wait_reached(&self, timeout: Duration) -> Instant {
         let deadline = Instant::now() + timeout;
         let mut s = self.lock();
@@ -84,12 +85,12 @@ impl Hold {
         }
     }
 
-    /// The server's side: marks the hold reached and waits for the release (at most
-    /// [`MAX_HOLD`]).
-    fn hold_here(&self) {
+    /// The server's side, once the part that began at `started` is flushed: marks the hold
+    /// reached and waits for the release (at most [`MAX_HOLD`]).
+    fn hold_here(&self, started: Instant) {
         let deadline = Instant::now() + MAX_HOLD;
         let mut s = self.lock();
-        s.reached = Some(Instant::now());
+        s.reached = Some(started);
         self.inner.changed.notify_all();
         while !s.released {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -203,17 +204,21 @@ fn write_body(
         if bytes.is_empty() {
             return Ok(());
         }
+        // One write per part: the piece leaves in one segment.
+        let mut framed = Vec::with_capacity(bytes.len() + 16);
         if chunked {
-            out.write_all(format!("{:x}\r\n", bytes.len()).as_bytes())?;
-            out.write_all(bytes)?;
-            out.write_all(b"\r\n")?;
-        } else {
-            out.write_all(bytes)?;
+            framed.extend_from_slice(format!("{:x}\r\n", bytes.len()).as_bytes());
         }
+        framed.extend_from_slice(bytes);
+        if chunked {
+            framed.extend_from_slice(b"\r\n");
+        }
+        out.write_all(&framed)?;
         out.flush()
     };
+    let started = Instant::now();
     part(out, &body[..cut])?;
-    held.hold.hold_here();
+    held.hold.hold_here(started);
     part(out, &body[cut..])?;
     if chunked {
         out.write_all(b"0\r\n\r\n")?;

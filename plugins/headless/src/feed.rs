@@ -5,7 +5,9 @@
 //! Session events arrive from the `session/event` listener through a [`Hub`]; the run
 //! attaches the hub before it creates its session, because the session id is only known
 //! once `create` answers. Until [`Feed::start_session`] names it, notices are buffered; then
-//! only that session's events pass, re-ordered by seq ([`Order`]) and never duplicated.
+//! only that session's events pass, re-ordered by seq ([`Order`], in `feed_gate.rs`) and never
+//! duplicated. With `--include-partial-messages` the model's pieces (`agent/delta`) pass too,
+//! printed at once as Claude Code's `stream_event` lines ([`crate::partial`]).
 //!
 //! `session/event` comes at append time, before the event is stored (write-behind, SES-04).
 //! Printing it then would let a crash lose an event a consumer already saw, and after
@@ -15,13 +17,14 @@
 //! flushes — everything durable is printed before the result line; what never became
 //! durable is never printed.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use futures::channel::oneshot;
 
-use crate::{claude, format};
+use crate::partial::{Partial, Piece};
+use crate::{claude, format, partial};
 
 /// Where lines go. The real one is stdout/stderr; tests capture.
 pub trait Sink: Send + 'static {
@@ -86,6 +89,8 @@ enum Msg {
     },
     /// The model name Claude Code's `assistant` lines carry.
     Model(String),
+    /// A piece of a streaming step (`agent/delta`), printed at once, never gated.
+    Delta(Piece),
     Out(String),
     Err(String),
     Finish(oneshot::Sender<()>),
@@ -95,6 +100,8 @@ enum Msg {
 #[derive(Default)]
 pub struct Hub {
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    /// The attached run prints the model's pieces (`--include-partial-messages`).
+    partial: std::sync::atomic::AtomicBool,
 }
 
 impl Hub {
@@ -104,6 +111,19 @@ impl Hub {
             && let Some(tx) = slot.as_ref()
         {
             let _ = tx.send(Msg::Notice(notice()));
+        }
+    }
+
+    /// A piece of a streaming step (a no-op when no run listens).
+    pub fn delta(&self, piece: impl FnOnce() -> Option<Piece>) {
+        if !self.partial.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(slot) = self.tx.lock()
+            && let Some(tx) = slot.as_ref()
+            && let Some(piece) = piece()
+        {
+            let _ = tx.send(Msg::Delta(piece));
         }
     }
 
@@ -119,10 +139,12 @@ impl Hub {
         }
     }
 
-    fn attach(&self, tx: mpsc::Sender<Msg>) {
+    fn attach(&self, tx: mpsc::Sender<Msg>, partial: bool) {
         if let Ok(mut slot) = self.tx.lock() {
             *slot = Some(tx);
         }
+        self.partial
+            .store(partial, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A child session started under `lineage.parent_session`: when that is the run's own
@@ -144,6 +166,8 @@ impl Hub {
         if let Ok(mut slot) = self.tx.lock() {
             *slot = None;
         }
+        self.partial
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -154,6 +178,9 @@ pub struct FeedOptions {
     pub stream_json: bool,
     /// Short progress lines on stderr.
     pub progress: bool,
+    /// With `stream_json`: Claude Code's `stream_event` lines for the model's pieces
+    /// (`--include-partial-messages`, [`crate::partial`]).
+    pub partial: bool,
 }
 
 impl FeedOptions {
@@ -163,104 +190,9 @@ impl FeedOptions {
     }
 }
 
-/// Seq re-ordering and de-duplication for one session.
-#[derive(Debug, Default)]
-pub struct Order {
-    next: Option<u64>,
-    pending: BTreeMap<u64, Notice>,
-}
-
-impl Order {
-    /// Starts expecting `first` (or the lowest seq seen, when `None`).
-    pub fn new(first: Option<u64>) -> Order {
-        Order {
-            next: first,
-            pending: BTreeMap::new(),
-        }
-    }
-
-    /// Takes a notice; returns the ones now printable, in seq order.
-    pub fn push(&mut self, n: Notice) -> Vec<Notice> {
-        if self.next.is_some_and(|next| n.seq < next) {
-            return Vec::new(); // already printed
-        }
-        self.pending.entry(n.seq).or_insert(n);
-        let next = match self.next {
-            Some(next) => next,
-            None => {
-                let lowest = self.pending.keys().next().copied().unwrap_or(0);
-                self.next = Some(lowest);
-                lowest
-            }
-        };
-        let mut ready = Vec::new();
-        let mut at = next;
-        while let Some(n) = self.pending.remove(&at) {
-            ready.push(n);
-            at += 1;
-        }
-        self.next = Some(at);
-        ready
-    }
-
-    /// Everything still held back (after a gap), in seq order.
-    pub fn drain(&mut self) -> Vec<Notice> {
-        let rest: Vec<Notice> = std::mem::take(&mut self.pending).into_values().collect();
-        if let Some(last) = rest.last() {
-            self.next = Some(last.seq + 1);
-        }
-        rest
-    }
-}
-
-/// One session's notices in seq order ([`Order`]), each held until storage covers its seq.
-#[derive(Debug, Default)]
-pub struct Gate {
-    order: Order,
-    durable: Option<u64>,
-    ready: VecDeque<Notice>,
-}
-
-impl Gate {
-    /// Starts expecting `first` (see [`Order::new`]).
-    pub fn new(first: Option<u64>) -> Gate {
-        Gate {
-            order: Order::new(first),
-            ..Gate::default()
-        }
-    }
-
-    /// Takes a notice; returns the ones now printable (in order and durable).
-    pub fn push(&mut self, n: Notice) -> Vec<Notice> {
-        self.ready.extend(self.order.push(n));
-        self.release()
-    }
-
-    /// Storage covers every seq up to `seq`; returns the notices this releases.
-    pub fn durable(&mut self, seq: u64) -> Vec<Notice> {
-        self.durable = Some(self.durable.map_or(seq, |d| d.max(seq)));
-        self.release()
-    }
-
-    /// At the end of the run: the durable notices still held back (a gap is skipped over).
-    /// What is not durable stays unprinted.
-    pub fn finish(&mut self) -> Vec<Notice> {
-        let rest = self.order.drain();
-        self.ready.extend(rest);
-        self.release()
-    }
-
-    fn release(&mut self) -> Vec<Notice> {
-        let mut out = Vec::new();
-        while let Some(n) = self.ready.front() {
-            if self.durable.is_none_or(|d| n.seq > d) {
-                break;
-            }
-            out.extend(self.ready.pop_front());
-        }
-        out
-    }
-}
+#[path = "feed_gate.rs"]
+mod gate;
+pub use gate::{Gate, Order};
 
 /// The output thread of one run.
 pub struct Feed {
@@ -283,7 +215,7 @@ impl Feed {
             .name("keel-headless-out".to_owned())
             .spawn(move || pump(rx, sink, options))?;
         let hub = options.wants_events().then(|| {
-            hub.attach(tx.clone());
+            hub.attach(tx.clone(), options.stream_json && options.partial);
             Arc::clone(hub)
         });
         Ok(Feed { tx, hub })
@@ -348,6 +280,7 @@ struct Pump {
     /// The run's session: every Claude Code line names it.
     root: String,
     model: String,
+    partial: Partial,
 }
 
 impl Pump {
@@ -357,7 +290,29 @@ impl Pump {
         }
     }
 
+    fn piece(&mut self, piece: &Piece, child: Option<&Lineage>) {
+        let origin = partial::Origin {
+            session_id: root_or(&self.root, &piece.session_id),
+            parent_tool_use_id: child.map(|l| l.parent_call_id.as_str()),
+            model: &self.model,
+        };
+        for line in self.partial.piece(piece, origin) {
+            self.out(&line);
+        }
+    }
+
     fn event(&mut self, n: &Notice, child: Option<&Lineage>) {
+        if self.options.stream_json && self.options.partial {
+            // The step's streamed message closes before its answer's lines.
+            let origin = partial::Origin {
+                session_id: root_or(&self.root, &n.session_id),
+                parent_tool_use_id: child.map(|l| l.parent_call_id.as_str()),
+                model: &self.model,
+            };
+            for line in self.partial.event(&n.session_id, &n.record, origin) {
+                self.out(&line);
+            }
+        }
         if self.options.stream_json {
             let line = match child {
                 None => format::event_line(&n.record),
@@ -391,6 +346,11 @@ impl Pump {
             self.sink.err(&line);
         }
     }
+}
+
+/// The run's session once it is named, else `session_id` (every Claude Code line names the run's).
+fn root_or<'a>(root: &'a str, session_id: &'a str) -> &'a str {
+    if root.is_empty() { session_id } else { root }
 }
 
 /// Where a followed child session hangs in the tree (issue 16).
@@ -514,6 +474,7 @@ fn pump(rx: mpsc::Receiver<Msg>, sink: Box<dyn Sink>, options: FeedOptions) {
         stdout_ok: true,
         root: String::new(),
         model: String::new(),
+        partial: Partial::default(),
     };
     let mut streams = Streams::default();
     while let Ok(msg) = rx.recv() {
@@ -543,6 +504,13 @@ fn pump(rx: mpsc::Receiver<Msg>, sink: Box<dyn Sink>, options: FeedOptions) {
                 }
             }
             Msg::Model(model) => p.model = model,
+            Msg::Delta(piece) if p.options.partial => {
+                if let Some((lineage, _)) = streams.gate(&piece.session_id) {
+                    let lineage = lineage.cloned();
+                    p.piece(&piece, lineage.as_ref());
+                }
+            }
+            Msg::Delta(_) => {}
             Msg::Out(line) => p.out(&line),
             Msg::Err(line) => p.sink.err(&line),
             Msg::Finish(done) => {

@@ -71,6 +71,7 @@ fn stream_feed(hub: &Arc<Hub>) -> (Feed, Lines) {
     let options = FeedOptions {
         stream_json: true,
         progress: false,
+        partial: false,
     };
     (Feed::start(Box::new(sink), options, hub).unwrap(), lines)
 }
@@ -117,6 +118,7 @@ fn text_feed_does_not_listen() {
         FeedOptions {
             stream_json: false,
             progress: false,
+            partial: false,
         },
         &hub,
     )
@@ -138,6 +140,7 @@ fn progress_goes_to_stderr_only() {
         FeedOptions {
             stream_json: false,
             progress: true,
+            partial: false,
         },
         &hub,
     )

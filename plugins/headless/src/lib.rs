@@ -10,6 +10,8 @@
 //! - [`input`]: the stdin lines of `--input-format stream-json` (messages while running);
 //! - [`lines`]: reading those lines with a size cap, skipping ones that are not UTF-8;
 //! - [`claude`]: Claude Code's `assistant`/`user` message lines beside the `event` lines;
+//! - [`partial`]: `--include-partial-messages`, Claude Code's `stream_event` lines for the
+//!   model's pieces (`agent/delta`) as they arrive;
 //! - [`feed`]: the output thread and the ordered `session/event` feed for stream-json, each
 //!   event held until `session/durable` says it is stored;
 //! - [`interrupt`]: the kernel's `interrupt` (SIGINT, SIGTERM, SIGHUP) → `abort`;
@@ -29,12 +31,14 @@ pub mod format;
 pub mod input;
 pub mod interrupt;
 pub mod lines;
+pub mod partial;
 pub mod profile;
 pub mod run;
 
 use std::io::{IsTerminal as _, Read as _};
 use std::sync::Arc;
 
+use keel_plugin_api::events::agent::{AgentPoint, Delta, DeltaData, DeltaKind};
 use keel_plugin_api::events::session::{
     SessionDurability, SessionDurable, SessionEvent, SessionEventNotice,
 };
@@ -53,6 +57,7 @@ use keel_plugin_api::services::tools::{ListRequest, Tools};
 use crate::feed::{Hub, Lineage, Notice, Sink as _, StdSink};
 use crate::format::InitInfo;
 use crate::interrupt::{Interrupts, Stops};
+use crate::partial::Piece;
 use crate::run::{Active, RunEnv, Services};
 
 fn read_stdin() -> std::io::Result<String> {
@@ -211,6 +216,26 @@ impl Plugin for Headless {
                             parent_call_id: c.parent_call_id.to_string(),
                         },
                     )
+                });
+                Ok(())
+            },
+        )?;
+        // The model's pieces (issue 26 item 1): decoded only while a run prints them.
+        let listening = Arc::clone(&hub);
+        ctx.on::<Delta>(
+            ListenerOptions::default(),
+            move |d: &AgentPoint<DeltaData>| {
+                listening.delta(|| {
+                    let data = d.data.get().ok()?;
+                    Some(Piece {
+                        session_id: d.session_id.to_string(),
+                        turn: d.turn,
+                        step: d.step,
+                        attempt: data.attempt,
+                        index: data.index,
+                        reasoning: data.kind == DeltaKind::Reasoning,
+                        text: data.text,
+                    })
                 });
                 Ok(())
             },

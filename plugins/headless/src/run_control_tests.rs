@@ -201,12 +201,21 @@ fn options_parse_and_refuse_nonsense() {
             approval: None,
             sandbox: None,
             input: crate::input::InputFormat::Text,
+            partial: false,
         })
     );
     // A malformed option is refused by the driver that declared it (issue 13 item 2).
     assert!(parse(json!({"max_turns": -1})).is_err());
     assert!(parse(json!({"sandbox": "wide-open"})).is_err());
     assert!(parse(json!({"colour": true})).is_err());
+    // Issue 26 item 1: partial messages are stream-json's, as in Claude Code.
+    let refused = parse(json!({"include_partial_messages": true})).unwrap_err();
+    assert!(
+        refused.contains("--include-partial-messages needs --output-format stream-json"),
+        "{refused}"
+    );
+    let partial = parse(json!({"include_partial_messages": true, "output_format": "stream-json"}));
+    assert_eq!(partial.map(|o| o.partial), Ok(true));
     assert_eq!(
         parse(json!({"sandbox": "read-only", "approval": "ask", "ephemeral": true})).map(|o| (
             o.sandbox,
