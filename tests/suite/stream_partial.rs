@@ -12,7 +12,7 @@ use keel_tests::model_server::{Hold, Reply, split_pieces};
 use keel_tests::workspace_root;
 use serde_json::Value;
 
-use crate::suite::agent_support::{agent_env, server, stored_events, types};
+use crate::suite::agent_support::{KEY_REF, KEY_VALUE, agent_env, server, stored_events, types};
 use crate::suite::anthropic_support::anthropic_env;
 use crate::suite::stream_partial_support::{Live, WAIT, is_delta, stream_kinds, streamed_text};
 
@@ -37,6 +37,16 @@ fn session_id(lines: &[Value]) -> String {
         .find_map(|v| v["session_id"].as_str())
         .expect("a line names the session")
         .to_owned()
+}
+
+/// A delta line from the first piece of [`TEXT`] only (its words so far: the last one waits
+/// for the next piece).
+fn assert_first_piece(line: &Value) {
+    let text = line["event"]["delta"]["text"].as_str().unwrap_or_default();
+    assert!(
+        !text.is_empty() && split_pieces(TEXT, 3)[0].starts_with(text),
+        "{line}"
+    );
 }
 
 /// What every streamed run must show once it ended: exit 0, the whole text in its pieces,
@@ -80,7 +90,7 @@ fn issue26_item1_openai_the_first_piece_is_on_stdout_while_the_server_holds_the_
     hold.wait_reached(WAIT);
     let (_, first) = live.wait_for("the first text_delta", |v| is_delta(v, "text_delta"));
     // Read before the release: the rest of the stream has not been sent.
-    assert_eq!(first["event"]["delta"]["text"], split_pieces(TEXT, 3)[0]);
+    assert_first_piece(&first);
     assert_eq!(first["parent_tool_use_id"], Value::Null);
     assert!(
         !live.values().iter().any(|v| v["type"] == "assistant"),
@@ -108,7 +118,7 @@ fn issue26_item1_anthropic_thinking_then_text_stream_while_the_server_holds_the_
     );
     hold.wait_reached(WAIT);
     let (_, first) = live.wait_for("the first text_delta", |v| is_delta(v, "text_delta"));
-    assert_eq!(first["event"]["delta"]["text"], split_pieces(TEXT, 3)[0]);
+    assert_first_piece(&first);
     let thinking: String = live
         .values()
         .iter()
@@ -198,6 +208,32 @@ fn issue26_item1_a_crash_mid_stream_loses_the_pieces_and_the_log_recovers() {
     let sent = server.completions();
     let resumed = sent.last().unwrap().messages().to_string();
     assert!(!resumed.contains(&split_pieces(TEXT, 3)[0]), "{resumed}");
+}
+
+/// SEC-03: the adapter key, repeated by the model and cut across two reads of the stream, is
+/// redacted in the `stream_event` lines as in the `assistant` line: no fragment of it reaches
+/// stdout.
+#[test]
+fn issue26_item1_sec03_a_secret_cut_across_pieces_is_redacted_on_stdout() {
+    let hold = Hold::new();
+    let text = format!("the key is {KEY_VALUE} ok");
+    let server = server(vec![Reply::text(text.as_str()).held(&hold, 2)]);
+    let env = agent_env(&server, "");
+    let mut live = Live::start(&env, &partial_args(&["say it"]));
+    hold.wait_reached(WAIT);
+    live.wait_for("the first text_delta", |v| is_delta(v, "text_delta"));
+    hold.release();
+    let end = live.end();
+    assert_eq!(end.code, 0, "{}", end.stderr);
+    let stdout: String = end.lines.iter().map(|v| format!("{v}\n")).collect();
+    let fragment = &KEY_VALUE[..9];
+    assert!(
+        !split_pieces(&text, 3).iter().any(|p| p.contains(KEY_VALUE)),
+        "the model server's pieces cut the key"
+    );
+    assert!(!stdout.contains(fragment), "{stdout}");
+    let marker = format!("[credential {KEY_REF}]");
+    assert_eq!(streamed_text(&end.lines), format!("the key is {marker} ok"));
 }
 
 #[test]

@@ -5,8 +5,10 @@
 //!
 //! - the first piece of a request opens a message: `message_start` (id, model, empty content);
 //! - a piece of a new block: `content_block_stop` for the open one, then `content_block_start`
-//!   (`text` or `thinking`), then one `content_block_delta` per piece (`text_delta` /
-//!   `thinking_delta`);
+//!   (`text` or `thinking`), then a `content_block_delta` per piece (`text_delta` /
+//!   `thinking_delta`) up to its last whitespace: the last word waits for the next piece or
+//!   the block's end (at most [`MAX_HELD`] bytes), so a word split across two pieces — a
+//!   secret the model repeats — meets the kernel's output redactions (SEC-03) whole;
 //! - the step's `assistant/message` closes it: `content_block_stop`, `message_delta`
 //!   (`stop_reason`, `usage.output_tokens`) and `message_stop`, printed before the `assistant`
 //!   line; a step that ends without one (the stream failed; a retry streams again with the
@@ -52,12 +54,54 @@ pub struct Origin<'a> {
     pub model: &'a str,
 }
 
+/// The most of a block's text held back for the next piece (see [`split_held`]).
+pub const MAX_HELD: usize = 256;
+
 /// An open message of one session.
 #[derive(Debug)]
 struct Open {
     at: (u64, u64, u32),
     /// The open block: index and whether it is reasoning.
     block: Option<(u32, bool)>,
+    /// The open block's last word, not printed yet.
+    held: String,
+}
+
+fn delta_event(index: u32, reasoning: bool, text: &str) -> Value {
+    let delta = if reasoning {
+        json!({"type": "thinking_delta", "thinking": text})
+    } else {
+        json!({"type": "text_delta", "text": text})
+    };
+    json!({"type": "content_block_delta", "index": index, "delta": delta})
+}
+
+/// `text` cut after its last whitespace: what to print now, and the last word, held for the
+/// next piece — so a word (a secret the model repeats, split across two pieces) reaches the
+/// kernel's output redactions (SEC-03) in one line. A last word over [`MAX_HELD`] bytes is
+/// printed at once.
+fn split_held(mut text: String) -> (String, String) {
+    let cut = text
+        .char_indices()
+        .rev()
+        .find(|(_, c)| c.is_whitespace())
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    if text.len() - cut > MAX_HELD {
+        return (text, String::new());
+    }
+    let held = text.split_off(cut);
+    (text, held)
+}
+
+/// The open block's held word as its last delta, then its `content_block_stop`.
+fn stop_block(open: &mut Open, events: &mut Vec<Value>) {
+    if let Some((index, reasoning)) = open.block {
+        let held = std::mem::take(&mut open.held);
+        if !held.is_empty() {
+            events.push(delta_event(index, reasoning, &held));
+        }
+        events.push(json!({"type": "content_block_stop", "index": index}));
+    }
 }
 
 /// The stream events of one run.
@@ -81,12 +125,14 @@ impl Partial {
                 "type": "message", "role": "assistant", "model": origin.model,
                 "content": [], "stop_reason": null, "stop_sequence": null,
                 "usage": {"input_tokens": 0, "output_tokens": 0}}}));
-            Open { at, block: None }
+            Open {
+                at,
+                block: None,
+                held: String::new(),
+            }
         });
         if open.block != Some((p.index, p.reasoning)) {
-            if let Some((index, _)) = open.block {
-                events.push(json!({"type": "content_block_stop", "index": index}));
-            }
+            stop_block(open, &mut events);
             let block = if p.reasoning {
                 json!({"type": "thinking", "thinking": "", "signature": ""})
             } else {
@@ -96,12 +142,11 @@ impl Partial {
                                "content_block": block}));
             open.block = Some((p.index, p.reasoning));
         }
-        let delta = if p.reasoning {
-            json!({"type": "thinking_delta", "thinking": p.text})
-        } else {
-            json!({"type": "text_delta", "text": p.text})
-        };
-        events.push(json!({"type": "content_block_delta", "index": p.index, "delta": delta}));
+        let (now, held) = split_held(std::mem::take(&mut open.held) + &p.text);
+        open.held = held;
+        if !now.is_empty() {
+            events.push(delta_event(p.index, p.reasoning, &now));
+        }
         self.wrap(events, origin)
     }
 
@@ -126,13 +171,11 @@ impl Partial {
     /// Closes the session's open message: the open block, then (for an answer) its
     /// `message_delta`, then `message_stop`.
     fn close(&mut self, session_id: &str, answer: Option<&Value>) -> Vec<Value> {
-        let Some(open) = self.open.remove(session_id) else {
+        let Some(mut open) = self.open.remove(session_id) else {
             return Vec::new();
         };
         let mut events = Vec::new();
-        if let Some((index, _)) = open.block {
-            events.push(json!({"type": "content_block_stop", "index": index}));
-        }
+        stop_block(&mut open, &mut events);
         if let Some(data) = answer {
             let calls = data["message"]["tool_calls"]
                 .as_array()

@@ -48,9 +48,9 @@ fn kinds(events: &[Value]) -> Vec<String> {
 #[test]
 fn a_message_opens_streams_its_blocks_and_closes_with_the_answer() {
     let mut p = Partial::default();
-    let mut lines = p.piece(&piece(0, 0, true, "hmm"), ROOT);
+    let mut lines = p.piece(&piece(0, 0, true, "hmm "), ROOT);
     lines.extend(p.piece(&piece(0, 1, false, "Hel"), ROOT));
-    lines.extend(p.piece(&piece(0, 1, false, "lo"), ROOT));
+    lines.extend(p.piece(&piece(0, 1, false, "lo there"), ROOT));
     let answer = json!({"type": "assistant/message", "seq": 5, "data": {"turn": 0, "step": 0,
         "message": {"content": "Hello"}, "usage": {"input_tokens": 3, "output_tokens": 2}}});
     lines.extend(p.event("s1", &answer.to_string(), ROOT));
@@ -72,13 +72,15 @@ fn a_message_opens_streams_its_blocks_and_closes_with_the_answer() {
     );
     assert_eq!(ev[0]["message"]["model"], "m");
     assert_eq!(ev[1]["content_block"]["type"], "thinking");
-    assert_eq!(ev[2]["delta"]["thinking"], "hmm");
+    assert_eq!(ev[2]["delta"]["thinking"], "hmm ");
     assert_eq!(ev[4]["content_block"], json!({"type": "text", "text": ""}));
+    // "Hel" waits for the rest of its word; the last word waits for the block's end.
     assert_eq!(
         ev[5],
         json!({"type": "content_block_delta", "index": 1,
-                             "delta": {"type": "text_delta", "text": "Hel"}})
+               "delta": {"type": "text_delta", "text": "Hello "}})
     );
+    assert_eq!(ev[6]["delta"]["text"], "there");
     assert_eq!(ev[8]["delta"]["stop_reason"], "end_turn");
     assert_eq!(ev[8]["usage"]["output_tokens"], 2);
     // Every line has its own uuid.
@@ -95,9 +97,9 @@ fn a_message_opens_streams_its_blocks_and_closes_with_the_answer() {
 #[test]
 fn a_retry_closes_the_failed_attempt_and_opens_a_new_message() {
     let mut p = Partial::default();
-    let first = events(&p.piece(&piece(0, 0, false, "partial"), ROOT));
+    let first = events(&p.piece(&piece(0, 0, false, "partial "), ROOT));
     assert_eq!(kinds(&first)[0], "message_start");
-    let second = events(&p.piece(&piece(1, 0, false, "again"), ROOT));
+    let second = events(&p.piece(&piece(1, 0, false, "again "), ROOT));
     assert_eq!(
         kinds(&second),
         [
@@ -130,4 +132,24 @@ fn a_childs_lines_carry_the_parent_call_and_other_events_close_nothing() {
     assert!(p.event("s1", &other.to_string(), ROOT).is_empty());
     assert!(p.event("s1", "not json", ROOT).is_empty());
     assert!(p.event("nobody", &other.to_string(), ROOT).is_empty());
+}
+
+// SEC-03: a word split across pieces (a secret the model repeats) is printed in one line, so
+// the kernel's output redactions see it whole; a word over the cap is not held.
+#[test]
+fn a_word_split_across_pieces_is_printed_whole() {
+    let mut p = Partial::default();
+    let mut lines = p.piece(&piece(0, 0, false, "the key is sk-te"), ROOT);
+    lines.extend(p.piece(&piece(0, 0, false, "st-4c1d-can"), ROOT));
+    lines.extend(p.piece(&piece(0, 0, false, "ary, right"), ROOT));
+    let end = json!({"type": "step/end", "seq": 9, "data": {}});
+    lines.extend(p.event("s1", &end.to_string(), ROOT));
+    let texts: Vec<String> = events(&lines)
+        .iter()
+        .filter_map(|e| e["delta"]["text"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(texts, ["the key is ", "sk-test-4c1d-canary, ", "right"]);
+    let long = "x".repeat(MAX_HELD + 1);
+    let lines = Partial::default().piece(&piece(0, 0, false, &long), ROOT);
+    assert_eq!(events(&lines)[2]["delta"]["text"], long.as_str());
 }
