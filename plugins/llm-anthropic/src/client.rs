@@ -247,3 +247,7 @@ impl Adapter {
         failure::failure(LlmCode::Transport, credential::redact(&text, key), None)
     }
 }
+
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod tests;
