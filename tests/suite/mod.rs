@@ -60,6 +60,9 @@ mod context_veto;
 mod doctor_seam;
 /// Sandbox escalation through an approver plugin (SBX-08).
 mod escalation;
+/// The session is durable when keel dies right after its first model request (SES-05, issue
+/// 25 item 3).
+mod first_request_durable;
 /// Hard links to keel's files refused by identity; no lock file left (issue 23 item 8).
 mod fs_links;
 /// Claude Code's own settings file under keel: aliases, stdin fields, formatters (issue 23

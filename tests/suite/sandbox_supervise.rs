@@ -2,7 +2,7 @@
 //! 7, 8 and 18; B12, SBX-02): a shell command started a few milliseconds before keel is
 //! SIGKILLed stops writing the workspace under bubblewrap; a hook's `setsid` grandchild is
 //! killed when the hook ends under Landlock, and a shell command's when the command ends in
-//! `danger-full-access`; and a run leaves no `.keel/` or `.claude/` behind
+//! `danger-full-access` (and with the command when keel is SIGKILLed there); and a run leaves no `.keel/` or `.claude/` behind
 //! in a workspace that had none.
 
 use std::path::Path;
@@ -87,6 +87,58 @@ fn b12_a_command_started_just_before_keel_is_sigkilled_stops_under_bubblewrap() 
     assert!(
         survivors.is_empty(),
         "a command outlived a SIGKILLed keel at offsets {survivors:?} ms"
+    );
+}
+
+// Issue 25 (per step with the sandbox off): in `danger-full-access` keel starts the launcher
+// without a parent-death signal (so std can `posix_spawn` it instead of forking keel); the
+// launcher's own check and watch of keel must still take the command and its `setsid`
+// grandchild down when keel is SIGKILLed 0-40 ms after the answer that starts the command.
+#[test]
+fn b12_an_unfenced_command_and_its_setsid_grandchild_stop_when_keel_is_sigkilled() {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let mut survivors = Vec::new();
+    for offset_ms in (0..=40).step_by(5) {
+        let command = format!(
+            "setsid sh -c '{}' > /dev/null 2>&1 < /dev/null & {}",
+            writer("escaped.log"),
+            writer("ticks.log")
+        );
+        let server = server(vec![
+            Reply::tool_calls(vec![("u1", "shell", args(json!({ "command": command })))]),
+            Reply::text("unreachable"),
+        ]);
+        let env = env_with_sandbox(&server, "{ mode = \"danger-full-access\" }");
+        let mut child = env
+            .command(&["run", "--profile", "t", "write"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let served = Instant::now() + Duration::from_secs(30);
+        while server.consumed() < 1 && Instant::now() < served {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(offset_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let logs = [work_file(&env, "ticks.log"), work_file(&env, "escaped.log")];
+        if logs
+            .iter()
+            .any(|log| still_growing(log, Duration::from_millis(500)))
+        {
+            survivors.push(offset_ms);
+        }
+        kill_leftovers(&writer("ticks.log"));
+        kill_leftovers(&writer("escaped.log"));
+        while rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG)
+            .is_ok_and(|r| r.is_some())
+        {}
+    }
+    assert!(
+        survivors.is_empty(),
+        "an unfenced command outlived a SIGKILLed keel at offsets {survivors:?} ms"
     );
 }
 

@@ -1,7 +1,9 @@
 //! `checkpoint`: the session checkpoint policy of requirements B6 / SES-05, as three waterfall
 //! wrappers. Before a model request (`llm/stream`), before a tool body (`tools/execute`) and at
 //! step admission (`agent/pre-step`) the session is flushed through `keel.session` `flush`
-//! (which runs the `session/flush` barrier), and only then does the chain go on.
+//! (which runs the `session/flush` barrier), and only then does the chain go on — except at the
+//! pre-step of a session's very first step, which has no previous step's results to persist
+//! (the `llm/stream` checkpoint right after it makes the turn's opening durable; issue 25).
 //!
 //! Fail closed: when the flush fails, `next` is never called, so the adapter is not dispatched
 //! and the tool body does not run; the failure ends the turn with an error. A cancelled turn
@@ -35,6 +37,18 @@ async fn flush(sessions: &SessionsClient, session_id: &str) -> Result<()> {
                 ),
             )
         })
+}
+
+/// Whether a step comes before `(turn, step)` in its session, so the pre-step checkpoint has
+/// results to persist. Turns are numbered from the log (a resumed or forked session goes on
+/// from its stored `turn/start`s), so turn 0, step 0 is the session's first step: what is
+/// pending then is only this turn's opening (its `turn/start`), not the result of anything,
+/// and the `llm/stream` checkpoint makes it durable before the first model request anyway
+/// (SES-05). Skipping that one flush takes the session file's creation — a temp file, a link
+/// and two fsyncs — off the way to the first request once: it is written with the step's
+/// opening by the `llm/stream` checkpoint, one store call instead of two (issue 25 item 3).
+pub fn has_previous_step(turn: u64, step: u64) -> bool {
+    turn > 0 || step > 0
 }
 
 /// The plugin value.
@@ -79,8 +93,11 @@ impl Plugin for Checkpoint {
         ctx.async_waterfall::<PreStep, _, _>(ListenerOptions::order(ORDER), move |point, next| {
             let s = s.clone();
             async move {
-                // Persists the previous step's results before the next one is admitted.
-                flush(&s, point.session_id.as_str()).await?;
+                // Persists the previous step's results before the next one is admitted. The
+                // session's very first step has none (see [`has_previous_step`]).
+                if has_previous_step(point.turn, point.step) {
+                    flush(&s, point.session_id.as_str()).await?;
+                }
                 next.run(point).await
             }
         })?;
@@ -89,3 +106,16 @@ impl Plugin for Checkpoint {
 }
 
 keel_plugin_api::export_plugin!(Checkpoint);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_sessions_first_step_has_no_previous_step() {
+        assert!(!has_previous_step(0, 0));
+        assert!(has_previous_step(0, 1));
+        assert!(has_previous_step(1, 0));
+        assert!(has_previous_step(3, 2));
+    }
+}

@@ -287,6 +287,9 @@ impl Plugin for FirewallPlugin {
             },
             &dir,
         )?);
+        // The globs are parsed (a bad one failed above); their matchers compile off the start
+        // path, and the first check waits for them (issue 25 item 1).
+        policy.compile_in_background();
         let store = SecretStore::new(dir).with_passphrase(passphrase());
         if store.seal_master()? {
             tracing::info!("firewall: the master key is now sealed with the passphrase");

@@ -3,8 +3,15 @@
 //! firewall row's config, decides. Paths are judged both as written (lexically normalised) and
 //! as resolved through symlinks, so a link cannot walk around a denied glob; the secrets
 //! directory itself is always denied, whatever the config says.
+//!
+//! Every glob is parsed when the row activates (a bad one refuses the row), but the glob sets'
+//! matchers — regular expressions, most of the row's activation (issue 25 item 1) — are
+//! compiled once, on a thread of its own from activation on ([`Policy::compile_in_background`])
+//! or by the first check that needs them, whichever comes first; a check never runs against a
+//! partial set: it waits for the one compilation, and when that failed it denies.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use keel_plugin_api::services::firewall::{PathAccess, Verdict};
@@ -53,27 +60,36 @@ pub fn default_deny_paths() -> Vec<String> {
         .collect()
 }
 
-fn glob_set(
+/// The globs of one config key, parsed (syntax checked) but not compiled.
+fn parse_globs(
     key: &str,
     patterns: &[String],
     case_insensitive: bool,
-) -> Result<GlobSet, FirewallError> {
+) -> Result<Vec<Glob>, FirewallError> {
+    patterns
+        .iter()
+        .map(|p| {
+            GlobBuilder::new(p)
+                .case_insensitive(case_insensitive)
+                .literal_separator(false)
+                .build()
+                .map_err(|e| {
+                    FirewallError::new(
+                        codes::FIREWALL_CONFIG,
+                        format!("{key}: bad glob {p:?}: {e}"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The matcher of one key's parsed globs.
+fn glob_set(key: &str, globs: &[Glob]) -> Result<GlobSet, String> {
     let mut b = GlobSetBuilder::new();
-    for p in patterns {
-        let glob: Glob = GlobBuilder::new(p)
-            .case_insensitive(case_insensitive)
-            .literal_separator(false)
-            .build()
-            .map_err(|e| {
-                FirewallError::new(
-                    codes::FIREWALL_CONFIG,
-                    format!("{key}: bad glob {p:?}: {e}"),
-                )
-            })?;
-        b.add(glob);
+    for glob in globs {
+        b.add(glob.clone());
     }
-    b.build()
-        .map_err(|e| FirewallError::new(codes::FIREWALL_CONFIG, format!("{key}: {e}")))
+    b.build().map_err(|e| format!("{key}: {e}"))
 }
 
 /// `path` with `.` and `..` folded (no file-system access).
@@ -127,19 +143,50 @@ fn deny(reason: String) -> Verdict {
     }
 }
 
-/// The compiled policy.
+/// The policy's globs, parsed.
 #[derive(Debug)]
-pub struct Policy {
+struct Globs {
+    deny_tools: Vec<Glob>,
+    deny_paths: Vec<Glob>,
+    deny_write_paths: Vec<Glob>,
+    /// `None`: no restriction.
+    allow_hosts: Option<Vec<Glob>>,
+}
+
+impl Globs {
+    fn compile(&self) -> Result<Sets, String> {
+        Ok(Sets {
+            deny_tools: glob_set("deny_tools", &self.deny_tools)?,
+            deny_paths: glob_set("deny_paths", &self.deny_paths)?,
+            deny_write_paths: glob_set("deny_write_paths", &self.deny_write_paths)?,
+            allow_hosts: match &self.allow_hosts {
+                Some(globs) => Some(glob_set("allow_hosts", globs)?),
+                None => None,
+            },
+        })
+    }
+}
+
+/// The compiled matchers.
+#[derive(Debug)]
+struct Sets {
     deny_tools: GlobSet,
     deny_paths: GlobSet,
     deny_write_paths: GlobSet,
     allow_hosts: Option<GlobSet>,
+}
+
+/// The policy: parsed globs, their matchers compiled once ([`Policy::sets`]).
+#[derive(Debug)]
+pub struct Policy {
+    globs: Globs,
+    sets: OnceLock<Result<Sets, String>>,
     /// Always denied: the secrets directory (as written and resolved).
     secrets_dirs: Vec<PathBuf>,
 }
 
 impl Policy {
-    /// Compiles `config`; `secrets_dir` is always denied.
+    /// Parses `config` (nothing is compiled yet); `secrets_dir` is always denied.
     ///
     /// # Errors
     /// `FIREWALL_CONFIG` for a bad glob.
@@ -147,21 +194,57 @@ impl Policy {
         let plain = normalise(secrets_dir);
         let real = resolved(&plain);
         Ok(Policy {
-            deny_tools: glob_set("deny_tools", &config.deny_tools, false)?,
-            deny_paths: glob_set("deny_paths", &config.deny_paths, false)?,
-            deny_write_paths: glob_set("deny_write_paths", &config.deny_write_paths, false)?,
-            allow_hosts: if config.allow_hosts.is_empty() {
-                None
-            } else {
-                Some(glob_set("allow_hosts", &config.allow_hosts, true)?)
+            globs: Globs {
+                deny_tools: parse_globs("deny_tools", &config.deny_tools, false)?,
+                deny_paths: parse_globs("deny_paths", &config.deny_paths, false)?,
+                deny_write_paths: parse_globs("deny_write_paths", &config.deny_write_paths, false)?,
+                allow_hosts: if config.allow_hosts.is_empty() {
+                    None
+                } else {
+                    Some(parse_globs("allow_hosts", &config.allow_hosts, true)?)
+                },
             },
+            sets: OnceLock::new(),
             secrets_dirs: vec![plain, real],
         })
     }
 
+    /// Compiles the matchers on a thread of its own, so the first check finds them ready (it
+    /// waits for this compilation if it is still running). A thread that cannot start changes
+    /// nothing: the first check compiles.
+    pub fn compile_in_background(self: &Arc<Self>) {
+        let policy = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("keel-firewall-policy".into())
+            .spawn(move || {
+                let _ = policy.sets();
+            });
+        if let Err(e) = spawned {
+            tracing::debug!(error = %e, "firewall: the policy is compiled at its first check");
+        }
+    }
+
+    /// Whether the matchers are compiled (tests).
+    pub fn is_compiled(&self) -> bool {
+        self.sets.get().is_some()
+    }
+
+    /// The matchers: compiled already, being compiled (waited for) or compiled now. Every
+    /// check goes through here, so none ever sees a partial set.
+    fn sets(&self) -> Result<&Sets, Verdict> {
+        self.sets
+            .get_or_init(|| self.globs.compile())
+            .as_ref()
+            .map_err(|e| deny(format!("firewall: the policy could not be compiled ({e})")))
+    }
+
     /// `check_tool`.
     pub fn check_tool(&self, name: &str) -> Verdict {
-        if self.deny_tools.is_match(name) {
+        let sets = match self.sets() {
+            Ok(sets) => sets,
+            Err(denied) => return denied,
+        };
+        if sets.deny_tools.is_match(name) {
             deny(format!("firewall: tool '{name}' is denied by deny_tools"))
         } else {
             allow()
@@ -174,16 +257,20 @@ impl Policy {
         if !p.is_absolute() {
             return deny(format!("firewall: path '{path}' is not absolute"));
         }
+        let sets = match self.sets() {
+            Ok(sets) => sets,
+            Err(denied) => return denied,
+        };
         let plain = normalise(p);
         let real = resolved(&plain);
         for candidate in [&plain, &real] {
             if self.secrets_dirs.iter().any(|d| candidate.starts_with(d)) {
                 return deny(format!("firewall: '{path}' is inside the secrets store"));
             }
-            if self.deny_paths.is_match(candidate) {
+            if sets.deny_paths.is_match(candidate) {
                 return deny(format!("firewall: '{path}' is denied by deny_paths"));
             }
-            if access == PathAccess::Write && self.deny_write_paths.is_match(candidate) {
+            if access == PathAccess::Write && sets.deny_write_paths.is_match(candidate) {
                 return deny(format!(
                     "firewall: writing '{path}' is denied by deny_write_paths"
                 ));
@@ -194,7 +281,11 @@ impl Policy {
 
     /// `check_network`.
     pub fn check_network(&self, host: &str) -> Verdict {
-        let Some(allowed) = &self.allow_hosts else {
+        let sets = match self.sets() {
+            Ok(sets) => sets,
+            Err(denied) => return denied,
+        };
+        let Some(allowed) = &sets.allow_hosts else {
             return allow();
         };
         let h = host.trim_end_matches('.').to_ascii_lowercase();
@@ -268,6 +359,66 @@ mod tests {
         assert!(!p.check_network("evil.test").allowed);
         let (_h, open) = policy(PolicyConfig::default());
         assert!(open.check_network("anything.test").allowed);
+    }
+
+    // Issue 25 item 1: the very first checks after activation — racing the background
+    // compilation, or with none started — judge with the whole policy, never a partial one.
+    #[test]
+    fn sec04_the_first_checks_after_activation_use_the_whole_policy() {
+        for background in [true, false] {
+            for _ in 0..20 {
+                let home = tempfile::tempdir().unwrap();
+                let p = Arc::new(
+                    Policy::new(
+                        &PolicyConfig {
+                            deny_tools: vec!["shell".into()],
+                            allow_hosts: vec!["*.example.org".into()],
+                            ..PolicyConfig::default()
+                        },
+                        &home.path().join("secrets"),
+                    )
+                    .unwrap(),
+                );
+                assert!(!p.is_compiled(), "Policy::new must not compile");
+                if background {
+                    p.compile_in_background();
+                }
+                assert!(
+                    !p.check_path("/home/u/.ssh/id_rsa", PathAccess::Read)
+                        .allowed
+                );
+                assert!(!p.check_tool("shell").allowed);
+                assert!(!p.check_network("evil.test").allowed);
+                assert!(p.check_network("api.example.org").allowed);
+                assert!(p.check_path("/w/src/main.rs", PathAccess::Read).allowed);
+                assert!(p.is_compiled());
+            }
+        }
+    }
+
+    #[test]
+    fn the_background_compilation_finishes_without_a_check() {
+        let home = tempfile::tempdir().unwrap();
+        let p = Arc::new(Policy::new(&PolicyConfig::default(), home.path()).unwrap());
+        p.compile_in_background();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !p.is_compiled() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(p.is_compiled());
+    }
+
+    // A compilation that failed denies every check (fail closed), naming why.
+    #[test]
+    fn sec04_a_policy_that_could_not_compile_denies_everything() {
+        let home = tempfile::tempdir().unwrap();
+        let p = Policy::new(&PolicyConfig::default(), home.path()).unwrap();
+        p.sets.set(Err("too big".into())).unwrap();
+        let v = p.check_path("/w/src/main.rs", PathAccess::Read);
+        assert!(!v.allowed);
+        assert!(v.reason.unwrap().contains("too big"));
+        assert!(!p.check_tool("read_file").allowed);
+        assert!(!p.check_network("example.com").allowed);
     }
 
     #[test]

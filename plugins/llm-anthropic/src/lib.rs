@@ -27,7 +27,6 @@ pub mod request;
 use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::sdk::spawn_bridged;
 use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::llm::{
     CheckRequest, Llm, LlmAdapterProvider, LlmCallConfig, LlmRequest, LlmResponse, ModelLimits,
@@ -106,10 +105,11 @@ impl Plugin for AnthropicPlugin {
             }
         });
         let resolver = Resolver::with_service(lookup, &row);
-        // Built on the plugin runtime: the client's pool lives with the reactor it uses.
-        let adapter = spawn_bridged(async move { Adapter::new(config, resolver) })
-            .await??
-            .with_deltas(keel_llm_http_kit::emitter(ctx, crate::DISPATCH.delta));
+        // The HTTP client (TLS set-up) is built on a thread of its own from here on, off the
+        // start path; the first request waits for it (issue 25 item 2).
+        let adapter = Adapter::new(config, resolver)?;
+        adapter.prepare_client();
+        let adapter = adapter.with_deltas(keel_llm_http_kit::emitter(ctx, crate::DISPATCH.delta));
         serve_adapter(
             &ctx,
             PLUGIN_ID,

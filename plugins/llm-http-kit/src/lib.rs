@@ -2,13 +2,16 @@
 //! once here because plugin crates may not depend on each other (issue 24 item 5). It owns the
 //! one attempt on the plugin runtime ([`attempt`]), the transport failure's text
 //! ([`transport_text`]), reading an error response ([`read_error_body`], [`header_text`]) and
-//! the timeout defaults of a row config ([`defaults`]), and the start-up clock's line at the first
-//! request ([`first_request_sent`]), and the pieces of an answer on their way out as
-//! `llm/delta` ([`deltas`], issue 26 item 1). Each adapter keeps its own wire format,
-//! its own failure classification and its own redaction. Not a plugin: a plain library that
-//! only the model adapters use.
+//! the timeout defaults of a row config ([`defaults`]), the start-up clock's line at the first
+//! request ([`first_request_sent`]), the client built off the start path ([`SharedClient`]),
+//! and the pieces of an answer on their way out as `llm/delta` ([`deltas`], issue 26 item 1).
+//! Each adapter keeps its own wire format, its own failure classification and its own
+//! redaction. Not a plugin: a plain library that only the model adapters use.
 
+pub mod client;
 pub mod deltas;
+
+pub use client::SharedClient;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -29,6 +29,7 @@ use crate::credential;
 use crate::failure::{self, ResponseInfo, header_text, read_error_body};
 use crate::request;
 use crate::wire_messages::MessageCache;
+use keel_llm_http_kit::SharedClient;
 
 #[path = "client_read.rs"]
 mod read;
@@ -53,25 +54,21 @@ enum Channel {
 
 /// An HTTP client with the row's connect timeout, no retries and `idle` pooled connections
 /// per host.
-fn build_client(config: &Config, idle: usize) -> Result<reqwest::Client, Error> {
+fn build_client(connect_timeout_ms: u64, idle: usize) -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
-        .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+        .connect_timeout(Duration::from_millis(connect_timeout_ms))
         .retry(reqwest::retry::never())
         .pool_max_idle_per_host(idle)
         .build()
-        .map_err(|e| {
-            Error::coded(
-                LlmCode::HttpClient,
-                format!("cannot build the HTTP client: {e}"),
-            )
-        })
 }
 
 /// One adapter row: its config and its HTTP clients (the pool, and one that keeps nothing).
 #[derive(Debug)]
 pub struct Adapter {
     config: Config,
-    http: reqwest::Client,
+    /// The pooled client, built off the start path ([`Adapter::prepare_client`]) or at the
+    /// first request.
+    http: SharedClient,
     /// Built on first use ([`Adapter::fresh_client`]).
     fresh: std::sync::OnceLock<reqwest::Client>,
     url: String,
@@ -108,11 +105,11 @@ fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), Err
 }
 
 impl Adapter {
-    /// Builds the client. No request is made.
+    /// Checks the config; the HTTP client is built later ([`Adapter::prepare_client`], or the
+    /// first request). No request is made.
     ///
     /// # Errors
-    /// `CONFIG` for an unusable header or limit; `HTTP_CLIENT` when the TLS stack cannot be
-    /// set up.
+    /// `CONFIG` for an unusable header or limit.
     pub fn new(config: Config) -> Result<Self, Error> {
         crate::limits::check(&config)?;
         let mut headers = HeaderMap::new();
@@ -134,7 +131,8 @@ impl Adapter {
             }
             headers.insert(n, v);
         }
-        let http = build_client(&config, usize::MAX)?;
+        let connect_timeout_ms = config.connect_timeout_ms;
+        let http = SharedClient::new(move || build_client(connect_timeout_ms, usize::MAX));
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
         let accept_configured = config
             .headers
@@ -174,6 +172,17 @@ impl Adapter {
     /// The row config.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Starts building the pooled HTTP client on a thread of its own (issue 25 item 2: off the
+    /// row's activation); the first request waits for it, or builds it when this never ran.
+    pub fn prepare_client(&self) {
+        self.http.prepare();
+    }
+
+    /// Whether the pooled client has been built yet.
+    pub fn client_built(&self) -> bool {
+        self.http.is_built()
     }
 
     /// `check` against the process environment only (no credentials service): could a call
@@ -431,8 +440,8 @@ impl Adapter {
         }
         tracing::debug!(provider = %self.config.provider, url = %self.url, stream, "chat completions request");
         let client = match channel {
-            Channel::Pooled => &self.http,
-            Channel::Fresh => self.fresh_client(),
+            Channel::Pooled => self.pooled()?,
+            Channel::Fresh => self.fresh_client()?,
         };
         let send = client
             .post(&self.url)
@@ -453,19 +462,26 @@ impl Adapter {
         }
     }
 
+    /// The pooled client (waits for a build under way; `HTTP_CLIENT` when it cannot be built).
+    fn pooled(&self) -> Result<&reqwest::Client, LlmFailure> {
+        self.http
+            .get()
+            .map_err(|e| LlmFailure::new(LlmCode::HttpClient, e))
+    }
+
     /// The client that keeps no connection, built on first use: most runs never need it, and
     /// each client builds its own TLS configuration (issue 25: about a third of the row's
-    /// activation). The pooled client was built from the same settings at activation, so a
-    /// failure here is not expected; it falls back to the pool.
-    fn fresh_client(&self) -> &reqwest::Client {
+    /// activation). Built from the pooled client's settings, so a failure here is not
+    /// expected; it falls back to the pool.
+    fn fresh_client(&self) -> Result<&reqwest::Client, LlmFailure> {
         if let Some(client) = self.fresh.get() {
-            return client;
+            return Ok(client);
         }
-        match build_client(&self.config, 0) {
-            Ok(client) => self.fresh.get_or_init(|| client),
+        match build_client(self.config.connect_timeout_ms, 0) {
+            Ok(client) => Ok(self.fresh.get_or_init(|| client)),
             Err(e) => {
                 tracing::warn!(error = %e, "no separate client for the retry; using the pool");
-                &self.http
+                self.pooled()
             }
         }
     }

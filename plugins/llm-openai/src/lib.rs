@@ -25,7 +25,6 @@ pub mod wire_messages;
 use std::sync::Arc;
 
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::sdk::spawn_bridged;
 use keel_plugin_api::services::credentials::Credentials;
 use keel_plugin_api::services::llm::{
     CheckRequest, Llm, LlmAdapterProvider, LlmCallConfig, LlmRequest, LlmResponse, ModelLimits,
@@ -97,8 +96,10 @@ impl Plugin for OpenAiPlugin {
         let config: Config = ctx.config()?;
         let provider = config.provider.clone();
         let model = config.model.clone();
-        // Built on the plugin runtime: the client's pool lives with the reactor it uses.
-        let adapter = spawn_bridged(async move { Adapter::new(config) }).await??;
+        // The HTTP client (TLS set-up) is built on a thread of its own from here on, off the
+        // start path; the first request waits for it (issue 25 item 2).
+        let adapter = Adapter::new(config)?;
+        adapter.prepare_client();
         // Looked up per request, so a credentials row that loads, reloads or goes away later is
         // honoured; with none, the process environment is the only source.
         let lookup: ServiceLookup = Arc::new(move || match ctx.get_client::<Credentials>() {

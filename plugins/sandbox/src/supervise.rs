@@ -14,9 +14,12 @@
 //! descendant, and shortly after, the descendants that left the launcher's process group (the
 //! runner's group kill cannot reach them) are killed ([`watch`]).
 //!
-//! keel arms a parent-death SIGKILL on the launcher before exec (and checks keel is still its
-//! parent), so a keel that dies before the launcher runs leaves nothing; the launcher clears
-//! it, since it must outlive keel long enough to sweep, and checks again.
+//! The launcher starts nothing unless keel (`--parent`) is still its parent ([`take_over_from`]),
+//! so a keel that dies before the launcher runs leaves nothing; a keel that dies later is seen
+//! by [`watch`]. The hooks arm a parent-death SIGKILL on it before exec as well, which the
+//! launcher clears (it must outlive keel long enough to sweep) and checks again; the `shell`
+//! tool does not (issue 25: without a `pre_exec` hook std spawns the launcher with
+//! `posix_spawn` instead of forking keel).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

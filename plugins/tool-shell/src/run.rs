@@ -91,9 +91,23 @@ fn command(spec: &RunSpec, program: &str, args: &[String]) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // B12: the command dies with keel (SIGKILL, OOM leave nothing running).
-    keel_process_kit::die_with_keel(&mut cmd, "command");
+    // B12: the command dies with keel (SIGKILL, OOM leave nothing running) — by its
+    // parent-death signal, or by the sandbox's launcher, which watches keel itself.
+    if !watches_keel(args) {
+        keel_process_kit::die_with_keel(&mut cmd, "command");
+    }
     cmd
+}
+
+/// Whether `args` tell the program to watch this process as its `--parent` (the sandbox's
+/// launcher, `keel-landlock --parent <keel's pid> …`, which runs every command under the
+/// sandbox, `danger-full-access` included). The launcher refuses to start anything unless keel
+/// is still its parent and sweeps every descendant once keel is gone (B12,
+/// `keel_plugin_sandbox::supervise`), so the parent-death signal adds nothing to it — and
+/// without a `pre_exec` hook std spawns it with `posix_spawn` (a `vfork`: keel's page tables
+/// are not copied) instead of `fork` (issue 25: per step with the sandbox off).
+fn watches_keel(args: &[String]) -> bool {
+    matches!(args, [flag, pid, ..] if flag == "--parent" && *pid == std::process::id().to_string())
 }
 
 fn spawn(spec: &RunSpec) -> io::Result<(Child, &'static str)> {
@@ -233,4 +247,36 @@ fn watch(child: &mut Child, cap: usize) -> io::Result<(Shared, Shared, mpsc::Rec
     capture::spawn_reader("stdout", stdout, out.clone(), done_tx.clone())?;
     capture::spawn_reader("stderr", stderr, err.clone(), done_tx)?;
     Ok((out, err, done_rx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    // Only the launcher told to watch this very process skips the parent-death signal.
+    #[test]
+    fn b12_only_a_launcher_watching_this_process_goes_without_the_parent_death_signal() {
+        let me = std::process::id().to_string();
+        assert!(watches_keel(&argv(&[
+            "--parent",
+            &me,
+            "--unrestricted",
+            "--",
+            "bash"
+        ])));
+        assert!(!watches_keel(&argv(&["--parent", "1", "--", "bash"])));
+        assert!(!watches_keel(&argv(&[
+            "--parent",
+            &format!("0{me}"),
+            "--",
+            "bash"
+        ])));
+        assert!(!watches_keel(&argv(&["--die-with-parent", "--", "bash"])));
+        assert!(!watches_keel(&argv(&["-c", "true"])));
+        assert!(!watches_keel(&argv(&["--parent"])));
+    }
 }

@@ -228,8 +228,9 @@ fn launch(args: &Args) -> Result<ExitCode, String> {
         println!("{{\"abi\":{abi},\"enforcement\":\"{enforcement}\"}}");
         return Ok(ExitCode::SUCCESS);
     }
-    // B12: keel's shell tool armed a parent-death SIGKILL before exec; it would kill this
-    // supervisor before it could sweep. The watch below replaces it.
+    // B12: keel may have armed a parent-death SIGKILL before exec (the hooks do; the shell
+    // tool does not, issue 25); it would kill this supervisor before it could sweep. The
+    // check of `--parent` and the watch below replace it.
     let parent = match args.parent {
         Some(p) => rustix::process::Pid::from_raw(p),
         None => rustix::process::getppid(),
