@@ -46,7 +46,7 @@ pub struct Assembly {
     /// The profile.
     pub profile: ResolvedProfile,
     /// Libraries by plugin name.
-    pub libraries: BTreeMap<String, Arc<PluginLibrary>>,
+    pub libraries: Libraries,
     /// Where each library was found.
     pub located: Vec<Located>,
     /// The facility graph.
@@ -115,10 +115,8 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
         Err(KernelError::Loader(LoaderError::ManifestDrift { row, path })) => {
             tracing::warn!(target: "keel::kernel", %row, path = %path.display(), "the manifest cache disagrees with a library; assembling again without it");
             let rerun = checked(&profile, &located, &mut ManifestCache::off(), &mut clock);
-            if let Ok(c) = &rerun {
-                for l in c.libraries.values() {
-                    manifest_cache.record(&l.digest, &l.manifest_json);
-                }
+            for l in rerun.iter().flat_map(|c| c.libraries.values()) {
+                manifest_cache.record(&l.digest, &l.manifest_json);
             }
             rerun
         }
@@ -155,7 +153,7 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
 
 /// What [`checked`] proved.
 struct Checked {
-    libraries: BTreeMap<String, Arc<PluginLibrary>>,
+    libraries: Libraries,
     idle: BTreeSet<String>,
     plan: Plan,
 }
@@ -169,22 +167,22 @@ fn checked(
     clock: &mut std::time::Instant,
 ) -> Result<Checked> {
     let libraries = manifests(located, &profile.rows, cache)?;
-    phase(
-        "manifests read (cached, or libraries opened and checked)",
-        clock,
-    );
+    phase("manifests read (cached, or opened and checked)", clock);
     for project in profile.project.iter().chain(&profile.workspace_patches) {
         trust::check_project(project, |plugin| {
             libraries.get(plugin).map(|l| l.manifest.guarded.clone())
         })?;
     }
     for row in &profile.rows {
-        validate_row(row, &libraries)?;
+        validate_row(row, &libraries, cache)?;
     }
     phase("project trust and config schemas checked", clock);
     let dir = std::env::current_dir().ok();
-    let manifest_of = |plugin: &str| libraries.get(plugin).map(|l| &l.manifest);
-    let idle = idle_rows(&profile.rows, manifest_of, dir.as_deref());
+    let idle = idle_rows(
+        &profile.rows,
+        |p| libraries.get(p).map(|l| &l.manifest),
+        dir.as_deref(),
+    );
     let graph_rows: Vec<GraphRow<'_>> = profile
         .rows
         .iter()
@@ -223,11 +221,14 @@ fn locked_guarded(lock_file: &lock::LockFile, plugin: &str) -> Option<Guarded> {
         .map(|m| m.guarded)
 }
 
-fn validate_row(row: &Row, libraries: &BTreeMap<String, Arc<PluginLibrary>>) -> Result<()> {
+type Libraries = BTreeMap<String, Arc<PluginLibrary>>;
+
+fn validate_row(row: &Row, libraries: &Libraries, cache: &mut ManifestCache) -> Result<()> {
     let Some(lib) = libraries.get(&row.plugin) else {
         return Ok(());
     };
-    crate::schema::validate(&lib.manifest.config_schema, &row.config).map_err(
+    let schema = &lib.manifest.config_schema;
+    crate::schema::validate_cached(cache, &lib.digest, schema, &row.config).map_err(
         |(pointer, reason)| {
             let top = pointer
                 .trim_start_matches('/')

@@ -128,7 +128,7 @@ fn manifest_cache(env: &Env) -> std::path::PathBuf {
 // cold start every library is opened once to read its manifest (nothing cached yet); on a warm
 // one, mcp's and hooks' libraries are never opened, their rows are `idle`, and a reload that
 // gives hooks a hook opens its library and activates it, while a reload that gives mcp still
-// nothing keeps it idle.
+// nothing keeps it idle. `plugins list` and `doctor` say idle; `keel mcp list` wakes mcp.
 #[test]
 fn issue25_item3_idle_rows_are_not_opened_until_a_reload_gives_them_work() {
     let env = agent_profile();
@@ -202,6 +202,17 @@ fn issue25_item3_idle_rows_are_not_opened_until_a_reload_gives_them_work() {
         .filter_map(|r| r["row"].as_str())
         .collect();
     assert_eq!(idle, ["mcp", "hooks"]);
+    // A command an idle row serves wakes it: `keel mcp list` opens mcp and answers.
+    let list = env.keel(&["mcp", "list", "--json", "--profile", "p"]);
+    list.expect_code(0);
+    let v: Value = serde_json::from_str(list.stdout.trim()).expect("mcp list json");
+    assert_eq!(v["servers"], serde_json::json!([]), "{}", list.stdout);
+    assert_eq!(
+        plugins_in(&list, "idle row woken"),
+        ["mcp"],
+        "{}",
+        list.stderr
+    );
     let doctor = env.keel(&["doctor", "--profile", "p"]);
     assert!(
         doctor.stdout.contains("idle rows")
@@ -355,4 +366,32 @@ fn issue25_item3_a_graph_mismatch_with_an_idle_row_refuses_to_start_cached_or_no
     let cold = env.drive("p", "status");
     assert_eq!(cold.one_error("MISSING_PROVIDER"), warm_line);
     assert!(plugins_in(&cold, "library opened").contains(&"mcp".to_owned()));
+}
+
+// issue 25 item 3: the cache keeps only "this config passed this library's schema"; a config
+// that does not pass is refused with a warm cache exactly as without one.
+#[test]
+fn issue25_item3_config_verdicts_spare_valid_configs_only() {
+    let env = Env::new().var("KEEL_LOG", LOG);
+    env.profile("p", &small_rows(true));
+    env.drive("p", "status").expect_code(0);
+    let text = std::fs::read_to_string(manifest_cache(&env)).expect("cache");
+    let (_, body) = text.split_once('\n').expect("header");
+    let stored: Value = serde_json::from_str(body).expect("json");
+    assert_eq!(
+        stored["valid"].as_array().map(Vec::len),
+        Some(SMALL.len()),
+        "{stored}"
+    );
+    env.profile(
+        "p",
+        &small_rows(true).replace("servers = {}", "servers = 5"),
+    );
+    let line = env.drive("p", "status").one_error("ROW_CONFIG").to_owned();
+    assert!(
+        line.contains("row 'mcp'") && line.contains("/servers"),
+        "{line}"
+    );
+    std::fs::remove_file(manifest_cache(&env)).expect("rm cache");
+    assert_eq!(env.drive("p", "status").one_error("ROW_CONFIG"), line);
 }

@@ -17,7 +17,7 @@
 //! and is still checked against the lock before any of this is asked: the cache can only
 //! spare an open, never make a library acceptable. docs/security.md says why.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::cache::{is_digest, location, read_checked, write_checked};
@@ -30,12 +30,19 @@ const HEADER: &str = "keel library manifests v1";
 /// Entries kept (the store is rewritten whole; more would be a dev tree's stale builds).
 const MAX_ENTRIES: usize = 256;
 
+/// Config verdicts kept.
+const MAX_VALID: usize = 1024;
+
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Stored {
     host: String,
     /// Digest → manifest JSON exactly as the library returned it.
     entries: BTreeMap<String, String>,
+    /// Row configs found valid against the schema of a library's manifest: `<digest> <blake3
+    /// of the config JSON>` (issue 25 item 3: compiling 20 schemas was ~2 ms of a start).
+    #[serde(default)]
+    valid: BTreeSet<String>,
 }
 
 /// Manifests recorded after an open, and the lookups a start makes.
@@ -44,6 +51,7 @@ pub struct ManifestCache {
     file: Option<PathBuf>,
     host: String,
     entries: BTreeMap<String, String>,
+    valid: BTreeSet<String>,
     dirty: bool,
     note: Option<String>,
 }
@@ -62,7 +70,7 @@ impl ManifestCache {
             }
         };
         match load(&file, host) {
-            Ok(entries) => cache.entries = entries,
+            Ok((entries, valid)) => (cache.entries, cache.valid) = (entries, valid),
             Err(why) => {
                 tracing::debug!(target: "keel::digest", file = %file.display(), "manifest cache not used: {why}");
                 cache.note = Some(why);
@@ -78,6 +86,7 @@ impl ManifestCache {
             file: None,
             host: String::new(),
             entries: BTreeMap::new(),
+            valid: BTreeSet::new(),
             dirty: false,
             note: Some("off".to_owned()),
         }
@@ -105,6 +114,18 @@ impl ManifestCache {
         }
     }
 
+    /// Whether `key` (`<library digest> <config digest>`) was recorded valid.
+    pub fn config_valid(&self, key: &str) -> bool {
+        self.valid.contains(key)
+    }
+
+    /// Records that the config `key` names passed its schema.
+    pub fn record_valid(&mut self, key: &str) {
+        if self.file.is_some() && self.valid.len() < MAX_VALID {
+            self.dirty |= self.valid.insert(key.to_owned());
+        }
+    }
+
     /// Forgets the entry for `digest` (it disagreed with the library it names).
     pub fn forget(&mut self, digest: &str) {
         self.dirty |= self.entries.remove(digest).is_some();
@@ -125,11 +146,12 @@ impl ManifestCache {
         let stored = Stored {
             host: self.host.clone(),
             entries: std::mem::take(&mut self.entries),
+            valid: std::mem::take(&mut self.valid),
         };
         let written = serde_json::to_string(&stored)
             .map_err(|e| e.to_string())
             .and_then(|body| write_checked(&file, HEADER, &body));
-        self.entries = stored.entries;
+        (self.entries, self.valid) = (stored.entries, stored.valid);
         if let Err(why) = written {
             tracing::debug!(target: "keel::digest", file = %file.display(), "manifest cache not written: {why}");
         }
@@ -138,9 +160,11 @@ impl ManifestCache {
 
 /// The stored entries for `host`; none when the store is missing or another host's. Any
 /// doubt is an error (and nothing is used).
-fn load(file: &Path, host: &str) -> Result<BTreeMap<String, String>, String> {
+type Loaded = (BTreeMap<String, String>, BTreeSet<String>);
+
+fn load(file: &Path, host: &str) -> Result<Loaded, String> {
     let Some(body) = read_checked(file, HEADER)? else {
-        return Ok(BTreeMap::new());
+        return Ok(Loaded::default());
     };
     let stored: Stored = serde_json::from_str(&body).map_err(|e| format!("corrupt: {e}"))?;
     if stored.host != host {
@@ -149,7 +173,7 @@ fn load(file: &Path, host: &str) -> Result<BTreeMap<String, String>, String> {
     if let Some(bad) = stored.entries.keys().find(|d| !is_digest(d)) {
         return Err(format!("corrupt entry {bad}"));
     }
-    Ok(stored.entries)
+    Ok((stored.entries, stored.valid))
 }
 
 #[cfg(test)]
@@ -174,12 +198,15 @@ mod tests {
         assert_eq!(c.get(D), None);
         c.record(D, r#"{"id":"x"}"#);
         c.record("not a digest", "{}");
+        c.record_valid("d c");
         c.save();
         let c = ManifestCache::open(home.path(), "host a");
         assert_eq!(c.get(D), Some(r#"{"id":"x"}"#));
+        assert!(c.config_valid("d c") && !c.config_valid("d other"));
         assert_eq!(c.note(), None);
         let other = ManifestCache::open(home.path(), "host b");
         assert_eq!(other.get(D), None);
+        assert!(!other.config_valid("d c"));
         assert!(other.note().is_some_and(|n| n.contains("another keel")));
     }
 

@@ -84,7 +84,6 @@ pub(super) async fn wake_provider(inner: &Arc<Inner>, service: &str) {
     }
 }
 
-/// Whether `row` is idle now.
 pub(super) fn is_idle(inner: &Inner, row: &str) -> bool {
     inner.rows().iter().any(|s| s.id == row && s.idle)
 }
