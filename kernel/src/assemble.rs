@@ -1,5 +1,6 @@
 //! From a resolved profile to a checked assembly: locate → project trust (from the lock's
-//! manifests) → lock digests → load → project trust → config schemas → facility graph → lock
+//! manifests) → lock digests → manifests (cached by digest, else by opening) → project trust →
+//! config schemas → idle rows → facility graph → open the starting rows' libraries → lock
 //! graph. Every step fails with an error naming its culprit, and nothing a plugin ships runs
 //! before the lock's digest check passed.
 //!
@@ -7,18 +8,22 @@
 //! `PROJECT_UNTRUSTED`, never `LOCK_GRAPH … run keel lock`; the guarded keys come from the
 //! manifests the lock recorded (data, not plugin code), then again from the loaded ones.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::{KernelError, Result};
 use crate::graph::{GraphRow, Plan, plan};
-use crate::loader::{DigestCache, Located, PluginLibrary, load, locate};
+use crate::loader::{
+    DigestCache, Located, ManifestCache, PluginLibrary, host_fingerprint, idle_rows, locate,
+    manifests, open_starting,
+};
 use crate::lock;
 use crate::paths::Paths;
 use crate::runtime::RowSpec;
 use keel_config::trust;
-use keel_config::{ConfigError, ProjectLayer, ResolvedProfile, Row};
+use keel_config::{ResolvedProfile, Row};
+use keel_loader::LoaderError;
 use keel_plugin_api::sdk::{Guarded, Manifest};
 
 /// What the lock said about this assembly.
@@ -41,11 +46,14 @@ pub struct Assembly {
     /// The profile.
     pub profile: ResolvedProfile,
     /// Libraries by plugin name.
-    pub libraries: BTreeMap<String, Arc<PluginLibrary>>,
+    pub libraries: Libraries,
     /// Where each library was found.
     pub located: Vec<Located>,
     /// The facility graph.
     pub plan: Plan,
+    /// Rows with no work for their config: checked, not opened, not activated at start
+    /// (issue 25 item 3).
+    pub idle: BTreeSet<String>,
     /// Lock verdict.
     pub lock: LockState,
 }
@@ -73,7 +81,7 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     let untrusted = || profile.project.iter().chain(&profile.workspace_patches);
     if let Some(lock_file) = &lock_file {
         for project in untrusted() {
-            check_project_trust(project, |plugin| locked_guarded(lock_file, plugin))?;
+            trust::check_project(project, |plugin| locked_guarded(lock_file, plugin))?;
         }
     }
     // Errors name what `keel lock --profile` takes to write the entry (issue 23 item 9).
@@ -97,33 +105,30 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
     }
     verify(&located)?;
     phase("lock checked", &mut clock);
-    let libraries = load(&located, &profile.rows)?;
-    phase(
-        "libraries opened and checked (ABI, layouts, manifests)",
-        &mut clock,
-    );
-    for project in untrusted() {
-        check_project_trust(project, |plugin| {
-            libraries.get(plugin).map(|l| l.manifest.guarded.clone())
-        })?;
-    }
-    for row in &profile.rows {
-        validate_row(row, &libraries)?;
-    }
-    phase("project trust and config schemas checked", &mut clock);
-    let graph_rows: Vec<GraphRow<'_>> = profile
-        .rows
-        .iter()
-        .filter_map(|r| {
-            libraries.get(&r.plugin).map(|l| GraphRow {
-                id: &r.id,
-                plugin: &r.plugin,
-                manifest: &l.manifest,
-            })
-        })
-        .collect();
-    let plan = plan(&graph_rows)?;
-    phase("facility graph planned", &mut clock);
+    // `keel lock` records manifests the libraries answered, never cached ones.
+    let mut manifest_cache = match (check_lock, host_fingerprint()) {
+        (true, Some(host)) => ManifestCache::open(&paths.keel_home, &host),
+        _ => ManifestCache::off(),
+    };
+    let checked = match checked(&profile, &located, &mut manifest_cache, &mut clock) {
+        // A cached manifest the library contradicts: forget the cache and open everything.
+        Err(KernelError::Loader(LoaderError::ManifestDrift { row, path })) => {
+            tracing::warn!(target: "keel::kernel", %row, path = %path.display(), "the manifest cache disagrees with a library; assembling again without it");
+            let rerun = checked(&profile, &located, &mut ManifestCache::off(), &mut clock);
+            for l in rerun.iter().flat_map(|c| c.libraries.values()) {
+                manifest_cache.record(&l.digest, &l.manifest_json);
+            }
+            rerun
+        }
+        other => other,
+    };
+    // Saved whatever the verdict: what an open proved holds for the next start too.
+    manifest_cache.save();
+    let Checked {
+        libraries,
+        idle,
+        plan,
+    } = checked?;
     let lock_state = match (&entry, &lock_file, check_lock) {
         (Some(entry), _, _) => {
             lock::verify_graph(&lock_path, &key, entry, &plan)?;
@@ -141,7 +146,62 @@ pub fn assemble(paths: &Paths, profile: ResolvedProfile, check_lock: bool) -> Re
         libraries,
         located,
         plan,
+        idle,
         lock: lock_state,
+    })
+}
+
+/// What [`checked`] proved.
+struct Checked {
+    libraries: Libraries,
+    idle: BTreeSet<String>,
+    plan: Plan,
+}
+
+/// Manifests (cached or from opening) → project trust → config schemas → idle rows →
+/// facility graph → the libraries of the rows that start opened.
+fn checked(
+    profile: &ResolvedProfile,
+    located: &[Located],
+    cache: &mut ManifestCache,
+    clock: &mut std::time::Instant,
+) -> Result<Checked> {
+    let libraries = manifests(located, &profile.rows, cache)?;
+    phase("manifests read (cached, or opened and checked)", clock);
+    for project in profile.project.iter().chain(&profile.workspace_patches) {
+        trust::check_project(project, |plugin| {
+            libraries.get(plugin).map(|l| l.manifest.guarded.clone())
+        })?;
+    }
+    for row in &profile.rows {
+        validate_row(row, &libraries, cache)?;
+    }
+    phase("project trust and config schemas checked", clock);
+    let dir = std::env::current_dir().ok();
+    let idle = idle_rows(
+        &profile.rows,
+        |p| libraries.get(p).map(|l| &l.manifest),
+        dir.as_deref(),
+    );
+    let graph_rows: Vec<GraphRow<'_>> = profile
+        .rows
+        .iter()
+        .filter_map(|r| {
+            libraries.get(&r.plugin).map(|l| GraphRow {
+                id: &r.id,
+                plugin: &r.plugin,
+                manifest: &l.manifest,
+            })
+        })
+        .collect();
+    let plan = plan(&graph_rows)?;
+    phase("facility graph planned", clock);
+    open_starting(&profile.rows, &libraries, &idle)?;
+    phase("libraries of the starting rows opened", clock);
+    Ok(Checked {
+        libraries,
+        idle,
+        plan,
     })
 }
 
@@ -150,36 +210,6 @@ fn phase(step: &str, clock: &mut std::time::Instant) {
     let took_us = u64::try_from(clock.elapsed().as_micros()).unwrap_or(u64::MAX);
     tracing::debug!(target: "keel::boot", took_us, "{step}");
     *clock = std::time::Instant::now();
-}
-
-/// ARCHITECTURE §6: an untrusted project layer may not touch what the manifests guard.
-/// `guarded` gives a plugin's declaration (`None`: unknown, only row changes count).
-fn check_project_trust(
-    project: &ProjectLayer,
-    guarded: impl Fn(&str) -> Option<Guarded>,
-) -> Result<()> {
-    let changes = trust::guarded_changes(project, guarded);
-    if changes.is_empty() {
-        return Ok(());
-    }
-    let state = &project.trust;
-    if state.allows() {
-        tracing::info!(
-            layer = %project.path.display(),
-            changes = %changes.join(", "),
-            "project layer applies security-relevant changes: {}",
-            state.describe()
-        );
-        return Ok(());
-    }
-    Err(ConfigError::ProjectUntrusted {
-        path: project.path.clone(),
-        dir: project.dir.clone(),
-        remedy: state.remedy(&project.dir),
-        state: state.describe().to_owned(),
-        changes: changes.join(", "),
-    }
-    .into())
 }
 
 /// What the manifest the lock recorded for `plugin` (in any entry) guards.
@@ -191,11 +221,14 @@ fn locked_guarded(lock_file: &lock::LockFile, plugin: &str) -> Option<Guarded> {
         .map(|m| m.guarded)
 }
 
-fn validate_row(row: &Row, libraries: &BTreeMap<String, Arc<PluginLibrary>>) -> Result<()> {
+type Libraries = BTreeMap<String, Arc<PluginLibrary>>;
+
+fn validate_row(row: &Row, libraries: &Libraries, cache: &mut ManifestCache) -> Result<()> {
     let Some(lib) = libraries.get(&row.plugin) else {
         return Ok(());
     };
-    crate::schema::validate(&lib.manifest.config_schema, &row.config).map_err(
+    let schema = &lib.manifest.config_schema;
+    crate::schema::validate_cached(cache, &lib.digest, schema, &row.config).map_err(
         |(pointer, reason)| {
             let top = pointer
                 .trim_start_matches('/')
@@ -236,6 +269,7 @@ impl Assembly {
                         id: r.id.clone(),
                         plugin,
                         config: r.config.clone(),
+                        idle: self.idle.contains(&r.id),
                     },
                 ))
             })

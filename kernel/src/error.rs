@@ -1,14 +1,15 @@
 //! The kernel's error type. Every variant names the file, row, plugin or edge at fault and
 //! carries a stable code; the CLI maps all of them to exit code 2 (ARCHITECTURE §11).
 //!
-//! Who returns what: the loader returns `Load`; assembly (`graph`) returns `MissingProvider`,
-//! `DuplicateProvider`, `Cycle`, `NoDriver`; the lock check returns `Lock*`; config validation
-//! returns `Config` / `RowConfig`; boot returns `Activation` when a row fails or stays pending.
+//! Who returns what: the loader returns `UnknownPlugin`, `Io` and `Loader` (crate
+//! `keel-loader`); assembly (`graph`) returns `MissingProvider`, `DuplicateProvider`, `Cycle`,
+//! `NoDriver`; the lock check returns `Lock*`; config validation returns `Config` /
+//! `RowConfig`; boot returns `Activation` when a row fails or stays pending.
 
 use std::path::PathBuf;
 
 use keel_plugin_api::codes::ContractCode;
-use keel_plugin_api::host::{KernelCode, LoadError};
+use keel_plugin_api::host::KernelCode;
 
 use keel_config::ConfigError;
 
@@ -40,21 +41,9 @@ pub enum KernelError {
         file: String,
         searched: String,
     },
-    /// A library could not be loaded.
-    #[error("row '{row}': {source}")]
-    Load {
-        row: String,
-        #[source]
-        source: LoadError,
-    },
-    /// A manifest names a different plugin id than the row's plugin.
-    #[error("row '{row}': library {path} declares plugin id '{found}', expected '{expected}'")]
-    ManifestId {
-        row: String,
-        path: PathBuf,
-        expected: String,
-        found: String,
-    },
+    /// A library's manifest could not be read or the library opened (crate `keel-loader`).
+    #[error(transparent)]
+    Loader(#[from] keel_loader::LoaderError),
     /// A manifest declares something the kernel cannot take (a command that clashes).
     #[error("plugin '{plugin}': invalid manifest: {reason}")]
     Manifest { plugin: String, reason: String },
@@ -146,10 +135,8 @@ impl KernelError {
             KernelError::Config(e) => e.code(),
             KernelError::RowConfig { .. } => KernelCode::RowConfig.code(),
             KernelError::UnknownPlugin { .. } => KernelCode::UnknownPlugin.code(),
-            KernelError::Load { source, .. } => source.code(),
-            KernelError::ManifestId { .. } | KernelError::Manifest { .. } => {
-                KernelCode::PluginManifest.code()
-            }
+            KernelError::Loader(e) => e.code(),
+            KernelError::Manifest { .. } => KernelCode::PluginManifest.code(),
             KernelError::MissingProvider { .. } => KernelCode::MissingProvider.code(),
             KernelError::DuplicateProvider { .. } => KernelCode::DuplicateProvider.code(),
             KernelError::Cycle { .. } => KernelCode::DependencyCycle.code(),

@@ -22,7 +22,8 @@ pub mod loader;
 pub mod lock;
 pub mod paths;
 pub mod runtime;
-pub mod schema;
+/// Row config validation (crate `keel-loader`'s, beside the manifests it reads schemas from).
+pub use keel_loader::schema;
 pub mod services;
 
 pub use error::{KernelError, Result};

@@ -257,6 +257,7 @@ impl Builder {
                 id,
                 plugin: library,
                 config,
+                idle: false,
             });
         }
         let probe = probe::install(self.probe)?;
@@ -266,6 +267,7 @@ impl Builder {
                 id: PROBE_ROW.to_owned(),
                 plugin: probe,
                 config: serde_json::json!({}),
+                idle: false,
             },
         );
         let graph: Vec<GraphRow<'_>> = specs

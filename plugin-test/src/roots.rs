@@ -122,13 +122,10 @@ fn wrap(
         .map_err(|e| failed(e.to_string()))?;
     let manifest: Manifest =
         serde_json::from_str(&manifest_json).map_err(|e| failed(e.to_string()))?;
-    Ok(PluginLibrary {
-        name: manifest.id.clone(),
-        path,
-        digest: "linked".to_owned(),
+    Ok(PluginLibrary::linked(
         manifest,
         manifest_json,
-        event_layouts: library.event_layouts(),
+        path,
         library,
-    })
+    ))
 }

@@ -78,6 +78,8 @@ mod hooks_tools;
 mod hooks_trust;
 /// UserPromptSubmit, SessionStart, Stop hooks, headless, the scrubbed audit (issue 15 item 3).
 mod hooks_turns;
+/// Idle rows and the manifest cache: checked, not opened until they have work (issue 25 item 3).
+mod idle_rows;
 /// keel's own files and process against a hostile model (issue 10 items 1-4).
 mod keel_files;
 /// The Landlock runner of the sandbox chain (SBX-04/06/07/09).

@@ -78,6 +78,16 @@ pub(super) fn doctor(paths: &Paths, args: &ProfileArgs) -> Result<i32> {
                         ),
                     );
                     lock_state(&mut r, &name, &a.lock);
+                    if !a.idle.is_empty() {
+                        let idle: Vec<&str> = a.idle.iter().map(String::as_str).collect();
+                        r.ok(
+                            "idle rows",
+                            format!(
+                                "{}: no work for their config; checked, opened when they get some",
+                                idle.join(", ")
+                            ),
+                        );
+                    }
                     if a.has_driver() {
                         r.ok("driver", "a row provides keel.driver");
                     } else {

@@ -55,6 +55,7 @@ pub(super) fn plugins_list(paths: &Paths, args: &ProfileArgs, json: bool) -> Res
                 "provides": lib.manifest.provides.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
                 "requires": lib.manifest.requires.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
                 "description": lib.manifest.description,
+                "idle": assembly.idle.contains(&r.id),
             }))
         })
         .collect();
@@ -121,6 +122,12 @@ pub(super) fn plugins_list(paths: &Paths, args: &ProfileArgs, json: bool) -> Res
     }
     for e in &assembly.plan.edges {
         text.push_str(&format!("edge {e}\n"));
+    }
+    // Issue 25 item 3: checked like the others, but not opened or started until it has work.
+    for id in &assembly.idle {
+        text.push_str(&format!(
+            "idle {id}: no work for its config; its library opens when it gets some\n"
+        ));
     }
     out(&text)
 }

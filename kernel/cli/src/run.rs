@@ -244,7 +244,8 @@ fn assembled_phase(assembly: &Assembly, took: std::time::Duration) {
         took_us = boot::micros(took),
         libraries = assembly.located.len(),
         mib = bytes / (1 << 20),
-        "libraries digested, lock checked, libraries opened and checked, graph planned"
+        idle = assembly.idle.len(),
+        "libraries digested, lock checked, manifests read, graph planned, starting rows' libraries opened"
     );
 }
 

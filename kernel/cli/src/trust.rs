@@ -87,7 +87,8 @@ fn declared_files(paths: &Paths, profile: &ProfileArgs) -> Vec<(String, Vec<Stri
     let libraries = profile.resolve(paths).and_then(|p| {
         let mut cache = keel_kernel::loader::DigestCache::open(&paths.keel_home);
         let located = keel_kernel::loader::locate(&p.rows, paths, &mut cache)?;
-        keel_kernel::loader::load(&located, &p.rows)
+        let mut manifests = keel_kernel::loader::ManifestCache::off();
+        keel_kernel::loader::manifests(&located, &p.rows, &mut manifests).map_err(Into::into)
     });
     let libraries = match libraries {
         Ok(libraries) => libraries,

@@ -319,6 +319,39 @@ fn save(keel_home: &Path, file: &TrustFile) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// ARCHITECTURE §6: an untrusted project layer may not touch what the manifests guard; a
+/// trusted one that does is said on the log. `guarded` gives a plugin's declaration (`None`:
+/// unknown, only row changes count).
+///
+/// # Errors
+/// [`ConfigError::ProjectUntrusted`] naming the layer, its state and the changes.
+pub fn check_project(
+    project: &ProjectLayer,
+    guarded: impl Fn(&str) -> Option<Guarded>,
+) -> Result<(), ConfigError> {
+    let changes = guarded_changes(project, guarded);
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let state = &project.trust;
+    if state.allows() {
+        tracing::info!(
+            layer = %project.path.display(),
+            changes = %changes.join(", "),
+            "project layer applies security-relevant changes: {}",
+            state.describe()
+        );
+        return Ok(());
+    }
+    Err(ConfigError::ProjectUntrusted {
+        path: project.path.clone(),
+        dir: project.dir.clone(),
+        remedy: state.remedy(&project.dir),
+        state: state.describe().to_owned(),
+        changes: changes.join(", "),
+    })
+}
+
 /// What the project layer changed that needs trust, one phrase each (`disables row 'fence'`,
 /// `llm-openai.base_url`), in row order. `guarded` gives a plugin's [`Guarded`] declaration
 /// (`None` for a plugin that cannot be found: its row fails assembly anyway).

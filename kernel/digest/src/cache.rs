@@ -155,7 +155,7 @@ impl Cache {
         cache.answers = answers;
         cache.margin_ns = nanos(racy_margin());
         cache.note = None;
-        let file = match location(home) {
+        let file = match location(home, CACHE_FILE) {
             Ok(file) => file,
             Err(why) => {
                 cache.answers = false;
@@ -224,15 +224,6 @@ impl Cache {
     }
 
     fn write(&mut self, file: &Path) -> Result<(), String> {
-        let dir = file.parent().ok_or("no directory")?;
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| e.to_string())?;
-        // The directories as they are now (made just now, or there before) must still pass.
-        let home = dir.parent().ok_or("no home")?;
-        location(home)?;
         while self.entries.len() > MAX_ENTRIES {
             let oldest = self
                 .entries
@@ -244,35 +235,53 @@ impl Cache {
         }
         let entries: Vec<&Entry> = self.entries.values().collect();
         let body = serde_json::to_string(&entries).map_err(|e| e.to_string())?;
-        let text = format!(
-            "{HEADER} blake3:{}\n{body}",
-            blake3::hash(body.as_bytes()).to_hex()
-        );
-        let tmp = dir.join(format!(
-            ".library-digests.{}.{}.tmp",
-            std::process::id(),
-            since_epoch(SystemTime::now()).unwrap_or_default()
-        ));
-        let written = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-            .and_then(|()| std::fs::rename(&tmp, file));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written.map_err(|e| e.to_string())
+        write_checked(file, HEADER, &body)
     }
 }
 
-/// The cache file under `home`, when the directories are fit to hold it (those that exist).
-fn location(home: &Path) -> Result<PathBuf, String> {
+/// Writes `body` under `header` (with a blake3 of the body) to `file`, a store under
+/// `$KEEL_HOME/cache/`: 0600 in a 0700 directory, atomically, and only while the directories
+/// still pass [`location`]'s checks. Shared by the digest and the manifest caches.
+pub(crate) fn write_checked(file: &Path, header: &str, body: &str) -> Result<(), String> {
+    let dir = file.parent().ok_or("no directory")?;
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| e.to_string())?;
+    // The directories as they are now (made just now, or there before) must still pass.
+    let home = dir.parent().ok_or("no home")?;
+    let name = file.file_name().and_then(|n| n.to_str()).ok_or("no name")?;
+    location(home, &format!("cache/{name}"))?;
+    let text = format!(
+        "{header} blake3:{}\n{body}",
+        blake3::hash(body.as_bytes()).to_hex()
+    );
+    let tmp = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        since_epoch(SystemTime::now()).unwrap_or_default()
+    ));
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .and_then(|()| std::fs::rename(&tmp, file));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(|e| e.to_string())
+}
+
+/// The store `rel` (`cache/…`) under `home`, when the directories are fit to hold it (those
+/// that exist).
+pub(crate) fn location(home: &Path, rel: &str) -> Result<PathBuf, String> {
     if !home.is_absolute() {
         return Err(format!("$KEEL_HOME {} is not absolute", home.display()));
     }
-    let file = home.join(CACHE_FILE);
+    let file = home.join(rel);
     // `$KEEL_HOME` may be a symlink (its target is judged); `cache/` may not.
     match std::fs::metadata(home) {
         Ok(meta) => fit("$KEEL_HOME", &meta, true)?,
@@ -314,6 +323,23 @@ fn fit(what: &str, meta: &std::fs::Metadata, dir: bool) -> Result<(), String> {
 
 /// The stored entries; a missing file is none. Any doubt is an error (and nothing is used).
 fn load(file: &Path) -> Result<BTreeMap<String, Entry>, String> {
+    let Some(body) = read_checked(file, HEADER)? else {
+        return Ok(BTreeMap::new());
+    };
+    let entries: Vec<Entry> = serde_json::from_str(&body).map_err(|e| format!("corrupt: {e}"))?;
+    let mut out = BTreeMap::new();
+    for entry in entries {
+        if !entry.path.starts_with('/') || !is_digest(&entry.digest) {
+            return Err(format!("corrupt entry for {}", entry.path));
+        }
+        out.insert(entry.path.clone(), entry);
+    }
+    Ok(out)
+}
+
+/// The body of a store written by [`write_checked`] under `header`; `None` when there is none.
+/// Errs on anything off: a symlink, another owner or mode, the size, the header, the checksum.
+pub(crate) fn read_checked(file: &Path, header: &str) -> Result<Option<String>, String> {
     let nofollow = rustix::fs::OFlags::NOFOLLOW.bits();
     let opened = OpenOptions::new()
         .read(true)
@@ -321,7 +347,7 @@ fn load(file: &Path) -> Result<BTreeMap<String, Entry>, String> {
         .open(file);
     let mut f: File = match opened {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
     let meta = f.metadata().map_err(|e| e.to_string())?;
@@ -333,25 +359,17 @@ fn load(file: &Path) -> Result<BTreeMap<String, Entry>, String> {
     f.read_to_string(&mut text).map_err(|e| e.to_string())?;
     let (first, body) = text.split_once('\n').ok_or("no header line")?;
     let sum = first
-        .strip_prefix(HEADER)
+        .strip_prefix(header)
         .and_then(|rest| rest.strip_prefix(" blake3:"))
         .ok_or("another format or version")?;
     if sum != blake3::hash(body.as_bytes()).to_hex().as_str() {
         return Err("its checksum does not match (corrupt)".to_owned());
     }
-    let entries: Vec<Entry> = serde_json::from_str(body).map_err(|e| format!("corrupt: {e}"))?;
-    let mut out = BTreeMap::new();
-    for entry in entries {
-        if !entry.path.starts_with('/') || !is_digest(&entry.digest) {
-            return Err(format!("corrupt entry for {}", entry.path));
-        }
-        out.insert(entry.path.clone(), entry);
-    }
-    Ok(out)
+    Ok(Some(body.to_owned()))
 }
 
 /// `blake3:` and 64 lowercase hex digits.
-fn is_digest(s: &str) -> bool {
+pub(crate) fn is_digest(s: &str) -> bool {
     s.strip_prefix("blake3:").is_some_and(|hex| {
         hex.len() == 64
             && hex

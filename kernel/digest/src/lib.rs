@@ -18,8 +18,12 @@
 //!   mtime and ctime (in nanoseconds) and absolute path all equal the ones recorded after it was
 //!   hashed, and the entry is not *racy*. Any doubt hashes. `cache.rs` says why that keeps the
 //!   lock's promise.
+//! - **The manifest cache** ([`ManifestCache`], `manifests.rs`): by digest, what opening a
+//!   library proved (its checks passed, its manifest), so a row with nothing to do is planned
+//!   without opening its library (issue 25 item 3).
 
 mod cache;
+mod manifests;
 mod pin;
 
 use std::fs::File;
@@ -29,6 +33,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub use cache::{CACHE_FILE, Cache, RACY_MARGIN, racy_margin};
+pub use manifests::{MANIFEST_FILE, ManifestCache};
 
 /// Why a library could not be digested: the file and what failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -121,10 +121,16 @@ async fn activate(inner: &Arc<Inner>, fiber: Arc<Fiber>) {
     let Some(api) = inner.api.get().copied() else {
         return;
     };
-    let fut = fiber
-        .plugin
-        .library
-        .activate(fiber.id, api, max_log_level());
+    // An idle row's library opens at its first activation (issue 25 item 3).
+    if let Err(reason) = super::idle::open_for(inner, &fiber) {
+        set_error(inner, &fiber.row, Some(reason.clone()));
+        end(inner, &fiber, FiberState::Failed, &reason).await;
+        return;
+    }
+    let Some(loaded) = fiber.plugin.loaded() else {
+        return;
+    };
+    let fut = loaded.library.activate(fiber.id, api, max_log_level());
     let row = fiber.row.clone();
     let t = std::time::Instant::now();
     let result = with_deadline(
@@ -334,6 +340,7 @@ pub(super) fn status(inner: &Inner) -> Vec<RowStatus> {
         .map(|s| {
             let (state, faulted, faults, effects) = match (&s.fiber, s.enabled) {
                 (_, false) => ("disabled".to_owned(), false, 0, Vec::new()),
+                (None, true) if s.idle => ("idle".to_owned(), false, 0, Vec::new()),
                 (Some(f), true) => (
                     f.state().as_str().to_owned(),
                     f.is_faulted(),
@@ -442,6 +449,7 @@ pub(super) async fn control(
                         .is_none_or(|f| f.state() == FiberState::Disposed))
             {
                 slot.enabled = true;
+                slot.idle = false;
                 slot.fiber = Some(inner.new_fiber(&slot.id, &slot.plugin, &slot.config));
             }
             let mine = row_fiber(inner, &row);
@@ -459,6 +467,14 @@ pub(super) async fn control(
                     format!("row '{row}': {reason}"),
                 ));
             }
+            let was_idle = super::idle::is_idle(inner, &row);
+            if was_idle && super::idle::keep_idle(inner, &row, &config) {
+                return Ok(ControlAnswer::Row(RowControl {
+                    state: "idle".to_owned(),
+                    row,
+                    overtaken: None,
+                }));
+            }
             if let Some(f) = fiber {
                 unload(inner, f, FiberState::Disposed, "row reloaded").await;
             }
@@ -475,8 +491,11 @@ pub(super) async fn control(
                     .find(|s| s.id == row)
                     .map(|s| s.last_good.clone())
                     .unwrap_or(current);
-                replace_fiber(inner, &row, &last_good);
-                settle(inner).await;
+                // A woken row whose wake failed goes back to idle with its last good config.
+                if !(was_idle && super::idle::keep_idle(inner, &row, &last_good)) {
+                    replace_fiber(inner, &row, &last_good);
+                    settle(inner).await;
+                }
                 return Err(PluginError::coded(
                     ControlCode::ReloadFailed,
                     format!("row '{row}': {reason}; rolled back to the last good config"),
@@ -529,6 +548,7 @@ fn replace_fiber(inner: &Inner, row: &str, config: &serde_json::Value) -> Option
     let slot = rows.iter_mut().find(|s| s.id == row)?;
     slot.config = config.clone();
     slot.enabled = true;
+    slot.idle = false;
     let fiber = inner.new_fiber(&slot.id, &slot.plugin, config);
     slot.fiber = Some(Arc::clone(&fiber));
     Some(fiber)

@@ -5,9 +5,11 @@
 //! `host_impl`), then creates one pending fiber per enabled row and *settles*: every pending
 //! fiber whose required services are active is activated, a wave at a time, until no more can
 //! be (`lifecycle`). A wave is exactly a Kahn layer of the facility graph, so rows in one layer
-//! activate concurrently and nothing activates before its providers are ACTIVE (KRN-03).
+//! activate concurrently and nothing activates before its providers are ACTIVE (KRN-03). An
+//! idle row (issue 25 item 3) gets no fiber at start; `idle` opens and activates it later.
 
 mod host_impl;
+mod idle;
 mod lifecycle;
 
 use std::collections::BTreeMap;
@@ -52,6 +54,8 @@ pub struct RowSlot {
     pub last_good: serde_json::Value,
     /// Whether the row should run.
     pub enabled: bool,
+    /// No work for its config yet: no fiber, library not opened (issue 25 item 3).
+    pub idle: bool,
     /// The current fiber.
     pub fiber: Option<Arc<Fiber>>,
     /// Last activation error.
@@ -110,6 +114,8 @@ pub struct RowSpec {
     pub plugin: Arc<PluginLibrary>,
     /// Validated config.
     pub config: serde_json::Value,
+    /// No work for its config: not opened or activated at start (issue 25 item 3).
+    pub idle: bool,
 }
 
 /// The kernel. Cheap to clone.
@@ -135,33 +141,20 @@ impl Kernel {
         let bus = Arc::new(Bus::new(settings.fault_threshold, deadline));
         let mut seen: BTreeMap<String, ()> = BTreeMap::new();
         for row in &rows {
-            if seen.insert(row.plugin.name.clone(), ()).is_some() {
+            // An idle row's library is not open: its events are declared when it opens (a row
+            // declaring an event no starting row declares is never idle, `crate::idle`).
+            if row.plugin.loaded().is_none() || seen.insert(row.plugin.name.clone(), ()).is_some() {
                 continue;
             }
-            for decl in &row.plugin.manifest.events {
-                let mode = keel_plugin_api::abi::EventMode::parse(&decl.mode).ok_or_else(|| {
-                    KernelError::Activation(format!(
-                        "row '{}': plugin {} declares event '{}' with unknown mode '{}'",
-                        row.id, row.plugin.name, decl.name, decl.mode
-                    ))
-                })?;
-                let layouts = row
-                    .plugin
-                    .event_layouts
-                    .iter()
-                    .find(|(name, _, _)| *name == decl.name)
-                    .map(|(_, payload, output)| (*payload, *output));
-                bus.declare(
-                    &decl.name,
-                    mode,
-                    layouts,
-                    &format!("plugin {}", row.plugin.name),
-                )
-                .map_err(|detail| KernelError::EventConflict {
+            idle::declare_events(&bus, &row.plugin).map_err(|e| match e {
+                idle::DeclareError::Mode(m) => {
+                    KernelError::Activation(format!("row '{}': {m}", row.id))
+                }
+                idle::DeclareError::Conflict(detail) => KernelError::EventConflict {
                     row: row.id.clone(),
                     detail,
-                })?;
-            }
+                },
+            })?;
         }
         let slots = rows
             .into_iter()
@@ -171,6 +164,7 @@ impl Kernel {
                 last_good: r.config.clone(),
                 config: r.config,
                 enabled: true,
+                idle: r.idle,
                 fiber: None,
                 last_error: None,
             })
@@ -207,7 +201,7 @@ impl Kernel {
             let _guard = self.0.lifecycle.lock().await;
             {
                 let mut rows = self.0.rows();
-                for slot in rows.iter_mut() {
+                for slot in rows.iter_mut().filter(|s| !s.idle) {
                     let fiber = self.0.new_fiber(&slot.id, &slot.plugin, &slot.config);
                     slot.fiber = Some(fiber);
                 }
@@ -242,6 +236,7 @@ impl Kernel {
         profile: &str,
         invocation: &DriverInvocation,
     ) -> Result<DriverOutcome> {
+        idle::wake_provider(&self.0, <Driver as Service>::NAME).await;
         let Some((row, driver)) = self.seam::<Driver>(<Driver as Service>::NAME)? else {
             return Err(KernelError::NoDriver {
                 profile: profile.to_owned(),
@@ -260,6 +255,7 @@ impl Kernel {
     /// [`KernelError::Driver`] when the call fails or answers nonsense.
     pub async fn hand_off(&self, invocation: &CommandInvocation) -> Result<Option<i32>> {
         let service = service_name(&invocation.command);
+        idle::wake_provider(&self.0, &service).await;
         let Some((row, command)) = self.seam::<Command>(&service)? else {
             return Ok(None);
         };
@@ -335,8 +331,10 @@ impl Kernel {
             .map(|s| Arc::clone(&s.plugin))
             .collect();
         for lib in libs {
-            if done.insert(lib.name.clone(), ()).is_none() {
-                lib.library.shutdown();
+            if let Some(loaded) = lib.loaded()
+                && done.insert(lib.name.clone(), ()).is_none()
+            {
+                loaded.library.shutdown();
             }
         }
     }

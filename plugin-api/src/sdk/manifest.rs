@@ -54,6 +54,12 @@ pub struct Manifest {
     /// paths only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted_files: Vec<String>,
+    /// When a row of this plugin has no work for its config (issue 25 item 3): such a row is
+    /// *idle* — the kernel checks it from its manifest (schema, facility graph, trust) but
+    /// neither opens its library nor activates it before the first request. `None`: every
+    /// row has work (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_when: Option<IdleWhen>,
     /// Layouts of the declared events; handed to the kernel through the root module, not JSON.
     #[serde(skip)]
     pub(crate) event_layouts: Vec<DeclaredLayout>,
@@ -108,6 +114,45 @@ impl Guarded {
     }
 }
 
+/// When a row has no work (issue 25 item 3; docs/plugin-authoring.md "Idle rows"): every
+/// listed top-level config key is empty and every listed project file is absent. Data, not
+/// code, so the kernel can decide it from a cached manifest without opening the library.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdleWhen {
+    /// Top-level config keys that must each be absent, `null`, `false`, `0`, `""`, `[]` or
+    /// `{}` (so a key whose serde default is not one of these must not be listed).
+    #[serde(default)]
+    pub empty: Vec<String>,
+    /// Files, relative to the working directory (no `..`, not absolute), that must not exist:
+    /// what the plugin would read on its own when it activates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<String>,
+}
+
+impl IdleWhen {
+    /// Whether a row with `config`, started in `dir`, has no work. Any doubt (a path that
+    /// leaves `dir`, a file whose existence cannot be told) is work.
+    pub fn holds(&self, config: &serde_json::Value, dir: &std::path::Path) -> bool {
+        let empty = |key: &String| match config.get(key) {
+            None | Some(serde_json::Value::Null) => true,
+            Some(serde_json::Value::Bool(b)) => !b,
+            Some(serde_json::Value::Number(n)) => n.as_f64() == Some(0.0),
+            Some(serde_json::Value::String(s)) => s.is_empty(),
+            Some(serde_json::Value::Array(a)) => a.is_empty(),
+            Some(serde_json::Value::Object(o)) => o.is_empty(),
+        };
+        let absent = |rel: &String| {
+            let rel = std::path::Path::new(rel);
+            let inside = rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            inside && matches!(dir.join(rel).try_exists(), Ok(false))
+        };
+        config.is_object() && self.empty.iter().all(empty) && self.absent.iter().all(absent)
+    }
+}
+
 /// A provided facility.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provision {
@@ -157,6 +202,7 @@ impl Manifest {
             commands: Vec::new(),
             run_options: Vec::new(),
             trusted_files: Vec::new(),
+            idle_when: None,
             event_layouts: Vec::new(),
         }
     }
@@ -278,5 +324,67 @@ impl Manifest {
     pub fn trusts_project_files(mut self, paths: &[&str]) -> Self {
         self.trusted_files = paths.iter().map(|p| (*p).to_owned()).collect();
         self
+    }
+
+    /// A row has no work while every one of these top-level config keys is empty (absent,
+    /// `null`, `false`, `0`, `""`, `[]`, `{}`): the kernel leaves it idle — unopened and
+    /// inactive — until a config reload gives it work or a service it provides is asked for
+    /// (issue 25 item 3). Only for rows nothing else needs at start: see
+    /// docs/plugin-authoring.md "Idle rows".
+    pub fn idle_when_empty(mut self, keys: &[&str]) -> Self {
+        let idle = self.idle_when.get_or_insert_with(IdleWhen::default);
+        idle.empty = keys.iter().map(|k| (*k).to_owned()).collect();
+        self
+    }
+
+    /// With [`Manifest::idle_when_empty`]: and while none of these files (relative to the
+    /// working directory) exists — files the plugin would read on its own at activation.
+    pub fn idle_while_absent(mut self, paths: &[&str]) -> Self {
+        let idle = self.idle_when.get_or_insert_with(IdleWhen::default);
+        idle.absent = paths.iter().map(|p| (*p).to_owned()).collect();
+        self
+    }
+}
+
+#[cfg(test)]
+mod idle_tests {
+    use super::IdleWhen;
+    use serde_json::json;
+
+    // issue 25 item 3: what counts as "no work".
+    #[test]
+    fn idle_holds_only_when_every_key_is_empty_and_every_file_absent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let idle = IdleWhen {
+            empty: vec!["servers".into(), "flag".into()],
+            absent: vec!["a/settings.json".into()],
+        };
+        for config in [json!({}), json!({"servers": {}, "flag": false, "other": 1})] {
+            assert!(idle.holds(&config, dir.path()), "{config}");
+        }
+        for config in [
+            json!({"servers": {"x": {}}}),
+            json!({"flag": true}),
+            json!({"servers": [1]}),
+            json!({"flag": "yes"}),
+            json!({"flag": 2}),
+            json!("not an object"),
+        ] {
+            assert!(!idle.holds(&config, dir.path()), "{config}");
+        }
+        std::fs::create_dir(dir.path().join("a")).expect("mkdir");
+        std::fs::write(dir.path().join("a/settings.json"), "{}").expect("write");
+        assert!(
+            !idle.holds(&json!({}), dir.path()),
+            "a present file is work"
+        );
+        let escaping = IdleWhen {
+            empty: vec![],
+            absent: vec!["../elsewhere".into()],
+        };
+        assert!(
+            !escaping.holds(&json!({}), dir.path()),
+            "a path leaving the directory is work"
+        );
     }
 }

@@ -41,7 +41,7 @@ pub use error::{Error, Result};
 pub use ffi::{AsyncNext, Next};
 pub use frozen::Frozen;
 pub use line::one_line;
-pub use manifest::{EventDecl, Guarded, Manifest, Provision, Requirement};
+pub use manifest::{EventDecl, Guarded, IdleWhen, Manifest, Provision, Requirement};
 pub use output::write_stream;
 pub use payload::Payload;
 pub use plugin::Plugin;

@@ -136,6 +136,11 @@ impl Plugin for HooksPlugin {
             // Claude Code's settings carry hooks: `keel trust` records them, and the kernel
             // answers this row about them and nothing else (issue 24 item 4).
             .trusts_project_files(&settings::FILES)
+            // No hooks of its own, none from Claude Code's settings, and no settings file to
+            // name on stderr (`notice_unused`): no work, so the kernel leaves the row
+            // unopened (issue 25 item 3).
+            .idle_when_empty(&["hooks", "claude_settings"])
+            .idle_while_absent(&settings::FILES)
             .config_type::<HooksConfig>()
     }
 

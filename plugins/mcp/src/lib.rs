@@ -146,6 +146,9 @@ impl Plugin for McpPlugin {
             // Servers are commands keel runs and URLs it sends headers to: a project layer
             // may add or change one only once the user trusted it.
             .guard_row()
+            // No servers, no work: the kernel leaves the row unopened until a reload adds
+            // one or `keel mcp` is asked for (issue 25 item 3).
+            .idle_when_empty(&["servers"])
             .config_type::<McpConfig>()
     }
 

@@ -48,3 +48,28 @@ pub fn validate(
     }
     Ok(())
 }
+
+/// [`validate`], sparing a config already found valid against the schema of the manifest of
+/// the library with `digest`: the verdict is kept in the manifest cache beside that manifest
+/// (issue 25 item 3). Only "valid" is kept; an invalid config is validated (and refused, by
+/// pointer) every time.
+///
+/// # Errors
+/// As [`validate`].
+pub fn validate_cached(
+    cache: &mut keel_digest::ManifestCache,
+    digest: &str,
+    schema: &serde_json::Value,
+    instance: &serde_json::Value,
+) -> Result<(), (String, String)> {
+    let key = format!(
+        "{digest} {}",
+        blake3::hash(instance.to_string().as_bytes()).to_hex()
+    );
+    if cache.config_valid(&key) {
+        return Ok(());
+    }
+    validate(schema, instance)?;
+    cache.record_valid(&key);
+    Ok(())
+}
