@@ -222,12 +222,13 @@ impl Chat {
     async fn on_ui(&mut self, ui: Ui) {
         match ui {
             Ui::Key(key) => self.on_key(key).await,
-            Ui::Resize(w, h) => {
+            Ui::Resize(w, h) if w > 0 && h > 0 => {
                 let live = self.live();
                 if let Some(frame) = &mut self.frame {
                     frame.resize(w, h, &live);
                 }
             }
+            Ui::Resize(..) => {}
             Ui::Line(Some(line)) => self.on_line(line).await,
             Ui::Line(None) => {
                 self.eof = true;

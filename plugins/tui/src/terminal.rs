@@ -40,9 +40,13 @@ pub fn mode(stdin_tty: bool, stdout_tty: bool, term: Option<&str>, no_color: Opt
     }
 }
 
-/// The terminal's size (columns, rows), 80×24 when it cannot be read.
+/// The terminal's size (columns, rows), 80×24 when it cannot be read or is not set (a pty
+/// nobody sized says 0×0).
 pub fn size() -> (u16, u16) {
-    crossterm::terminal::size().unwrap_or((80, 24))
+    match crossterm::terminal::size() {
+        Ok((w, h)) if w > 0 && h > 0 => (w, h),
+        _ => (80, 24),
+    }
 }
 
 /// Raw mode while it lives; restored on drop (every way out of the chat).

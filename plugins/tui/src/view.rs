@@ -176,7 +176,8 @@ impl Frame {
         let mut shown: Vec<&Line> = Vec::new();
         for line in live.iter().rev() {
             let r = rows(&line.text, self.width);
-            if drawn + r > budget {
+            // The last line (the input) is drawn even when it alone is too tall.
+            if drawn + r > budget && !shown.is_empty() {
                 break;
             }
             drawn += r;
