@@ -206,26 +206,77 @@ fn bare_keel_on_a_terminal_chats_and_resume_continues() {
     assert_eq!(of_type(&stored_events(&env, &id), "turn/start").len(), 2);
 }
 
-/// A resize while a turn runs: the chat redraws at the new width and the turn completes.
+/// Issue 26 item 2: the model's first words are on the terminal while its stream is still
+/// open (the server holds the rest until the test releases it); the log keeps one
+/// `assistant/message`, no delta.
 #[test]
-fn a_resize_mid_turn_keeps_the_chat_going() {
-    let server = server(vec![
-        Reply::tool_calls(vec![("s1", "shell", args(json!({"command": "sleep 1"})))]),
-        Reply::text("Resized fine."),
-    ]);
+fn the_first_words_are_on_screen_before_the_models_last_chunk() {
+    let (reply, hold) = Reply::text_held("Alpha beta gamma delta epsilon zeta.");
+    let server = server(vec![reply]);
     let env = chat_env(&server);
-    let mut pty = Pty::spawn(
-        &env,
-        &["chat", "--profile", "t", "--approval", "never"],
-        &[],
-    );
+    let mut pty = Pty::spawn(&env, &["chat", "--profile", "t"], &[]);
     pty.expect("keel chat · session", WAIT);
-    pty.send("go\r");
-    pty.expect("⋯ shell sleep 1", WAIT);
     let mark = pty.len();
-    pty.resize(40, 12);
-    let done = pty.expect_from(mark, "Resized fine.", WAIT);
+    pty.send("stream\r");
+    hold.wait_reached(WAIT);
+    pty.expect_from(mark, "Alpha beta", WAIT);
+    assert!(
+        !pty.output().contains("zeta."),
+        "the rest arrived before the release"
+    );
+    hold.release();
+    let done = pty.expect_from(mark, "zeta.", WAIT);
     pty.expect_from(done, "· ready", WAIT);
+    pty.send("\x04");
+    assert_eq!(pty.wait(WAIT), 0);
+    let events = stored_events(&env, &session_in(&pty.output()));
+    let said = of_type(&events, "assistant/message");
+    assert_eq!(said.len(), 1);
+    assert_eq!(
+        said[0]["data"]["message"]["content"],
+        "Alpha beta gamma delta epsilon zeta."
+    );
+    assert!(events.iter().all(|e| e["type"] != "agent/delta"));
+}
+
+/// A resize mid-stream keeps the screen whole: after it, the screen a person sees holds the
+/// conversation once, wrapped at the new width, and one status line (no stale rows of the
+/// old live region), and the chat goes on.
+#[test]
+fn a_resize_mid_stream_keeps_the_screen_whole() {
+    let text = "The quick brown fox jumps over the lazy dog while the stream is held open.";
+    let (reply, hold) = Reply::text_held(text);
+    let server = server(vec![reply]);
+    let env = chat_env(&server);
+    let mut pty = Pty::spawn(&env, &["chat", "--profile", "t"], &[]);
+    pty.expect("keel chat · session", WAIT);
+    let mark = pty.len();
+    pty.send("tell me\r");
+    hold.wait_reached(WAIT);
+    pty.expect_from(mark, "The quick", WAIT);
+    let resized_at = pty.len();
+    pty.resize(40, 12);
+    // The repaint after the resize clears the screen first.
+    pty.expect_from(resized_at, "\x1b[2J", WAIT);
+    hold.release();
+    let done = pty.expect_from(resized_at, "held open.", WAIT);
+    pty.expect_from(done, "· ready", WAIT);
+    std::thread::sleep(Duration::from_millis(100));
+    let screen = pty.screen((80, 24), Some((resized_at, (40, 12))));
+    let flat: String = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(text),
+        "the answer is not whole on screen:\n{screen}"
+    );
+    assert_eq!(flat.matches("jumps over").count(), 1, "{screen}");
+    assert!(flat.contains("› tell me"), "{screen}");
+    assert_eq!(screen.matches("· ready").count(), 1, "{screen}");
+    assert_eq!(screen.matches("· working").count(), 0, "{screen}");
+    // Wrapped at the new width: the answer takes two rows of 40.
+    assert!(
+        screen.contains("The quick brown fox jumps over the lazy\ndog"),
+        "{screen}"
+    );
     pty.send("\x04");
     assert_eq!(pty.wait(WAIT), 0);
 }

@@ -85,6 +85,23 @@ impl Pty {
         String::from_utf8_lossy(&self.bytes.lock().unwrap()).into_owned()
     }
 
+    /// The screen a `cols` × `rows` terminal shows after the bytes up to `resized_at` at
+    /// that size and the rest at `after` (cols, rows): what a person would see.
+    pub fn screen(&self, size: (u16, u16), resized_at: Option<(usize, (u16, u16))>) -> String {
+        let bytes = self.bytes.lock().unwrap().clone();
+        let mut parser = vt100::Parser::new(size.1, size.0, 0);
+        match resized_at {
+            Some((at, (cols, rows))) => {
+                let (before, after) = bytes.split_at(at.min(bytes.len()));
+                parser.process(before);
+                parser.set_size(rows, cols);
+                parser.process(after);
+            }
+            None => parser.process(&bytes),
+        }
+        parser.screen().contents()
+    }
+
     /// How many bytes were written so far.
     pub fn len(&self) -> usize {
         self.bytes.lock().unwrap().len()

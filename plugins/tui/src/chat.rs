@@ -223,9 +223,8 @@ impl Chat {
         match ui {
             Ui::Key(key) => self.on_key(key).await,
             Ui::Resize(w, h) if w > 0 && h > 0 => {
-                let live = self.live();
                 if let Some(frame) = &mut self.frame {
-                    frame.resize(w, h, &live);
+                    frame.resize(w, h);
                 }
             }
             Ui::Resize(..) => {}

@@ -3,7 +3,10 @@
 //! scrollback once and are never redrawn; only the live region below them (the line the
 //! model is writing, running tools, an approval question, the status line and the input line)
 //! is redrawn, in place: up to its first row, clear to the end of the screen, write it again.
-//! So there is no full-screen redraw, and scrolling, copying and tmux keep working.
+//! So there is no full-screen redraw, and scrolling, copying and tmux keep working. The one
+//! exception is a resize: terminals differ in whether they re-wrap what they show, so the frame
+//! after one clears the screen and repaints the last finished lines at the new width above the
+//! live region, rather than guess where the old region went.
 //!
 //! Every frame ends with a line break and the terminal's cursor stays hidden on the row below
 //! the live region; the input line draws its own cursor (reverse video). This keeps each
@@ -119,6 +122,9 @@ pub fn wrap_once(text: &str, width: u16) -> Option<(String, String)> {
     Some((head.to_owned(), rest.to_owned()))
 }
 
+/// Finished lines kept to repaint the screen after a resize.
+const RECENT: usize = 500;
+
 /// The live region's bookkeeping and the frames that redraw it.
 #[derive(Debug)]
 pub struct Frame {
@@ -130,6 +136,10 @@ pub struct Frame {
     pub color: bool,
     /// Rows the live region took when it was last drawn (the cursor is on the row below).
     drawn: usize,
+    /// The last finished lines, for a repaint.
+    recent: std::collections::VecDeque<Line>,
+    /// The next frame repaints the whole screen (the terminal was resized).
+    repaint: bool,
 }
 
 impl Frame {
@@ -140,18 +150,19 @@ impl Frame {
             height: height.max(1),
             color,
             drawn: 0,
+            recent: std::collections::VecDeque::new(),
+            repaint: false,
         }
     }
 
-    /// The terminal was resized: the next frame measures with the new size. The live region
-    /// drawn at the old width may have been re-wrapped by the terminal, so the next frame
-    /// clears from its first row as the new width counts it and, to be safe, the whole screen
-    /// below the old start.
-    pub fn resize(&mut self, width: u16, height: u16, last_live: &[Line]) {
+    /// The terminal was resized. Where the old live region now is depends on whether the
+    /// terminal re-wrapped it (some do, some cut lines), so moving up over it is a guess; the
+    /// next frame instead clears the screen and repaints it: the last finished lines, wrapped
+    /// at the new width, then the live region. The scrollback above is left as it was.
+    pub fn resize(&mut self, width: u16, height: u16) {
         self.width = width.max(1);
         self.height = height.max(1);
-        let reflowed: usize = last_live.iter().map(|l| rows(&l.text, self.width)).sum();
-        self.drawn = self.drawn.max(reflowed).min(usize::from(self.height) - 1);
+        self.repaint = true;
     }
 
     /// The most rows the live region may take (the rest of the screen holds the transcript).
@@ -162,32 +173,68 @@ impl Frame {
     /// Bytes that print `commit` into the scrollback and redraw `live` below it.
     pub fn draw(&mut self, commit: &[Line], live: &[Line]) -> String {
         let mut out = String::new();
-        if self.drawn > 0 {
-            out.push('\r');
-            out.push_str(&format!("\x1b[{}A", self.drawn));
+        let shown = self.fit(live);
+        let live_rows: usize = shown.iter().map(|l| rows(&l.text, self.width)).sum();
+        if self.repaint {
+            self.repaint = false;
+            self.remember(commit);
+            out.push_str("\x1b[H\x1b[2J");
+            let room = usize::from(self.height).saturating_sub(live_rows + 1);
+            let mut used = 0;
+            let mut tail: Vec<&Line> = Vec::new();
+            for line in self.recent.iter().rev() {
+                let r = rows(&line.text, self.width);
+                if used + r > room {
+                    break;
+                }
+                used += r;
+                tail.push(line);
+            }
+            for line in tail.into_iter().rev() {
+                self.push_line(&mut out, line);
+            }
+        } else {
+            if self.drawn > 0 {
+                out.push('\r');
+                out.push_str(&format!("\x1b[{}A", self.drawn));
+            }
+            out.push_str("\x1b[J");
+            for line in commit {
+                self.push_line(&mut out, line);
+            }
+            self.remember(commit);
         }
-        out.push_str("\x1b[J");
-        for line in commit {
+        for line in &shown {
             self.push_line(&mut out, line);
         }
-        let mut drawn = 0;
+        self.drawn = live_rows;
+        out
+    }
+
+    /// The last lines of `live` that fit the live budget (the input line always).
+    fn fit<'a>(&self, live: &'a [Line]) -> Vec<&'a Line> {
         let budget = self.live_budget();
-        // The last lines win when the region would not fit (the input line is last).
+        let mut drawn = 0;
         let mut shown: Vec<&Line> = Vec::new();
         for line in live.iter().rev() {
             let r = rows(&line.text, self.width);
-            // The last line (the input) is drawn even when it alone is too tall.
             if drawn + r > budget && !shown.is_empty() {
                 break;
             }
             drawn += r;
             shown.push(line);
         }
-        for line in shown.into_iter().rev() {
-            self.push_line(&mut out, line);
+        shown.reverse();
+        shown
+    }
+
+    fn remember(&mut self, commit: &[Line]) {
+        for line in commit {
+            if self.recent.len() == RECENT {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(line.clone());
         }
-        self.drawn = drawn;
-        out
     }
 
     /// Bytes that clear the live region for good (at exit), the cursor shown again.
@@ -246,6 +293,29 @@ mod tests {
         // A 25-column line takes three rows of ten.
         f.draw(&[], &[Line::new(Tone::Plain, "x".repeat(25))]);
         assert!(f.draw(&[], &[]).starts_with("\r\x1b[3A"));
+    }
+
+    // A resize repaints the screen: the last finished lines at the new width, then the live
+    // region; nothing is moved over by guess.
+    #[test]
+    fn a_resize_repaints_the_recent_lines_and_the_live_region() {
+        let mut f = Frame::new(80, 24, false);
+        let done: Vec<Line> = (0..30)
+            .map(|i| Line::new(Tone::Plain, format!("line {i}")))
+            .collect();
+        f.draw(&done, &[Line::new(Tone::Status, "status")]);
+        f.resize(40, 5);
+        let out = f.draw(
+            &[],
+            &[
+                Line::new(Tone::Status, "status"),
+                Line::new(Tone::Plain, "> "),
+            ],
+        );
+        assert!(out.starts_with("\x1b[H\x1b[2J"), "{out:?}");
+        // 5 rows: two for the live region, one left free, two for the transcript's tail.
+        assert!(out.contains("line 28") && out.contains("line 29") && !out.contains("line 27"));
+        assert!(f.draw(&[], &[]).starts_with("\r\x1b[2A"));
     }
 
     #[test]
