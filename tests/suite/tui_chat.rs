@@ -239,6 +239,40 @@ fn the_first_words_are_on_screen_before_the_models_last_chunk() {
     assert!(events.iter().all(|e| e["type"] != "agent/delta"));
 }
 
+/// LOOP-02: a message typed while a turn runs steers it: it joins the running turn (one
+/// `turn/start`), and the turn's next request carries it.
+#[test]
+fn typing_while_a_turn_runs_steers_it() {
+    let (reply, hold) = Reply::text_held("Working on the first part of it.");
+    let server = server(vec![reply, Reply::text("Took the steer.")]);
+    let env = chat_env(&server);
+    let mut pty = Pty::spawn(&env, &["chat", "--profile", "t"], &[]);
+    pty.expect("keel chat · session", WAIT);
+    let mark = pty.len();
+    pty.send("start\r");
+    hold.wait_reached(WAIT);
+    pty.expect_from(mark, "Working on", WAIT);
+    pty.send("also check the tests\r");
+    pty.expect_from(mark, "(steering the running turn)", WAIT);
+    hold.release();
+    let done = pty.expect_from(mark, "Took the steer.", WAIT);
+    pty.expect_from(done, "· ready", WAIT);
+    pty.send("\x04");
+    assert_eq!(pty.wait(WAIT), 0);
+    let reqs = server.wait_for(2, WAIT);
+    assert!(
+        reqs[1]
+            .messages()
+            .to_string()
+            .contains("also check the tests"),
+        "{}",
+        reqs[1].messages()
+    );
+    let events = stored_events(&env, &session_in(&pty.output()));
+    assert_eq!(of_type(&events, "turn/start").len(), 1, "{events:?}");
+    assert_eq!(last_reason(&events)["kind"], "completed");
+}
+
 /// A resize mid-stream keeps the screen whole: after it, the screen a person sees holds the
 /// conversation once, wrapped at the new width, and one status line (no stale rows of the
 /// old live region), and the chat goes on.
