@@ -204,3 +204,8 @@ mod subagent_stream;
 mod subagent_support;
 /// Long tools do not hold the loop; confined ones run a layer apart (SBX-10, SBX-11).
 mod tool_isolation;
+/// `keel chat` in a pseudo-terminal: approvals, Ctrl-C, resume, resize, plain text (issue 26
+/// item 2).
+mod tui_chat;
+/// The pseudo-terminal helper for the chat suites (issue 26 item 2).
+mod tui_support;

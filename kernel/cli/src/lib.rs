@@ -224,7 +224,7 @@ impl ProfileArgs {
 /// that is not a kernel command is a plugin's command. So for those (and for the top-level
 /// help, which lists the profile's commands) the profile named by the profile options is
 /// assembled first — once: the hand-off reuses it. The kernel's other commands parse without it.
-pub fn execute(argv: Vec<OsString>) -> i32 {
+pub fn execute(mut argv: Vec<OsString>) -> i32 {
     let paths = layout::discover();
     let (scanned, word) = prescan::profile_args(&argv);
     let word = word.as_deref();
@@ -241,7 +241,18 @@ pub fn execute(argv: Vec<OsString>) -> i32 {
             .skip(1)
             .take_while(|a| *a != "--")
             .any(|a| a == "-h" || a == "--help");
-    let needs_profile = word.map_or(top_help, |w| {
+    // `keel` with no command (profile options only) on a terminal: the profile may name the
+    // command to run ([`bare_command`]).
+    let bare = word.is_none()
+        && !argv
+            .iter()
+            .skip(1)
+            .any(|a| ["-h", "--help", "-V", "--version"].iter().any(|h| a == h))
+        && {
+            let terminal = run::terminal();
+            terminal.stdin && terminal.stdout
+        };
+    let needs_profile = word.map_or(top_help || bare, |w| {
         matches!(w, "run" | "resume" | "help") || !KERNEL_COMMANDS.contains(&w)
     });
     let mut profile = None;
@@ -258,6 +269,9 @@ pub fn execute(argv: Vec<OsString>) -> i32 {
             }
             Err(e) => return report(&e),
         }
+    }
+    if bare && let Some(name) = profile.as_ref().and_then(|(_, a)| bare_command(a)) {
+        argv.insert(1.min(argv.len()), OsString::from(name));
     }
     if let (Some(w), Some((_, assembled))) = (word, &profile)
         && !KERNEL_COMMANDS.contains(&w)
@@ -278,6 +292,12 @@ pub fn execute(argv: Vec<OsString>) -> i32 {
         Ok(code) => code,
         Err(e) => report(&e),
     }
+}
+
+/// The command bare `keel` on a terminal runs: the profile's `on_bare_terminal` command (the
+/// kernel knows no command by name), else none (the help, as before).
+fn bare_command(assembled: &run::Assembled) -> Option<String> {
+    assembled.bare_terminal_command().map(|c| c.name.clone())
 }
 
 /// The whole grammar: the kernel's commands, and with an assembled profile its plugins'

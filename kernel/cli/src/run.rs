@@ -12,7 +12,9 @@ mod taint_watch;
 use keel_kernel::loader::PluginLibrary;
 use keel_plugin_api::host::KernelCode;
 use keel_plugin_api::sdk::Service;
-use keel_plugin_api::services::command::{ArgSpec, CommandInvocation, CommandSpec, service_name};
+use keel_plugin_api::services::command::{
+    ArgSpec, CommandInvocation, CommandSpec, Terminal, service_name,
+};
 use keel_plugin_api::services::driver::{
     Driver, DriverInterrupt, DriverInvocation, DriverOutcome, ProfileIdentity, Relaunch,
 };
@@ -101,9 +103,22 @@ pub(super) fn command(
                 args: args.clone(),
                 cwd,
                 profile: profile.name.to_owned(),
+                terminal: Some(terminal()),
             })
         },
     )
+}
+
+/// Which standard streams were terminals when keel started (the output guard's pipes hide it
+/// from the plugins).
+pub(super) fn terminal() -> Terminal {
+    use keel_output_guard::{Stream, is_terminal};
+    use std::io::IsTerminal as _;
+    Terminal {
+        stdin: std::io::stdin().is_terminal(),
+        stdout: is_terminal(Stream::Stdout),
+        stderr: is_terminal(Stream::Stderr),
+    }
 }
 
 /// A profile resolved and assembled (libraries open, graph checked), nothing started: what
@@ -125,6 +140,11 @@ impl Assembled {
     /// The commands the profile's plugins add, in row order.
     pub(super) fn commands(&self) -> impl Iterator<Item = &CommandSpec> {
         self.libraries().flat_map(|l| l.manifest.commands.iter())
+    }
+
+    /// The command bare `keel` runs on a terminal: the first, in row order, that asks for it.
+    pub(super) fn bare_terminal_command(&self) -> Option<&CommandSpec> {
+        self.commands().find(|c| c.on_bare_terminal)
     }
 
     /// The command named `name`, if a plugin of the profile adds it.

@@ -46,6 +46,23 @@ pub struct CommandInvocation {
     pub cwd: String,
     /// Profile name.
     pub profile: String,
+    /// Whether the process's stdin, stdout and stderr were terminals when keel started (the
+    /// kernel's output guard puts pipes in place of stdout and stderr, so a command's own check
+    /// would always say no). `None` from a kernel that does not tell. An interactive command
+    /// (`keel chat`) reads it to choose between drawing on the terminal and plain lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<Terminal>,
+}
+
+/// Which standard streams were terminals ([`CommandInvocation::terminal`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Terminal {
+    /// Descriptor 0.
+    pub stdin: bool,
+    /// Descriptor 1 (before the output guard).
+    pub stdout: bool,
+    /// Descriptor 2 (before the output guard).
+    pub stderr: bool,
 }
 
 impl CommandInvocation {
@@ -79,6 +96,12 @@ pub struct CommandSpec {
     /// Its subcommands; when there are any, one must be given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subcommands: Vec<CommandSpec>,
+    /// Run this command when `keel` is given no command at all and stdin and stdout are
+    /// terminals (`keel` alone opens the interactive driver's `chat`). The kernel knows no
+    /// command by name: the first command of the profile, in row order, that declares it wins;
+    /// without one, bare `keel` prints the help as before. Top-level commands only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub on_bare_terminal: bool,
 }
 
 impl CommandSpec {
@@ -89,7 +112,15 @@ impl CommandSpec {
             about: about.to_owned(),
             args: Vec::new(),
             subcommands: Vec::new(),
+            on_bare_terminal: false,
         }
+    }
+
+    /// Makes this the command bare `keel` runs on a terminal ([`CommandSpec::on_bare_terminal`]).
+    #[must_use]
+    pub fn on_bare_terminal(mut self) -> Self {
+        self.on_bare_terminal = true;
+        self
     }
 
     /// Adds an argument.
