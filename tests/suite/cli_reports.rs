@@ -509,13 +509,14 @@ fn help_lists_the_subcommands_of_the_cli_contract() {
             .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
             .collect()
     };
-    // ARCHITECTURE §11 (and §6's `keel trust`). `sessions`, `fork`, `secrets` and `mcp`
-    // (issue 15) are grammar only: a plugin of the profile does the work (command seam).
+    // ARCHITECTURE §11 (and §6's `keel trust`). `sessions`, `fork`, `secrets`, `mcp` (issue
+    // 15) and `acp` (issue 26) are grammar only: a plugin of the profile does the work
+    // (command seam).
     assert_eq!(
         commands(&env.keel(&["--help"])),
         [
-            "run", "resume", "config", "plugins", "sessions", "fork", "secrets", "mcp", "trust",
-            "lock", "doctor", "help"
+            "run", "resume", "config", "plugins", "sessions", "fork", "secrets", "mcp", "acp",
+            "trust", "lock", "doctor", "help"
         ]
     );
     assert_eq!(
