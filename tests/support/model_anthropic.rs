@@ -14,7 +14,8 @@
 //!
 //! A stream is written in two parts, cut inside the first multi-byte UTF-8 character of the
 //! body (when there is one), with a pause between them, so the client's SSE parser really
-//! meets a chunk boundary in the middle of a character.
+//! meets a chunk boundary in the middle of a character — unless the reply is
+//! [`Reply::held`]: then it goes out around its hold ([`super::hold`]), chunked when whole.
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::hold;
 use super::wire::{split_pieces, write_status};
 use super::{Kind, MODEL, ModelServer, Reply, Request, Screen, Shape};
 
@@ -303,6 +305,10 @@ pub(super) fn respond(
         }
     }
     let keep = whole && !client_closes;
+    if let Some(held) = &reply.hold {
+        hold::send(out, &reply.headers, &body, held, whole, keep)?;
+        return Ok(keep);
+    }
     write_head(out, reply, whole.then_some(body.len()), keep)?;
     // Cut inside the first multi-byte character, so one read ends mid-character.
     let cut = body

@@ -15,7 +15,9 @@
 //! headers (lowercase names), its parsed JSON body and its counted tokens, so tests assert what
 //! keel actually sent, and [`check_tool_call_contract`] checks a recorded `messages` array
 //! against TOOL-06. `POST …/v1/messages` is answered from the same script as Anthropic's
-//! Messages API streams it ([`model_anthropic`](anthropic), issue 15 item 2).
+//! Messages API streams it ([`model_anthropic`](anthropic), issue 15 item 2). [`Reply::held`]
+//! keeps a stream open after its first pieces until the test releases its [`Hold`]
+//! ([`model_hold`](hold), issue 26 item 1).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
@@ -46,6 +48,8 @@ pub struct Reply {
     headers: Vec<(String, String)>,
     /// What only the Messages endpoint renders (thinking blocks, cached tokens).
     anthropic: anthropic::Extras,
+    /// Where the stream waits for the test ([`Reply::held`]).
+    hold: Option<hold::Held>,
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +83,7 @@ impl Reply {
             usage_set: false,
             headers: Vec::new(),
             anthropic: anthropic::Extras::default(),
+            hold: None,
         }
     }
 
@@ -543,6 +548,10 @@ fn answer(
 mod anthropic;
 pub use anthropic::anthropic_error_body;
 
+#[path = "model_hold.rs"]
+mod hold;
+pub use hold::{Hold, MAX_HOLD};
+
 #[path = "model_contract.rs"]
 mod contract;
 pub use contract::check_tool_call_contract;
@@ -572,6 +581,10 @@ use wire::{respond, write_status};
 #[cfg(test)]
 #[path = "model_server_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "model_hold_tests.rs"]
+mod hold_tests;
 
 #[cfg(test)]
 #[path = "model_anthropic_tests.rs"]

@@ -1,7 +1,8 @@
 //! The server's side of the wire: HTTP status answers and the OpenAI rendering of a scripted
 //! [`Reply`](super::Reply), streamed (text deltas, tool-call deltas split across chunks and
 //! interleaved by index, usage, `[DONE]`, and each fault) or whole (one `chat.completion`), in
-//! the [`Shape`] the server's personality chose. Split from `model_server.rs` so the server's
+//! the [`Shape`] the server's personality chose; a [`Reply::held`] one around its hold
+//! ([`super::hold`]). Split from `model_server.rs` so the server's
 //! bookkeeping and the byte format read separately.
 
 use std::collections::VecDeque;
@@ -10,6 +11,7 @@ use std::net::TcpStream;
 
 use serde_json::{Value, json};
 
+use super::hold;
 use super::personality::calls_as_text;
 use super::{Kind, MODEL, Reply, Shape};
 
@@ -148,40 +150,41 @@ pub(super) fn respond(
             std::thread::sleep(*silence);
             Ok(false)
         }
-        Kind::Disconnect => {
-            write_sse_head(out, &reply.headers)?;
-            event(out, &role())?;
-            event(out, &chunk(json!({"content": "partial "}), None))?;
-            event(out, &chunk(json!({"content": "answer"}), None))?;
-            Ok(false)
-        }
-        Kind::StreamError { kind, message } => {
-            write_sse_head(out, &reply.headers)?;
-            event(out, &role())?;
-            event(out, &chunk(json!({"content": "partial"}), None))?;
-            event(
-                out,
-                &json!({"error": {"message": message, "type": kind}}).to_string(),
-            )?;
-            Ok(false)
-        }
-        Kind::Garbled => {
-            write_sse_head(out, &reply.headers)?;
-            event(out, &role())?;
-            event(out, &chunk(json!({"content": "ok"}), None))?;
-            event(out, r#"{"choices":[{"index":0,"delta":{"content":"#)?;
-            event(out, "[DONE]")?;
-            Ok(false)
-        }
+        Kind::Disconnect => fault(
+            out,
+            reply,
+            &[
+                role(),
+                chunk(json!({"content": "partial "}), None),
+                chunk(json!({"content": "answer"}), None),
+            ],
+        ),
+        Kind::StreamError { kind, message } => fault(
+            out,
+            reply,
+            &[
+                role(),
+                chunk(json!({"content": "partial"}), None),
+                json!({"error": {"message": message, "type": kind}}).to_string(),
+            ],
+        ),
+        Kind::Garbled => fault(
+            out,
+            reply,
+            &[
+                role(),
+                chunk(json!({"content": "ok"}), None),
+                r#"{"choices":[{"index":0,"delta":{"content":"#.to_owned(),
+                "[DONE]".to_owned(),
+            ],
+        ),
         Kind::Empty => {
-            write_sse_head(out, &reply.headers)?;
-            event(out, &role())?;
-            event(out, &chunk(json!({}), Some("stop")))?;
+            let mut events = vec![role(), chunk(json!({}), Some("stop"))];
             if shape.usage {
-                event(out, &usage_chunk(reply.usage.0, reply.usage.1))?;
+                events.push(usage_chunk(reply.usage.0, reply.usage.1));
             }
-            event(out, "[DONE]")?;
-            Ok(false)
+            events.push("[DONE]".to_owned());
+            fault(out, reply, &events)
         }
         Kind::Stream { .. } => {
             // A well-formed answer is rendered whole and sent in one write: the server answers
@@ -205,10 +208,32 @@ pub(super) fn respond(
                 event(w, &usage_chunk(reply.usage.0, reply.usage.1))?;
             }
             event(w, "[DONE]")?;
+            if let Some(held) = &reply.hold {
+                hold::send(out, &reply.headers, &buf, held, true, !client_closes)?;
+                return Ok(!client_closes);
+            }
             write_whole(out, "text/event-stream", reply, &buf, client_closes)?;
             Ok(!client_closes)
         }
     }
+}
+
+/// A close-delimited answer's events after an SSE head: each written and flushed on its own,
+/// or (a [`Reply::held`] one) around the hold. The connection closes after it.
+fn fault(out: &mut TcpStream, reply: &Reply, events: &[String]) -> std::io::Result<bool> {
+    if let Some(held) = &reply.hold {
+        let mut body = Vec::new();
+        for e in events {
+            event(&mut body, e)?;
+        }
+        hold::send(out, &reply.headers, &body, held, false, false)?;
+        return Ok(false);
+    }
+    write_sse_head(out, &reply.headers)?;
+    for e in events {
+        event(out, e)?;
+    }
+    Ok(false)
 }
 
 fn finish_reason(calls: &[(String, String, String)]) -> &'static str {
