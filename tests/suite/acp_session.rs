@@ -7,7 +7,7 @@ use std::time::Duration;
 use keel_tests::model_server::Reply;
 use serde_json::{Value, json};
 
-use crate::suite::acp_support::{acp_env, open_steps, run_client};
+use crate::suite::acp_support::{acp_env, open_steps, run_client, run_client_with};
 use crate::suite::agent_support::{args, server, stored_events, types};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -233,4 +233,56 @@ fn a_restarted_server_loads_the_session_and_replays_its_history() {
     assert_eq!(turns, 2);
     let last = server.completions().pop().expect("a request");
     assert!(last.messages().to_string().contains("read my notes"));
+}
+
+// The editor's buffers are what the agent sees: with the client's fs capability, read_file of
+// a file only the editor has (unsaved) answers the buffer's text, and write_file goes to the
+// client's fs/write_text_file (recorded there) instead of the disk.
+#[test]
+fn with_the_clients_fs_reads_and_writes_go_through_the_editor() {
+    let server = server(vec![
+        Reply::tool_calls(vec![(
+            "r1",
+            "read_file",
+            args(json!({"path": "draft.txt"})),
+        )]),
+        Reply::tool_calls(vec![(
+            "w1",
+            "write_file",
+            args(json!({"path": "out.txt", "content": "from the agent"})),
+        )]),
+        Reply::text("done"),
+    ]);
+    let env = acp_env(&server, "");
+    let draft = env.work().join("draft.txt");
+    let out = env.work().join("out.txt");
+    let files = json!({ draft.display().to_string(): "unsaved buffer text\n" });
+    let mut steps = open_steps(&env, true);
+    steps.push(json!({"op": "prompt", "text": "copy my draft"}));
+    let t = run_client_with(&env, &[], Value::Array(steps), &[], &files, LIMIT);
+
+    assert_eq!(t.result(2)["value"]["stopReason"], "end_turn", "{t}");
+    let reads: Vec<&Value> = t.of("read").collect();
+    assert!(
+        reads
+            .iter()
+            .any(|r| r["path"] == draft.display().to_string()),
+        "{t}"
+    );
+    let writes: Vec<&Value> = t.of("write").collect();
+    assert_eq!(writes.len(), 1, "{t}");
+    assert_eq!(writes[0]["path"], out.display().to_string());
+    assert_eq!(writes[0]["content"], "from the agent");
+    assert!(!out.exists(), "the write went to the editor, not the disk");
+    assert!(!draft.exists());
+    // The model read the buffer's text.
+    let reqs = server.completions();
+    assert!(
+        reqs[1]
+            .messages()
+            .to_string()
+            .contains("unsaved buffer text"),
+        "{}",
+        reqs[1].messages()
+    );
 }

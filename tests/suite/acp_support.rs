@@ -104,6 +104,19 @@ pub fn run_client(
     permissions: &[&str],
     limit: Duration,
 ) -> Transcript {
+    run_client_with(env, args, steps, permissions, &json!({}), limit)
+}
+
+/// [`run_client`] with the editor's buffers: `files` maps absolute paths to the text
+/// `fs/read_text_file` answers (a path not there is not found).
+pub fn run_client_with(
+    env: &Env,
+    args: &[&str],
+    steps: Value,
+    permissions: &[&str],
+    files: &Value,
+    limit: Duration,
+) -> Transcript {
     let dir = client_dir();
     let script = dir.join("client.mjs");
     std::fs::copy(
@@ -132,6 +145,7 @@ pub fn run_client(
         "cwd": env.work(),
         "steps": steps,
         "permissions": permissions,
+        "files": files,
     });
     let mut child = Command::new("node")
         .arg(&script)

@@ -1,6 +1,6 @@
 //! `acp`: `keel acp`, an Agent Client Protocol server for editors (SURF-03, issue 26 item 3,
 //! ARCHITECTURE §4.6 and §11). It serves the command `keel.command.acp` (the grammar in
-//! [`options`]), requires `keel.agent`, and uses `keel.approval`, `keel.sandbox` and
+//! [`options`]) and `keel.editor-files` ([`files`]), requires `keel.agent`, and uses `keel.approval`, `keel.sandbox` and
 //! `keel.session` when rows provide them. docs/acp.md says what is supported.
 //!
 //! This file is only the SDK adapter. The job lives in modules:
@@ -9,6 +9,7 @@
 //!   `agent-client-protocol` crate;
 //! - [`feed`]: the row's listeners, which turn log events and stream deltas into updates;
 //! - [`permission`]: the `approval/answer` seam answered by the editor;
+//! - [`files`]: `keel.editor-files`, the file tools' reads and writes through the client;
 //! - [`map`]: log events → ACP updates, turn ends → stop reasons (pure);
 //! - [`state`]: the connection and the editor sessions;
 //! - [`transport`]: stdin and stdout as JSON-RPC lines.
@@ -17,6 +18,7 @@
 //! runs in the same profile. Its listeners do nothing until a client connects.
 
 pub mod feed;
+pub mod files;
 pub mod map;
 pub mod options;
 pub mod permission;
@@ -37,6 +39,7 @@ use keel_plugin_api::services::approval::Approval;
 use keel_plugin_api::services::command::{
     Command, CommandInvocation, CommandOutcome, CommandProvider, service_name,
 };
+use keel_plugin_api::services::editor_files::EditorFiles;
 use keel_plugin_api::services::sandbox::Sandbox;
 use keel_plugin_api::services::session::Sessions;
 
@@ -100,6 +103,7 @@ impl Plugin for Acp {
         Manifest::new("acp", env!("CARGO_PKG_VERSION"))
             .description("`keel acp`: an Agent Client Protocol server for editors, over stdio")
             .command(options::spec())
+            .provides::<EditorFiles>()
             .requires::<AgentService>()
             .optional::<Approval>()
             .optional::<Sandbox>()
@@ -136,6 +140,9 @@ impl Plugin for Acp {
                     None => Ok(None),
                 }
             }
+        })?;
+        ctx.serve::<EditorFiles, _>(files::Files {
+            shared: Arc::clone(&shared),
         })?;
         ctx.serve_named::<Command, _>(
             &service_name(options::COMMAND),
