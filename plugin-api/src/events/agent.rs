@@ -256,15 +256,8 @@ declare_event! {
     /// stopped with it waiting (issue 16). It is the dropped input's terminal answer.
     pub struct InboxDiscarded: emit("agent/inbox/discarded") -> AgentPoint<InboxDiscardedData>;
 }
-/// What an `agent/delta` carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeltaKind {
-    /// Assistant text.
-    Text,
-    /// Reasoning text.
-    Reasoning,
-}
+/// What an `agent/delta` carries (the `llm/delta` kind, one type for both).
+pub use super::llm::DeltaKind;
 
 /// `agent/delta`'s `data`: `{"attempt","index","kind","text"}` — one piece of the step's
 /// model stream as the adapter produced it (issue 26 item 1).

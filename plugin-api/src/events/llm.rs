@@ -1,7 +1,9 @@
-//! `llm/*` events (LLM-02).
+//! `llm/*` events (LLM-02): the waterfall around every model call, and the pieces of a
+//! streamed answer as they arrive (issue 26 item 1).
 
 use abi_stable::StableAbi;
 use abi_stable::std_types::RString;
+use serde::{Deserialize, Serialize};
 
 use super::typed::Typed;
 use crate::declare_event;
@@ -56,4 +58,48 @@ declare_event! {
     /// `request.config.provider` when the call was prepared. Listener failures stay failures
     /// (they end the turn with an error); adapter failures are terminal chunks.
     pub struct Stream: async_waterfall("llm/stream") -> LlmCall => Typed<LlmResponse>;
+}
+
+/// What a streamed piece is: assistant text or reasoning text. Also `agent/delta`'s `kind`
+/// (wire form `"text"` / `"reasoning"`).
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeltaKind {
+    /// Assistant text.
+    Text,
+    /// Reasoning text.
+    Reasoning,
+}
+
+/// One text or reasoning piece of a model answer, as the adapter decoded it: plain `repr(C)`
+/// fields (no JSON to encode or parse), since there is one per stream read.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug)]
+pub struct LlmDelta {
+    /// The request's [`stream_id`](crate::services::llm::LlmRequest::stream_id): whoever set
+    /// it knows which call this is.
+    pub stream_id: u64,
+    /// The content block's index (the `index` of the answer's `text-delta` /
+    /// `reasoning-delta` chunks).
+    pub index: u32,
+    /// Text or reasoning.
+    pub kind: DeltaKind,
+    /// The piece: the provider's deltas of one block that arrived in one read, joined.
+    pub text: RString,
+}
+
+/// Where an adapter's pieces go: the row's dispatch of `llm/delta` (its `ctx.emit` with its
+/// `#[declared_by("llm")]` handle), or a test's recorder. A failed dispatch is the sink's to
+/// log, never the answer's.
+pub type DeltaSink = std::sync::Arc<dyn Fn(&LlmDelta) + Send + Sync>;
+
+declare_event! {
+    /// A piece of a model answer, dispatched by the adapter as it arrives for a request whose
+    /// `stream_id` is set (issue 26 item 1). The `llm` row declares it; adapters dispatch it
+    /// (and only they do). Pieces of one block that arrive in one read of the response are
+    /// joined, none waits for a later read; the answer's chunks carry the same text. Never
+    /// written to the log: `LlmResponse` stays the call's one result. The agent loop forwards
+    /// its own calls' pieces as `agent/delta`.
+    pub struct Delta: emit("llm/delta") -> LlmDelta;
 }

@@ -78,6 +78,7 @@ pub const CATALOG: &[EventInfo] = &[
     agent::Resumed::INFO,
     agent::Delta::INFO,
     llm::Stream::INFO,
+    llm::Delta::INFO,
     prompt::Assemble::INFO,
     tools::Rewrite::INFO,
     tools::PreExecute::INFO,

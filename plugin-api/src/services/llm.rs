@@ -226,6 +226,11 @@ pub struct LlmRequest {
     /// Tools offered to the model.
     #[serde(default)]
     pub tools: Vec<ModelTool>,
+    /// Set by a caller that shows the answer as it is generated (the agent loop): the adapter
+    /// then dispatches each text and reasoning piece as an `llm/delta` carrying this id, as it
+    /// arrives (issue 26 item 1). `None`: no deltas; the response is the same either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_id: Option<u64>,
 }
 
 /// What a call returns: the chunks, in order, the last one a `finish`.

@@ -5,13 +5,15 @@
 //! Turns and steps are durable session events; every model call goes through `keel.llm` (and so
 //! through the `llm/stream` waterfall) and every tool call through `keel.tools` (the B9
 //! pipeline). The loop owns ordering and boundaries, never policy: admission, call config,
-//! retry and stop decisions are waterfalls other plugins can join. See `turn.rs` for one turn
-//! and `agent.rs` for the inbox and the driver task.
+//! retry and stop decisions are waterfalls other plugins can join. See `turn.rs` for one turn,
+//! `agent.rs` for the inbox and the driver task, and `deltas.rs` for the model's pieces
+//! forwarded to drivers as `agent/delta` while a step streams (issue 26 item 1).
 
 mod agent;
 mod assemble;
 mod child;
 mod config;
+mod deltas;
 mod retry;
 mod scheduler;
 mod seams;
@@ -299,8 +301,10 @@ impl Plugin for AgentLoop {
 
     async fn activate(&self, ctx: Context) -> Result<()> {
         let config: LoopConfig = ctx.config()?;
+        let seams = Arc::new(Seams::new(ctx, config)?);
+        deltas::listen(ctx, Arc::clone(&seams.streams))?;
         let hub = Arc::new(Hub {
-            seams: Arc::new(Seams::new(ctx, config)?),
+            seams,
             agents: Mutex::new(HashMap::new()),
         });
         ctx.serve::<AgentService, _>(Served(Arc::clone(&hub)))?;

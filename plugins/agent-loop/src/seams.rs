@@ -29,6 +29,8 @@ pub struct Seams {
     tools: ToolsClient,
     /// The row config.
     pub config: crate::config::LoopConfig,
+    /// The model requests in flight whose pieces become `agent/delta` (issue 26 item 1).
+    pub streams: std::sync::Arc<crate::deltas::Streams>,
 }
 
 /// What `run_batch` answers, as the loop needs it: the results themselves are in the log (the
@@ -58,6 +60,7 @@ impl Seams {
             session: ctx.client::<Sessions>()?,
             llm: ctx.client::<Llm>()?,
             tools: ctx.client::<Tools>()?,
+            streams: std::sync::Arc::default(),
             ctx,
         })
     }

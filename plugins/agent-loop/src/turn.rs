@@ -366,6 +366,8 @@ impl Turn<'_> {
             system,
             messages,
             tools,
+            // Set by `stream_or_abort`, which routes the answer's pieces.
+            stream_id: None,
         };
         self.agent.state().requests += 1;
         self.task.requests += 1;
@@ -394,25 +396,6 @@ impl Turn<'_> {
                 self.overflow_retried = false;
                 self.after_reply(reply).await
             }
-        }
-    }
-
-    async fn stream_or_abort(
-        &self,
-        request: LlmRequest,
-    ) -> Result<Option<keel_plugin_api::services::llm::LlmResponse>> {
-        let call = std::pin::pin!(self.seams.stream(request));
-        let watch = std::pin::pin!(self.until_aborted());
-        match futures::future::select(call, watch).await {
-            futures::future::Either::Left((r, _)) => r.map(Some),
-            futures::future::Either::Right(((), _)) => Ok(None),
-        }
-    }
-
-    /// Resolves once `abort` was called for this agent.
-    async fn until_aborted(&self) {
-        while !self.aborted() {
-            keel_plugin_api::sdk::sleep(ABORT_POLL).await;
         }
     }
 

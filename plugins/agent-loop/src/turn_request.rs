@@ -1,12 +1,14 @@
-//! The frozen call config of a request (`agent/request`, LOOP-05) and the `request/header` /
-//! `request/context` events that log it when it changed.
+//! The frozen call config of a request (`agent/request`, LOOP-05), the `request/header` /
+//! `request/context` events that log it when it changed, and the call itself: through
+//! `keel.llm`, its pieces routed to `agent/delta` while it runs (issue 26 item 1), dropped
+//! when the agent is aborted.
 
 use keel_plugin_api::events::Typed;
 use keel_plugin_api::prelude::*;
-use keel_plugin_api::services::llm::LlmCallConfig;
+use keel_plugin_api::services::llm::{LlmCallConfig, LlmRequest, LlmResponse};
 use serde_json::json;
 
-use super::{Seams, Turn};
+use super::{ABORT_POLL, Seams, Turn};
 
 impl Turn<'_> {
     pub(super) async fn call_config(&self, base: LlmCallConfig) -> Result<LlmCallConfig> {
@@ -64,5 +66,35 @@ impl Turn<'_> {
                 Some((config.provider.clone(), config.model.clone()));
         }
         Ok(())
+    }
+
+    /// The model call; `None` when the agent was aborted first. While it runs, the answer's
+    /// pieces go to drivers as `agent/delta` with this step's position and attempt.
+    pub(super) async fn stream_or_abort(
+        &self,
+        mut request: LlmRequest,
+    ) -> Result<Option<LlmResponse>> {
+        let stream = self.seams.streams.open(crate::deltas::Route {
+            session_id: self.sid.clone(),
+            turn: self.turn,
+            step: self.step,
+            attempt: self.attempt,
+        });
+        request.stream_id = Some(stream.id);
+        let call = std::pin::pin!(self.seams.stream(request));
+        let watch = std::pin::pin!(self.until_aborted());
+        let answer = match futures::future::select(call, watch).await {
+            futures::future::Either::Left((r, _)) => r.map(Some),
+            futures::future::Either::Right(((), _)) => Ok(None),
+        };
+        drop(stream);
+        answer
+    }
+
+    /// Resolves once `abort` was called for this agent.
+    pub(super) async fn until_aborted(&self) {
+        while !self.aborted() {
+            keel_plugin_api::sdk::sleep(ABORT_POLL).await;
+        }
     }
 }

@@ -91,6 +91,7 @@ impl Manager {
             system: Some(prompt.clone()),
             messages: vec![message],
             tools: Vec::new(),
+            stream_id: None,
         };
         let response = match self.llm.stream(request).await {
             Ok(r) => r,

@@ -133,6 +133,7 @@ mod tests {
             system: Some(system.into()),
             messages: messages.to_vec(),
             tools: vec![],
+            stream_id: None,
         })
         .unwrap()
     }

@@ -5,12 +5,14 @@
 //! sent → response head) and `timeout_ms` (silence between events once the head arrived).
 //!
 //! [`Adapter::generate`] needs a tokio reactor (reqwest): the plugin runs it on its own
-//! runtime; tests run it on `#[tokio::test]`.
+//! runtime; tests run it on `#[tokio::test]`. Each answer's text and reasoning pieces go to
+//! the row's `llm/delta` emitter as they are decoded, for a request with a `stream_id`.
 
 use std::time::{Duration, SystemTime};
 
 use eventsource_stream::Eventsource as _;
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
+use keel_llm_http_kit::{DeltaEmitter, Deltas};
 use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::sdk::Error;
 use keel_plugin_api::services::llm::{
@@ -32,6 +34,8 @@ pub struct Adapter {
     http: reqwest::Client,
     url: String,
     credentials: Resolver,
+    /// Where the pieces of an answer go as they arrive (`llm/delta`; none in unit tests).
+    deltas: Option<DeltaEmitter>,
 }
 
 impl Adapter {
@@ -60,7 +64,16 @@ impl Adapter {
             http,
             url,
             credentials,
+            deltas: None,
         })
+    }
+
+    /// Dispatches the pieces of each answer whose request has a `stream_id` through `emitter`
+    /// as they arrive (issue 26 item 1).
+    #[must_use]
+    pub fn with_deltas(mut self, emitter: DeltaEmitter) -> Self {
+        self.deltas = Some(emitter);
+        self
     }
 
     /// The row config.
@@ -91,12 +104,15 @@ impl Adapter {
         Ok(())
     }
 
-    /// One attempt. Never fails: every problem is the terminal chunk.
+    /// One attempt. Never fails: every problem is the terminal chunk. The answer's pieces
+    /// went out as `llm/delta` before it returns (when the row and the request ask for them).
     pub async fn generate(&self, request: LlmRequest) -> LlmResponse {
-        let chunks = match self.attempt(&request).await {
+        let mut deltas = Deltas::new(self.deltas.as_ref(), &request);
+        let chunks = match self.attempt(&request, &mut deltas).await {
             Ok(chunks) => chunks,
             Err(failure) => vec![StreamChunk::error(failure)],
         };
+        deltas.flush();
         LlmResponse { chunks }
     }
 
@@ -118,7 +134,11 @@ impl Adapter {
         }
     }
 
-    async fn attempt(&self, request: &LlmRequest) -> Result<Vec<StreamChunk>, LlmFailure> {
+    async fn attempt(
+        &self,
+        request: &LlmRequest,
+        deltas: &mut Deltas,
+    ) -> Result<Vec<StreamChunk>, LlmFailure> {
         request::check_capabilities(&request.config)?;
         // Resolved now, for this request only (LLM-05).
         let key = self.key().await?;
@@ -170,7 +190,7 @@ impl Adapter {
             let body = read_error_body(response, self.idle()).await;
             return Err(failure::from_status(&info, &body, &key, SystemTime::now()));
         }
-        Ok(self.stream(response, request_id, &key).await)
+        Ok(self.stream(response, request_id, &key, deltas).await)
     }
 
     fn idle(&self) -> Duration {
@@ -178,17 +198,26 @@ impl Adapter {
     }
 
     /// Reads the SSE stream into chunks, until `message_stop`, an `error` event, a break, the
-    /// end of the body or the idle watchdog.
+    /// end of the body or the idle watchdog. Events already read are taken at once; before it
+    /// waits for the network, the text and reasoning pieces so far go out (issue 26 item 1).
     async fn stream(
         &self,
         response: reqwest::Response,
         request_id: Option<String>,
         key: &str,
+        deltas: &mut Deltas,
     ) -> Vec<StreamChunk> {
         let mut decoder = Decoder::new(request_id.clone());
         let mut events = response.bytes_stream().eventsource();
         loop {
-            match tokio::time::timeout(self.idle(), events.next()).await {
+            let next = match events.next().now_or_never() {
+                Some(next) => Ok(next),
+                None => {
+                    deltas.flush();
+                    tokio::time::timeout(self.idle(), events.next()).await
+                }
+            };
+            match next {
                 Err(_) => {
                     let f = failure::failure(
                         LlmCode::Timeout,
@@ -218,7 +247,9 @@ impl Adapter {
                     return decoder.fail(f);
                 }
                 Ok(Some(Ok(event))) => {
-                    if let Err(f) = decoder.feed(&event.data) {
+                    let fed = decoder.feed(&event.data);
+                    deltas.take(decoder.chunks());
+                    if let Err(f) = fed {
                         return decoder.fail(f);
                     }
                     if decoder.is_done() {

@@ -7,7 +7,9 @@
 //! switches to it by disabling `llm-openai` and inserting this row (docs/llm-anthropic.md).
 //! The HTTP work ([`client`]) runs on the plugin's own tokio runtime; the request shape
 //! ([`request`]), the SSE decoding ([`decode`]), the failure mapping ([`failure`]), the key
-//! ([`credential`]) and the model's window ([`limits`]) are plain Rust.
+//! ([`credential`]) and the model's window ([`limits`]) are plain Rust. Each answer's text and
+//! thinking pieces go out as `llm/delta` while it streams, for a request with a `stream_id`
+//! (issue 26 item 1; the event is the `llm` row's).
 //!
 //! Why a plugin of its own and not a mode of `llm-openai`: the two APIs differ in every part
 //! that matters (headers, the system prompt's place, content blocks, tool results as user
@@ -67,8 +69,16 @@ impl LlmAdapterProvider for Service {
 #[derive(Default)]
 struct AnthropicPlugin;
 
+keel_plugin_api::dispatches! {
+    /// What the adapter dispatches: its answers' pieces as they arrive (issue 26 item 1).
+    pub struct Dispatches {
+        #[declared_by("llm")]
+        pub delta: keel_plugin_api::events::llm::Delta,
+    }
+}
+
 impl Plugin for AnthropicPlugin {
-    type Dispatches = ();
+    type Dispatches = Dispatches;
 
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
@@ -97,7 +107,9 @@ impl Plugin for AnthropicPlugin {
         });
         let resolver = Resolver::with_service(lookup, &row);
         // Built on the plugin runtime: the client's pool lives with the reactor it uses.
-        let adapter = spawn_bridged(async move { Adapter::new(config, resolver) }).await??;
+        let adapter = spawn_bridged(async move { Adapter::new(config, resolver) })
+            .await??
+            .with_deltas(keel_llm_http_kit::emitter(ctx, crate::DISPATCH.delta));
         serve_adapter(
             &ctx,
             PLUGIN_ID,

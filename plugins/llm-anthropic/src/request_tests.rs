@@ -19,6 +19,7 @@ fn row(extra: Value) -> Config {
 fn request(messages: Vec<Value>) -> LlmRequest {
     LlmRequest {
         session_id: None,
+        stream_id: None,
         config: serde_json::from_value(json!({"provider": "anthropic", "model": ""})).unwrap(),
         system: Some("You are keel.".into()),
         messages: messages

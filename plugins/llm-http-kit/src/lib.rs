@@ -3,11 +3,15 @@
 //! one attempt on the plugin runtime ([`attempt`]), the transport failure's text
 //! ([`transport_text`]), reading an error response ([`read_error_body`], [`header_text`]) and
 //! the timeout defaults of a row config ([`defaults`]), and the start-up clock's line at the first
-//! request ([`first_request_sent`]). Each adapter keeps its own wire format,
+//! request ([`first_request_sent`]), and the pieces of an answer on their way out as
+//! `llm/delta` ([`deltas`], issue 26 item 1). Each adapter keeps its own wire format,
 //! its own failure classification and its own redaction. Not a plugin: a plain library that
 //! only the model adapters use.
 
+pub mod deltas;
+
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -15,6 +19,22 @@ use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::plugin_runtime;
 use keel_plugin_api::services::llm::{LlmCode, LlmFailure, LlmResponse, StreamChunk};
 use reqwest::header::HeaderMap;
+
+pub use deltas::{DeltaEmitter, Deltas};
+
+/// The row's [`DeltaEmitter`]: `llm/delta` dispatched on `ctx` with the row's handle (the
+/// adapter's `#[declared_by("llm")]` field). A refused dispatch (the `llm` row is gone) is
+/// logged at debug and costs the answer nothing.
+pub fn emitter(
+    ctx: Context,
+    handle: keel_plugin_api::sdk::Dispatch<keel_plugin_api::events::llm::Delta>,
+) -> DeltaEmitter {
+    DeltaEmitter(Arc::new(move |delta| {
+        if let Err(e) = ctx.emit(handle, delta) {
+            tracing::debug!(error = %e, "llm/delta not dispatched");
+        }
+    }))
+}
 
 /// Logs `ADAPTER: first model request built, sending` under `keel::boot` (issue 25 item 1: the last
 /// phase of start-up, `KEEL_LOG=keel::boot=debug`) the first time it is called in this adapter's

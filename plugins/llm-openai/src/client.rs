@@ -16,8 +16,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use eventsource_stream::Eventsource as _;
-use futures::StreamExt as _;
+use keel_llm_http_kit::{DeltaEmitter, Deltas};
 use keel_plugin_api::codes::ContractCode;
 use keel_plugin_api::sdk::Error;
 use keel_plugin_api::services::llm::{
@@ -27,13 +26,12 @@ use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use crate::config::{Config, StreamMode};
 use crate::credential;
-use crate::decode::Decoder;
 use crate::failure::{self, ResponseInfo, header_text, read_error_body};
 use crate::request;
 use crate::wire_messages::MessageCache;
 
-/// The most of a non-streamed answer that is read.
-const MAX_COMPLETION_BODY: usize = 32 * 1024 * 1024;
+#[path = "client_read.rs"]
+mod read;
 
 /// What every HTTP request of one attempt carries: the key (for redaction) and its header
 /// (none for a row whose `api_key_ref` is empty: a server that wants no key).
@@ -89,6 +87,8 @@ pub struct Adapter {
     stream_options_off: AtomicBool,
     /// Each history message's OpenAI text, translated once ([`MessageCache`]).
     messages: Mutex<MessageCache>,
+    /// Where the pieces of an answer go as they arrive (`llm/delta`; none in unit tests).
+    deltas: Option<DeltaEmitter>,
 }
 
 fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), Error> {
@@ -151,6 +151,7 @@ impl Adapter {
             stream_off: AtomicBool::new(false),
             stream_options_off: AtomicBool::new(false),
             messages: Mutex::new(MessageCache::default()),
+            deltas: None,
         })
     }
 
@@ -159,6 +160,14 @@ impl Adapter {
     #[must_use]
     pub fn with_credentials(mut self, credentials: credential::Resolver) -> Self {
         self.credentials = credentials;
+        self
+    }
+
+    /// Dispatches the pieces of each answer whose request has a `stream_id` through `emitter`
+    /// as they arrive (issue 26 item 1).
+    #[must_use]
+    pub fn with_deltas(mut self, emitter: DeltaEmitter) -> Self {
+        self.deltas = Some(emitter);
         self
     }
 
@@ -215,16 +224,23 @@ impl Adapter {
         Ok(())
     }
 
-    /// One attempt. Never fails: every problem is the terminal chunk.
+    /// One attempt. Never fails: every problem is the terminal chunk. The answer's pieces
+    /// went out as `llm/delta` before it returns (when the row and the request ask for them).
     pub async fn generate(&self, request: LlmRequest) -> LlmResponse {
-        let chunks = match self.attempt(&request).await {
+        let mut deltas = Deltas::new(self.deltas.as_ref(), &request);
+        let chunks = match self.attempt(&request, &mut deltas).await {
             Ok(chunks) => chunks,
             Err(failure) => vec![StreamChunk::error(failure)],
         };
+        deltas.flush();
         LlmResponse { chunks }
     }
 
-    async fn attempt(&self, request: &LlmRequest) -> Result<Vec<StreamChunk>, LlmFailure> {
+    async fn attempt(
+        &self,
+        request: &LlmRequest,
+        deltas: &mut Deltas,
+    ) -> Result<Vec<StreamChunk>, LlmFailure> {
         request::check_capabilities(&request.config)?;
         request::check_tool_choice(request, &self.config)?;
         // Resolved now, for this request only (LLM-05). The request carries no working
@@ -238,6 +254,7 @@ impl Adapter {
                         key: "",
                         auth: None,
                     },
+                    deltas,
                 )
                 .await;
         }
@@ -273,7 +290,7 @@ impl Adapter {
             key: &key,
             auth: Some(auth),
         };
-        self.dispatch(request, &call).await
+        self.dispatch(request, &call, deltas).await
     }
 
     /// The attempt's requests, once its credential is known.
@@ -281,13 +298,14 @@ impl Adapter {
         &self,
         request: &LlmRequest,
         call: &Call<'_>,
+        deltas: &mut Deltas,
     ) -> Result<Vec<StreamChunk>, LlmFailure> {
         if !self.streams() {
-            return self.whole(request, call, Channel::Pooled).await;
+            return self.whole(request, call, Channel::Pooled, deltas).await;
         }
-        match self.streamed(request, call).await? {
+        match self.streamed(request, call, deltas).await? {
             Some(chunks) => Ok(chunks),
-            None => self.after_empty_stream(request, call).await,
+            None => self.after_empty_stream(request, call, deltas).await,
         }
     }
 
@@ -311,10 +329,11 @@ impl Adapter {
         &self,
         request: &LlmRequest,
         call: &Call<'_>,
+        deltas: &mut Deltas,
     ) -> Result<Vec<StreamChunk>, LlmFailure> {
         tracing::debug!(provider = %self.config.provider, "empty stream; asking again without streaming");
         let chunks = self
-            .whole(request, call, Channel::Fresh)
+            .whole(request, call, Channel::Fresh, deltas)
             .await
             .map_err(|mut f| {
                 f.message
@@ -453,112 +472,6 @@ impl Adapter {
 
     fn idle(&self) -> Duration {
         Duration::from_millis(self.config.timeout_ms)
-    }
-
-    /// One streamed request: its chunks, or `None` when the stream closed (or broke) before
-    /// any event arrived.
-    async fn streamed(
-        &self,
-        request: &LlmRequest,
-        call: &Call<'_>,
-    ) -> Result<Option<Vec<StreamChunk>>, LlmFailure> {
-        let (response, request_id) = self.send(request, true, call, Channel::Pooled).await?;
-        let idle = self.idle();
-        let mut decoder = Decoder::new(request_id.clone());
-        let mut events = response.bytes_stream().eventsource();
-        loop {
-            match tokio::time::timeout(idle, events.next()).await {
-                Err(_) if decoder.has_finish_reason() => break,
-                Err(_) => return Ok(Some(decoder.fail(self.timeout(request_id)))),
-                Ok(None) if decoder.is_empty() => return Ok(None),
-                Ok(None) => break,
-                Ok(Some(Err(e))) if decoder.has_finish_reason() => {
-                    tracing::debug!(error = %e, "stream ended untidily after the finish reason");
-                    break;
-                }
-                Ok(Some(Err(e))) if decoder.is_empty() => {
-                    tracing::debug!(error = %e, "stream broke before its first event");
-                    return Ok(None);
-                }
-                Ok(Some(Err(e))) => {
-                    let f = failure::failure(
-                        LlmCode::Transport,
-                        credential::redact(
-                            &format!("the response stream from {} broke: {e}", self.url),
-                            call.key,
-                        ),
-                        request_id,
-                    );
-                    return Ok(Some(decoder.fail(f)));
-                }
-                Ok(Some(Ok(event))) => {
-                    if let Err(f) = decoder.feed(&event.data) {
-                        return Ok(Some(decoder.fail(f)));
-                    }
-                    if decoder.is_done() {
-                        break;
-                    }
-                }
-            }
-        }
-        Ok(Some(decoder.complete()))
-    }
-
-    /// One non-streamed request: the whole `chat.completion`, read under the idle watchdog
-    /// and decoded by the same [`Decoder`] as a stream.
-    async fn whole(
-        &self,
-        request: &LlmRequest,
-        call: &Call<'_>,
-        channel: Channel,
-    ) -> Result<Vec<StreamChunk>, LlmFailure> {
-        let (response, request_id) = self.send(request, false, call, channel).await?;
-        let mut decoder = Decoder::new(request_id.clone());
-        let mut bytes = Vec::new();
-        let mut body = response.bytes_stream();
-        loop {
-            match tokio::time::timeout(self.idle(), body.next()).await {
-                Err(_) => return Ok(decoder.fail(self.timeout(request_id))),
-                Ok(None) => break,
-                Ok(Some(Ok(chunk))) => {
-                    if bytes.len() + chunk.len() > MAX_COMPLETION_BODY {
-                        let f = failure::failure(
-                            LlmCode::Transport,
-                            format!(
-                                "the answer from {} exceeds {MAX_COMPLETION_BODY} bytes",
-                                self.url
-                            ),
-                            request_id,
-                        );
-                        return Ok(decoder.fail(f));
-                    }
-                    bytes.extend_from_slice(&chunk);
-                }
-                Ok(Some(Err(e))) => {
-                    let f = failure::failure(
-                        LlmCode::Transport,
-                        credential::redact(
-                            &format!("the answer from {} broke off: {e}", self.url),
-                            call.key,
-                        ),
-                        request_id,
-                    );
-                    return Ok(decoder.fail(f));
-                }
-            }
-        }
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            let f = failure::failure(
-                LlmCode::Transport,
-                format!("{} answered with an empty body", self.url),
-                request_id,
-            );
-            return Ok(decoder.fail(f));
-        }
-        match decoder.feed_completion(&bytes) {
-            Ok(()) => Ok(decoder.complete()),
-            Err(f) => Ok(decoder.fail(f)),
-        }
     }
 
     fn no_response_head(&self) -> LlmFailure {

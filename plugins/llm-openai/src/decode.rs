@@ -39,6 +39,12 @@ impl Decoder {
         }
     }
 
+    /// The chunks decoded so far (the client hands their text and reasoning pieces on as they
+    /// come).
+    pub fn chunks(&self) -> &[StreamChunk] {
+        &self.chunks
+    }
+
     /// Whether `[DONE]` was seen: the caller stops reading.
     pub fn is_done(&self) -> bool {
         self.done

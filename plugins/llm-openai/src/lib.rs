@@ -10,7 +10,8 @@
 //!
 //! The key is resolved per request through `keel.credentials` when a credentials row is loaded
 //! (an optional requirement, fetched with `get_service` at each request), else from the process
-//! environment.
+//! environment. Each answer's text and reasoning pieces go out as `llm/delta` while it streams,
+//! for a request that carries a `stream_id` (issue 26 item 1; the event is the `llm` row's).
 
 pub mod client;
 pub mod config;
@@ -69,8 +70,16 @@ impl LlmAdapterProvider for Service {
 #[derive(Default)]
 struct OpenAiPlugin;
 
+keel_plugin_api::dispatches! {
+    /// What the adapter dispatches: its answers' pieces as they arrive (issue 26 item 1).
+    pub struct Dispatches {
+        #[declared_by("llm")]
+        pub delta: keel_plugin_api::events::llm::Delta,
+    }
+}
+
 impl Plugin for OpenAiPlugin {
-    type Dispatches = ();
+    type Dispatches = Dispatches;
 
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
@@ -100,7 +109,9 @@ impl Plugin for OpenAiPlugin {
             }
         });
         let adapter = Arc::new(
-            adapter.with_credentials(Resolver::with_service(lookup, ctx.keel_home().ok())),
+            adapter
+                .with_credentials(Resolver::with_service(lookup, ctx.keel_home().ok()))
+                .with_deltas(keel_llm_http_kit::emitter(ctx, crate::DISPATCH.delta)),
         );
         serve_adapter(&ctx, PLUGIN_ID, Service(adapter), vec![provider], model).await?;
         Ok(())

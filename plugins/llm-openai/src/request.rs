@@ -173,6 +173,7 @@ mod tests {
             .collect();
         LlmRequest {
             session_id: None,
+            stream_id: None,
             config: LlmCallConfig {
                 provider: "openai".into(),
                 model: String::new(),

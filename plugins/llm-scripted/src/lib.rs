@@ -6,7 +6,9 @@
 //! or JSON file (`script`) or from the row itself (`steps`); it is loaded and checked at
 //! activation ([`script`]), and answers are chosen and rendered by [`replay`]. `limits` answers
 //! the row's `context_window` and `output_reserve` (issue 14 item 1), so a test can give the
-//! context manager a window without a model server.
+//! context manager a window without a model server. A request with a `stream_id` gets its
+//! answer's reasoning and text as `llm/delta` pieces, a word each, `piece_delay_ms` apart,
+//! before the answer (issue 26 item 1).
 
 pub mod replay;
 pub mod script;
@@ -14,6 +16,7 @@ pub mod script;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use keel_plugin_api::events::llm::DeltaSink;
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::sdk::sleep;
 use keel_plugin_api::services::llm::{
@@ -98,13 +101,26 @@ pub fn load(config: Config) -> Result<Script> {
 }
 
 /// The adapter service: replays the script. `generate` never fails (its failures are chunks).
-pub struct Service(pub Arc<Script>, pub RowLimits);
+/// With a sink, a request's `stream_id` gets the answer's pieces before the answer.
+pub struct Service(pub Arc<Script>, pub RowLimits, pub Option<DeltaSink>);
 
 impl LlmAdapterProvider for Service {
     async fn generate(&self, request: LlmRequest) -> Result<LlmResponse> {
         let (response, delay) = replay::respond(&self.0, &request);
         if !delay.is_zero() {
             sleep(delay).await;
+        }
+        if let (Some(sink), Some(stream_id)) = (&self.2, request.stream_id) {
+            let pause = replay::piece_pause(&self.0, &request);
+            for (n, piece) in replay::pieces(&response.chunks, stream_id)
+                .iter()
+                .enumerate()
+            {
+                if n > 0 && !pause.is_zero() {
+                    sleep(pause).await;
+                }
+                sink(piece);
+            }
         }
         Ok(response)
     }
@@ -123,8 +139,16 @@ impl LlmAdapterProvider for Service {
 #[derive(Default)]
 struct ScriptedPlugin;
 
+keel_plugin_api::dispatches! {
+    /// What the adapter dispatches: its answers' pieces (issue 26 item 1).
+    pub struct Dispatches {
+        #[declared_by("llm")]
+        pub delta: keel_plugin_api::events::llm::Delta,
+    }
+}
+
 impl Plugin for ScriptedPlugin {
-    type Dispatches = ();
+    type Dispatches = Dispatches;
 
     fn manifest(&self) -> Manifest {
         Manifest::new(PLUGIN_ID, env!("CARGO_PKG_VERSION"))
@@ -143,7 +167,12 @@ impl Plugin for ScriptedPlugin {
             output_reserve: config.output_reserve,
         };
         let script = Arc::new(load(config)?);
-        let service = Service(script, limits);
+        let sink: DeltaSink = Arc::new(move |piece| {
+            if let Err(e) = ctx.emit(crate::DISPATCH.delta, piece) {
+                tracing::debug!(error = %e, "llm/delta not dispatched");
+            }
+        });
+        let service = Service(script, limits, Some(sink));
         serve_adapter(&ctx, PLUGIN_ID, service, vec![provider], model).await?;
         Ok(())
     }
@@ -200,7 +229,7 @@ mod tests {
         // Through the typed contract, as `keel.llm` calls it.
         let handle = ContractHandle::serve::<LlmAdapter, _>(
             PLUGIN_ID,
-            Service(script, RowLimits::default()),
+            Service(script, RowLimits::default(), None),
         );
         let client: LlmAdapterClient = ContractClient::new(handle, "test").into();
         let request: LlmRequest = serde_json::from_value(json!({
@@ -244,7 +273,7 @@ mod tests {
             output_reserve: c.output_reserve,
         };
         let script = Arc::new(load(c).unwrap());
-        let handle = ContractHandle::serve::<LlmAdapter, _>(PLUGIN_ID, Service(script, row));
+        let handle = ContractHandle::serve::<LlmAdapter, _>(PLUGIN_ID, Service(script, row, None));
         let client: LlmAdapterClient = ContractClient::new(handle, "test").into();
         let mut config = LlmCallConfig {
             provider: "scripted".into(),
@@ -273,5 +302,56 @@ mod tests {
         let limits = RowLimits::default().answer(&LlmCallConfig::default());
         assert_eq!(limits.source, "unknown");
         assert_eq!((limits.context_window, limits.output_reserve), (None, 0));
+    }
+
+    // Issue 26 item 1: a request with a `stream_id` gets its reasoning and text as word
+    // pieces, in order, before the answer; one without gets none; the answer is the same.
+    #[test]
+    fn a_streamed_request_gets_its_text_in_word_pieces() {
+        use std::sync::Mutex;
+
+        use keel_plugin_api::events::llm::{DeltaKind, LlmDelta};
+
+        let script = Arc::new(
+            script::from_inline(vec![Step {
+                reasoning: Some("think first".into()),
+                text: Some("Hello there, world".into()),
+                ..Step::default()
+            }])
+            .unwrap(),
+        );
+        type Seen = Mutex<Vec<(u64, u32, DeltaKind, String)>>;
+        let got: Arc<Seen> = Arc::default();
+        let seen = Arc::clone(&got);
+        let sink: DeltaSink = Arc::new(move |d: &LlmDelta| {
+            seen.lock()
+                .unwrap()
+                .push((d.stream_id, d.index, d.kind, d.text.to_string()));
+        });
+        let service = Service(script, RowLimits::default(), Some(sink));
+        let mut request: LlmRequest = serde_json::from_value(json!({
+            "config": {"provider": "scripted", "model": "scripted"},
+            "messages": [{"role": "user", "content": "hi"}]
+        }))
+        .unwrap();
+        let plain = futures::executor::block_on(service.generate(request.clone())).unwrap();
+        assert!(got.lock().unwrap().is_empty());
+        request.stream_id = Some(9);
+        let streamed = futures::executor::block_on(service.generate(request)).unwrap();
+        assert_eq!(plain, streamed);
+        let text = |kind| {
+            got.lock()
+                .unwrap()
+                .iter()
+                .filter(|p| p.2 == kind)
+                .map(|p| p.3.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(text(DeltaKind::Reasoning), ["think ", "first"]);
+        assert_eq!(text(DeltaKind::Text), ["Hello ", "there, ", "world"]);
+        let got = got.lock().unwrap();
+        assert!(got.iter().all(|p| p.0 == 9));
+        assert_eq!(got[0].1, 0);
+        assert_eq!(got[2].1, 1, "the text is block 1 after the reasoning");
     }
 }

@@ -2,11 +2,14 @@
 //!
 //! The step index is the number of assistant messages in the request's history, so a resumed,
 //! forked or retried session gets the same answer at the same point. Call ids are
-//! `call_<step>_<k>`: unique across the session, stable across replays.
+//! `call_<step>_<k>`: unique across the session, stable across replays. A request with a
+//! `stream_id` also gets the answer's reasoning and text as pieces, a word each ([`pieces`]),
+//! for `llm/delta` (issue 26 item 1).
 
 use std::time::Duration;
 
 use keel_plugin_api::conversation::Message;
+use keel_plugin_api::events::llm::{DeltaKind, LlmDelta};
 use keel_plugin_api::sdk::Frozen;
 use keel_plugin_api::services::llm::{
     FinishReason, LlmCode, LlmFailure, LlmRequest, LlmResponse, StreamChunk, Usage,
@@ -63,6 +66,37 @@ pub fn respond(script: &Script, request: &LlmRequest) -> (LlmResponse, Duration)
             )
         }
     }
+}
+
+/// The pause between the streamed pieces of `request`'s answer (its step's `piece_delay_ms`).
+pub fn piece_pause(script: &Script, request: &LlmRequest) -> Duration {
+    script
+        .steps
+        .get(step_index(request))
+        .and_then(|s| s.piece_delay_ms)
+        .map_or(Duration::ZERO, Duration::from_millis)
+}
+
+/// The answer's reasoning and text as `llm/delta` pieces for `stream_id`, a word (with the
+/// whitespace after it) each, in order: joined, each block is its chunk's text.
+pub fn pieces(chunks: &[StreamChunk], stream_id: u64) -> Vec<LlmDelta> {
+    let mut out = Vec::new();
+    for chunk in chunks {
+        let (index, kind, text) = match chunk {
+            StreamChunk::TextDelta { index, text } => (*index, DeltaKind::Text, text),
+            StreamChunk::ReasoningDelta { index, text } => (*index, DeltaKind::Reasoning, text),
+            _ => continue,
+        };
+        for word in text.split_inclusive(char::is_whitespace) {
+            out.push(LlmDelta {
+                stream_id,
+                index,
+                kind,
+                text: word.into(),
+            });
+        }
+    }
+    out
 }
 
 /// One step's chunks: reasoning, text, tool calls, usage, finish.

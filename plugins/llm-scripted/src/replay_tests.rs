@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 fn request(messages: Vec<Value>) -> LlmRequest {
     LlmRequest {
         session_id: None,
+        stream_id: None,
         config: LlmCallConfig::default(),
         system: None,
         messages: messages

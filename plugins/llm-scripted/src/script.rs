@@ -94,6 +94,10 @@ pub struct Step {
     /// Wait this long before answering.
     #[serde(default)]
     pub delay_ms: Option<u64>,
+    /// Wait this long between the streamed pieces (words) of the reasoning and the text, so a
+    /// driver shows the first words before the answer ends (issue 26 item 1; default none).
+    #[serde(default)]
+    pub piece_delay_ms: Option<u64>,
 }
 
 /// A loaded, checked script.

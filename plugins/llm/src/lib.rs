@@ -202,9 +202,13 @@ struct Config {}
 struct LlmPlugin;
 
 keel_plugin_api::dispatches! {
-    /// What the llm row dispatches: the stream waterfall around every model call.
+    /// What the llm row dispatches: the stream waterfall around every model call. It also
+    /// declares `llm/delta`, the pieces of an answer, which the adapters dispatch as they
+    /// arrive (issue 26 item 1): the event belongs to the model-call domain, whichever adapter
+    /// serves the call.
     pub struct Dispatches {
         pub stream: Stream,
+        pub delta: keel_plugin_api::events::llm::Delta,
     }
 }
 

@@ -203,6 +203,7 @@ pub fn config(base_url: &str, key_ref: &str) -> Config {
 pub fn request(text: &str) -> LlmRequest {
     LlmRequest {
         session_id: None,
+        stream_id: None,
         config: LlmCallConfig {
             provider: "openai".into(),
             model: "mock-model".into(),
