@@ -13,12 +13,13 @@
 // Steps: {op:"initialize", fs?:bool}, {op:"new", cwd}, {op:"load", session?, cwd},
 // {op:"prompt", text, session?, wait?:false, as?:NAME}, {op:"await", name},
 // {op:"until", kind, count?} (wait for the count-th update of that kind), {op:"until_file",
-// path} (wait, up to 20 s, for a file a tool creates), {op:"cancel"},
+// path} (wait, up to 20 s, for a file a tool creates), {op:"touch", path} (write the updates
+// seen so far there, as a signal to the test), {op:"cancel"},
 // {op:"list"}, {op:"raw", method, params} (any request), {op:"close"}.
 // `permissions` (a list of option ids) answers the permission requests in order.
 
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -154,6 +155,9 @@ await app.connectWith(stream, async (ctx) => {
         }
         break;
       }
+      case "touch":
+        writeFileSync(s.path, JSON.stringify(updates));
+        break;
       case "cancel":
         await ctx.notify(acp.methods.agent.session.cancel, { sessionId: s.session ?? session });
         out({ ev: "result", step, op: s.op, ok: true, value: null });

@@ -286,3 +286,67 @@ fn with_the_clients_fs_reads_and_writes_go_through_the_editor() {
         reqs[1].messages()
     );
 }
+
+// Streaming (issue 26 items 1 and 3): the model's first piece reaches the editor as an
+// agent_message_chunk while the model server still holds the rest of the stream; the chunks
+// arrive in order and add up to the answer; the log keeps one assistant/message and no deltas.
+#[test]
+fn the_first_chunk_reaches_the_editor_while_the_model_still_streams() {
+    let (reply, hold) = Reply::text_held("the first words, then all the rest of the answer");
+    let server = server(vec![reply]);
+    let env = acp_env(&server, "");
+    let marker = env.path().join("first-chunk.json");
+    let mut steps = open_steps(&env, false);
+    steps.extend([
+        json!({"op": "prompt", "text": "stream please", "wait": false, "as": "p"}),
+        json!({"op": "until", "kind": "agent_message_chunk"}),
+        json!({"op": "touch", "path": marker}),
+        json!({"op": "await", "name": "p"}),
+    ]);
+    let client = {
+        let steps = Value::Array(steps);
+        let env = &env;
+        std::thread::scope(|scope| {
+            let running = scope.spawn(move || run_client(env, &[], steps, &[], LIMIT));
+            hold.wait_reached(Duration::from_secs(30));
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while !marker.exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // The editor had text while the stream was still held.
+            let seen_while_held = marker.exists();
+            hold.release();
+            let t = running.join().expect("the client thread");
+            (t, seen_while_held)
+        })
+    };
+    let (t, seen_while_held) = client;
+    assert!(
+        seen_while_held,
+        "no chunk reached the editor while the model held its stream:\n{t}"
+    );
+    let first: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&marker).unwrap()).unwrap();
+    let early: String = first
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    let full = "the first words, then all the rest of the answer";
+    assert!(!early.is_empty() && early.len() < full.len(), "{early:?}");
+    assert!(full.starts_with(&early), "{early:?}");
+    assert_eq!(
+        t.agent_text(),
+        full,
+        "the chunks, in order, are the answer:\n{t}"
+    );
+    assert!(t.updates_of("agent_message_chunk").len() >= 2, "{t}");
+    assert_eq!(t.result(2)["value"]["stopReason"], "end_turn", "{t}");
+    let id = session_of(&t, 1);
+    let kinds = types(&stored_events(&env, &id));
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "assistant/message").count(),
+        1
+    );
+    assert!(!kinds.iter().any(|k| k.contains("delta")), "{kinds:?}");
+}
