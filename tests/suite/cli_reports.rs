@@ -510,12 +510,13 @@ fn help_lists_the_subcommands_of_the_cli_contract() {
             .collect()
     };
     // ARCHITECTURE §11 (and §6's `keel trust`). `sessions`, `fork`, `secrets`, `mcp`
-    // (issue 15) and `chat` (issue 26) are grammar only: a plugin of the profile does the work
+    // (issue 15), `chat` and `acp` (issue 26) are grammar only: a plugin of the profile does the work
     // (command seam).
     assert_eq!(
         commands(&env.keel(&["--help"])),
         [
             "run", "resume", "config", "plugins", "sessions", "fork", "secrets", "mcp", "chat",
+            "acp",
             "trust", "lock", "doctor", "help"
         ]
     );

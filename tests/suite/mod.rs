@@ -1,5 +1,12 @@
 //! Suites, one per behaviour.
 
+/// `keel acp`: cancel, one prompt per session, bad frames in raw bytes (issue 26 item 3).
+mod acp_control;
+/// `keel acp` driven by the official TypeScript ACP client: prompts, permissions, load
+/// (issue 26 item 3, SURF-03).
+mod acp_session;
+/// Helpers for the acp suites.
+mod acp_support;
 /// Model faults through the binary: named terminal states, retries, exit codes (B14, §11).
 mod agent_faults;
 /// Ids in a session: message ids across resumes, tool-call ids repeating across steps

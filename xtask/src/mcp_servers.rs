@@ -2,7 +2,9 @@
 //! `tests/mcp-servers/package.json` + `package-lock.json`, installed with `npm ci` into
 //! `<target>/mcp-servers` when missing or when the lock file changed. `cargo xtask test` and
 //! `cargo xtask bench` call it, so CI and a newcomer's first `cargo xtask test` have them; the
-//! tests fail (never skip) when they are absent.
+//! tests fail (never skip) when they are absent. The acp suites' editor stand-in (issue 26
+//! item 3: `tests/acp-client`, the official ACP TypeScript SDK) is installed the same way into
+//! `<target>/acp-client` ([`install_acp_client`]).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -10,20 +12,28 @@ use std::process::Command;
 use crate::shell;
 use crate::shell::{Failure, Result};
 
-/// Where the pinned package files live, relative to the workspace root.
-const SOURCE: &str = "tests/mcp-servers";
-
-fn target() -> PathBuf {
+fn target(dir: &str) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| shell::root().join("target"))
-        .join("mcp-servers")
+        .join(dir)
 }
 
 /// `npm ci` into `<target>/mcp-servers` unless the installed lock file is the pinned one.
 pub fn install() -> Result {
-    let source = shell::root().join(SOURCE);
-    let dest = target();
+    install_pinned("tests/mcp-servers", "mcp-servers", "the MCP test servers")
+}
+
+/// `npm ci` of `tests/acp-client` into `<target>/acp-client`, likewise.
+pub fn install_acp_client() -> Result {
+    install_pinned("tests/acp-client", "acp-client", "the ACP test client")
+}
+
+/// `npm ci` of the package files in `source` (relative to the workspace root) into
+/// `<target>/<dir>` unless the installed lock file is the pinned one.
+fn install_pinned(source: &str, dir: &str, what: &str) -> Result {
+    let source = shell::root().join(source);
+    let dest = target(dir);
     let read =
         |p: PathBuf| std::fs::read(&p).map_err(|e| Failure::new(format!("{}: {e}", p.display())));
     let lock = read(source.join("package-lock.json"))?;
@@ -32,10 +42,7 @@ pub fn install() -> Result {
     if installed.is_file() && std::fs::read(&stamp).ok().as_deref() == Some(lock.as_slice()) {
         return Ok(());
     }
-    println!(
-        "installing the MCP test servers (npm ci) into {}",
-        shell::relative(&dest)
-    );
+    println!("installing {what} (npm ci) into {}", shell::relative(&dest));
     std::fs::create_dir_all(&dest).map_err(|e| Failure::new(format!("{}: {e}", dest.display())))?;
     let copy = |name: &str| {
         std::fs::copy(source.join(name), dest.join(name))
@@ -49,7 +56,7 @@ pub fn install() -> Result {
         .current_dir(&dest);
     shell::run(&mut npm).map_err(|e| {
         Failure::new(format!(
-            "could not install the MCP test servers (needs node and npm): {e}"
+            "could not install {what} (needs node and npm): {e}"
         ))
     })?;
     std::fs::write(&stamp, lock).map_err(|e| Failure::new(format!("{}: {e}", stamp.display())))

@@ -23,8 +23,10 @@ pub fn run(args: &[String]) -> Result {
         _ => args,
     };
     build::workspace(Profile::Debug)?;
-    // The real MCP servers the mcp suites need (issue 15): missing ones fail those tests.
+    // The real MCP servers the mcp suites need (issue 15) and the official ACP client the acp
+    // suites drive `keel acp` with (issue 26 item 3): missing ones fail those tests.
     crate::mcp_servers::install()?;
+    crate::mcp_servers::install_acp_client()?;
     // The real Claude Agent SDK the stream suite parses with (issue 23 item 13).
     crate::python_deps::install()?;
 

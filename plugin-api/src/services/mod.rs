@@ -11,6 +11,7 @@ pub mod context;
 pub mod credentials;
 pub mod doctor;
 pub mod driver;
+pub mod editor_files;
 pub mod firewall;
 pub mod llm;
 pub mod prompt;

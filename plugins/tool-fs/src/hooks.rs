@@ -49,6 +49,24 @@ pub trait FsHooks: Send + Sync {
         let _ = (scope, target);
         Ok(())
     }
+
+    /// The text of the canonical `target` as the session's editor holds it (issue 26 item 3,
+    /// `keel.editor-files`): `None` reads the disk (the default: no editor), `Some(None)` the
+    /// editor has no such file.
+    fn editor_read(&self, session_id: &str, target: &Path) -> Option<Option<String>> {
+        let _ = (session_id, target);
+        None
+    }
+
+    /// Hands a write of the canonical `target` to the session's editor instead of the disk:
+    /// `Ok(true)` the editor took it, `Ok(false)` (the default) write the disk.
+    ///
+    /// # Errors
+    /// The editor refused or failed: nothing was written.
+    fn editor_write(&self, session_id: &str, target: &Path, content: &str) -> FsResult<bool> {
+        let _ = (session_id, target, content);
+        Ok(false)
+    }
 }
 
 /// Runs the write slot.

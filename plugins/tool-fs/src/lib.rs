@@ -8,7 +8,9 @@
 //! that dispatch `fs/write-intent`, `fs/edit-intent` and `fs/observed`. Without a policy
 //! plugin the intents keep the terminal's `unconditional` decision (FS-01). When a
 //! `keel.sandbox` provider is loaded, `write_file` and `edit_file` ask its `check_path` before
-//! deciding and again at mutation time (FS-06); a denial is `FS_SANDBOX_DENIED`.
+//! deciding and again at mutation time (FS-06); a denial is `FS_SANDBOX_DENIED`. When a
+//! `keel.editor-files` provider is loaded (`keel acp` with a client that offers `fs`), reads
+//! and writes of its sessions go through the editor's buffers (issue 26 item 3).
 
 pub mod atomic;
 pub mod content;
@@ -34,6 +36,7 @@ use keel_plugin_api::events::fs::{
     EditDecision, EditIntent, FsIntent, FsObserved, Observed, WriteDecision, WriteIntent,
 };
 use keel_plugin_api::prelude::*;
+use keel_plugin_api::services::editor_files::{EditorFiles, EditorRead, EditorWrite};
 use keel_plugin_api::services::sandbox::{Access, CallRef, CheckPathRequest, Sandbox};
 use keel_plugin_api::services::tools::{
     Tool, ToolCall, ToolCode, ToolDefinition, ToolInvocation, ToolResult, ToolSet, ToolSpec,
@@ -123,6 +126,47 @@ impl FsHooks for KernelHooks {
         })))
     }
 
+    fn editor_read(&self, session_id: &str, target: &Path) -> Option<Option<String>> {
+        let editor = self.ctx.get_client::<EditorFiles>().ok()??;
+        let request = EditorRead {
+            session_id: session_id.to_owned(),
+            path: target.display().to_string(),
+        };
+        // On the tool's worker thread; the editor's answer comes over its own connection.
+        match futures::executor::block_on(editor.read(request)) {
+            Ok(text) if text.handled => Some(text.content),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "the editor could not read {}; reading the disk", target.display());
+                None
+            }
+        }
+    }
+
+    fn editor_write(
+        &self,
+        session_id: &str,
+        target: &Path,
+        content: &str,
+    ) -> error::FsResult<bool> {
+        let Ok(Some(editor)) = self.ctx.get_client::<EditorFiles>() else {
+            return Ok(false);
+        };
+        let request = EditorWrite {
+            session_id: session_id.to_owned(),
+            path: target.display().to_string(),
+            content: content.to_owned(),
+        };
+        futures::executor::block_on(editor.write(request))
+            .map(|w| w.handled)
+            .map_err(|e| {
+                FsError::fs(
+                    FsErrorCode::IoError,
+                    format!("the editor could not write {}: {e}", target.display()),
+                )
+            })
+    }
+
     fn observed(&self, session_id: &str, target: &str, observation: &Observation) {
         let Ok(observation) = Typed::new(observation) else {
             return;
@@ -202,6 +246,7 @@ impl Plugin for ToolFs {
             .description("file tools: read_file, write_file, edit_file, list_dir, glob, grep")
             .serves_tools()
             .optional::<Sandbox>()
+            .optional::<EditorFiles>()
             .config_type::<FsConfig>()
     }
 

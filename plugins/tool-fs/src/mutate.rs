@@ -76,7 +76,30 @@ impl TargetLocks {
     }
 }
 
-/// The target's current bytes, `None` when it does not exist.
+/// The target's current bytes as the session sees them (its editor's, when one holds the
+/// file), `None` when it does not exist.
+fn current_seen(tools: &FsTools, session_id: &str, target: &Path) -> FsResult<Option<Vec<u8>>> {
+    match tools.hooks.editor_read(session_id, target) {
+        Some(text) => Ok(text.map(String::into_bytes)),
+        None => current(target),
+    }
+}
+
+/// Publishes `bytes` to the session's editor when it takes the write, else to the disk.
+fn publish_seen(
+    tools: &FsTools,
+    session_id: &str,
+    target: &Path,
+    text: &str,
+    how: Publish,
+) -> FsResult<()> {
+    if tools.hooks.editor_write(session_id, target, text)? {
+        return Ok(());
+    }
+    publish(target, text.as_bytes(), how).map_err(|e| FsError::io(target, &e))
+}
+
+/// The target's current bytes on disk, `None` when it does not exist.
 fn current(target: &Path) -> FsResult<Option<Vec<u8>>> {
     match fs::metadata(target) {
         Ok(m) if !m.is_file() => Err(FsError::fs(
@@ -126,7 +149,7 @@ pub fn write_file(tools: &FsTools, scope: Scope<'_>, args: WriteArgs) -> FsResul
     tools.locks.with(&target, || {
         // FS-06: re-resolved and re-checked inside the critical section.
         let target = recheck(tools.hooks.as_ref(), scope, &args.path, &target)?;
-        let before = current(&target)?;
+        let before = current_seen(tools, scope.session_id, &target)?;
         match (&decision, &before) {
             (WriteDecision::CreateIfAbsent, Some(_)) => return Err(not_observed(&target)),
             (WriteDecision::ReplaceIfVersion { .. }, None) => {
@@ -138,6 +161,12 @@ pub fn write_file(tools: &FsTools, scope: Scope<'_>, args: WriteArgs) -> FsResul
             _ => {}
         }
         let published = match before {
+            _ if tools
+                .hooks
+                .editor_write(scope.session_id, &target, &args.content)? =>
+            {
+                Ok(())
+            }
             Some(_) => publish(&target, bytes, Publish::Replace),
             None => match publish(&target, bytes, Publish::Create) {
                 // Appeared meanwhile: a guarded create must not replace it (FS-04).
@@ -237,7 +266,7 @@ pub fn edit_file(tools: &FsTools, scope: Scope<'_>, args: EditArgs) -> FsResult<
     tools.locks.with(&target, || {
         // FS-06: re-resolved and re-checked inside the critical section.
         let target = recheck(tools.hooks.as_ref(), scope, &args.path, &target)?;
-        let Some(bytes) = current(&target)? else {
+        let Some(bytes) = current_seen(tools, scope.session_id, &target)? else {
             tools
                 .hooks
                 .observed(scope.session_id, &key, &Observation::Absent);
@@ -282,8 +311,7 @@ pub fn edit_file(tools: &FsTools, scope: Scope<'_>, args: EditArgs) -> FsResult<
         } else {
             text.replacen(&old, &new, 1)
         };
-        publish(&target, after.as_bytes(), Publish::Replace)
-            .map_err(|e| FsError::io(&target, &e))?;
+        publish_seen(tools, scope.session_id, &target, &after, Publish::Replace)?;
         let version = version_of(after.as_bytes());
         let obs = Observation::Present {
             version: version.clone(),

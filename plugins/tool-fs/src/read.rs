@@ -68,41 +68,37 @@ pub fn read_file(tools: &FsTools, scope: Scope<'_>, args: ReadArgs) -> FsResult<
             .hooks
             .observed(scope.session_id, &key, &Observation::Absent)
     };
-    let meta = match fs::metadata(&target) {
-        Ok(m) => m,
-        Err(e) => {
-            if e.kind() == io::ErrorKind::NotFound {
-                observe_absent();
-            }
+    // The session's editor, when it holds the file, is what the agent reads (issue 26 item 3).
+    let from_editor = tools.hooks.editor_read(scope.session_id, &target);
+    let size = match &from_editor {
+        Some(Some(text)) => text.len() as u64,
+        Some(None) => {
+            observe_absent();
+            let e = io::Error::from(io::ErrorKind::NotFound);
             return Err(FsError::io(&target, &e));
         }
+        None => disk_size(&target, observe_absent)?,
     };
-    if meta.is_dir() {
-        return Err(FsError::fs(
-            FsErrorCode::NotRegularFile,
-            format!("{} is a directory; use list_dir", target.display()),
-        ));
-    }
-    if !meta.is_file() {
-        return Err(FsError::fs(
-            FsErrorCode::NotRegularFile,
-            format!("{} is not a regular file", target.display()),
-        ));
-    }
     let ranged = args.offset.is_some() || args.limit.is_some();
     let max = tools.config.max_read_bytes;
-    if !ranged && meta.len() > max {
+    if !ranged && size > max {
         return Err(FsError::fs(
             FsErrorCode::TooLarge,
             format!(
                 "{} is {} bytes, above the {max}-byte limit; read it in parts with offset and limit",
                 target.display(),
-                meta.len()
+                size
             ),
         ));
     }
     let first = args.offset.unwrap_or(1).max(1);
-    let window = match stream_window(&target, first, args.limit, max) {
+    let window = match &from_editor {
+        Some(Some(text)) => stream_window(&mut text.as_bytes(), first, args.limit, max),
+        _ => File::open(&target)
+            .map_err(WindowError::from)
+            .and_then(|f| stream_window(&mut BufReader::new(f), first, args.limit, max)),
+    };
+    let window = match window {
         Ok(w) => w,
         Err(WindowError::NotText { version }) => {
             // The bytes were read: the observation is real even though they are not text.
@@ -155,6 +151,32 @@ pub fn read_file(tools: &FsTools, scope: Scope<'_>, args: ReadArgs) -> FsResult<
     })
 }
 
+/// The size of the regular file `target` on disk; `observe_absent` runs when it does not exist.
+fn disk_size(target: &Path, observe_absent: impl Fn()) -> FsResult<u64> {
+    let meta = match fs::metadata(target) {
+        Ok(m) => m,
+        Err(e) => {
+            if e.kind() == io::ErrorKind::NotFound {
+                observe_absent();
+            }
+            return Err(FsError::io(target, &e));
+        }
+    };
+    if meta.is_dir() {
+        return Err(FsError::fs(
+            FsErrorCode::NotRegularFile,
+            format!("{} is a directory; use list_dir", target.display()),
+        ));
+    }
+    if !meta.is_file() {
+        return Err(FsError::fs(
+            FsErrorCode::NotRegularFile,
+            format!("{} is not a regular file", target.display()),
+        ));
+    }
+    Ok(meta.len())
+}
+
 enum WindowError {
     NotText { version: String },
     Io(io::Error),
@@ -169,12 +191,11 @@ impl From<io::Error> for WindowError {
 /// Reads the whole file once, hashing every byte and keeping lines `first..first+limit`,
 /// numbered, until `max_bytes` of output.
 fn stream_window(
-    target: &Path,
+    reader: &mut dyn BufRead,
     first: u64,
     limit: Option<u64>,
     max_bytes: u64,
 ) -> Result<Window, WindowError> {
-    let mut reader = BufReader::new(File::open(target)?);
     let mut version = Versioner::default();
     let mut line = Vec::new();
     let mut text = String::new();
