@@ -4,17 +4,19 @@
 //! Anthropic adapters); the session log keeps one `assistant/message` and no piece; a retried
 //! request streams again as a new message; a crash mid-stream loses the pieces and the log
 //! recovers as it always did; the default output has no `stream_event` line; the flag without
-//! stream-json is a usage error; the scripted adapter streams word by word.
+//! stream-json is a usage error; the scripted adapter streams word by word; a child's pieces
+//! hang under the parent's `agent` call; a secret cut across pieces is still redacted.
 
 use std::time::Duration;
 
-use keel_tests::model_server::{Hold, Reply, split_pieces};
+use keel_tests::model_server::{Hold, ModelServer, Reply, split_pieces};
 use keel_tests::workspace_root;
 use serde_json::Value;
 
 use crate::suite::agent_support::{KEY_REF, KEY_VALUE, agent_env, server, stored_events, types};
 use crate::suite::anthropic_support::anthropic_env;
 use crate::suite::stream_partial_support::{Live, WAIT, is_delta, stream_kinds, streamed_text};
+use crate::suite::subagent_support::{agent_call, sub_env};
 
 const TEXT: &str = "Streaming works: each piece shows as it is generated.";
 
@@ -338,4 +340,37 @@ plugin = "headless"
         .filter_map(|v| v["event"]["delta"]["text"].as_str())
         .collect();
     assert_eq!(pieces, ["one ", "two ", "three ", "four"]);
+}
+
+/// A child agent's pieces print under the parent's `agent` call, the parent's with none; every
+/// line names the run's session.
+#[test]
+fn issue26_item1_a_childs_pieces_carry_the_parents_agent_call() {
+    let server = ModelServer::start_routed(
+        vec![("[child]", vec![Reply::text("the child speaks")])],
+        vec![
+            Reply::tool_calls(vec![agent_call(
+                "p1",
+                "[child] say something",
+                serde_json::json!({}),
+            )]),
+            Reply::text("the parent ends"),
+        ],
+    );
+    let env = sub_env(&server, "", "");
+    let end = Live::start(&env, &partial_args(&["delegate"])).end();
+    assert_eq!(end.code, 0, "{}", end.stderr);
+    let root = session_id(&end.lines);
+    let under = |parent: Value| -> String {
+        let lines: Vec<Value> = end
+            .lines
+            .iter()
+            .filter(|v| v["type"] == "stream_event" && v["parent_tool_use_id"] == parent)
+            .cloned()
+            .collect();
+        assert!(lines.iter().all(|v| v["session_id"] == root.as_str()));
+        streamed_text(&lines)
+    };
+    assert_eq!(under(Value::from("p1")), "the child speaks");
+    assert_eq!(under(Value::Null), "the parent ends");
 }
