@@ -315,6 +315,33 @@ fn a_resize_mid_stream_keeps_the_screen_whole() {
     assert_eq!(pty.wait(WAIT), 0);
 }
 
+/// Issue 26 item 2: a child agent is visible while it works: the parent's `agent` call line
+/// carries the child's step and its latest tool call, then the call's outcome when it ends.
+#[test]
+fn a_child_agent_shows_its_step_and_its_latest_call() {
+    let server = server(vec![
+        Reply::tool_calls(vec![("a1", "agent", args(json!({"task": "look around"})))]),
+        Reply::tool_calls(vec![("k1", "shell", args(json!({"command": "sleep 2"})))]),
+        Reply::text("Child done."),
+        Reply::text("Parent done."),
+    ]);
+    let env = chat_env(&server);
+    let mut pty = Pty::spawn(
+        &env,
+        &["chat", "--profile", "t", "--approval", "never"],
+        &[],
+    );
+    pty.expect("keel chat · session", WAIT);
+    pty.send("delegate\r");
+    pty.expect("⋯ agent look around · step 1", WAIT);
+    pty.expect("· shell sleep 2", WAIT);
+    let done = pty.expect("✓ agent look around · ok", WAIT);
+    pty.expect_from(done, "· ready", WAIT);
+    pty.send("\x04");
+    assert_eq!(pty.wait(WAIT), 0);
+    assert_eq!(server.completions().len(), 4);
+}
+
 /// NO_COLOR on a terminal: plain lines, not one escape sequence.
 #[test]
 fn no_color_gives_plain_text_without_escapes() {

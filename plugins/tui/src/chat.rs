@@ -251,6 +251,22 @@ impl Chat {
             } => {
                 if session == self.session {
                     self.on_logged(&kind, &record);
+                } else {
+                    self.on_child_logged(&session, &kind, &record);
+                }
+            }
+            Ui::Child {
+                parent_session,
+                parent_call_id,
+                child_session,
+            } => {
+                if parent_session == self.session
+                    && let Some(call) = self.calls.iter_mut().find(|c| c.call_id == parent_call_id)
+                {
+                    call.child = Some(crate::transcript::Child {
+                        session: child_session,
+                        ..Default::default()
+                    });
                 }
             }
             Ui::Ask { question, reply } => self.on_ask(question, reply),

@@ -34,6 +34,7 @@ use keel_plugin_api::events::Typed;
 use keel_plugin_api::events::agent::{AgentPoint, Delta, DeltaData, Request};
 use keel_plugin_api::events::approval::{Answer, ApprovalQuestion};
 use keel_plugin_api::events::session::{SessionEvent, SessionEventNotice};
+use keel_plugin_api::events::subagent::{ChildPoint, ChildStarted, ChildStartedData};
 use keel_plugin_api::prelude::*;
 use keel_plugin_api::services::agent::{AgentClient, AgentService};
 use keel_plugin_api::services::approval::{Approval, ApprovalMode, ApprovalOutcome, AskAnswer};
@@ -221,6 +222,18 @@ impl Plugin for Tui {
             }
             Ok(())
         })?;
+        let t = tap.clone();
+        ctx.on::<ChildStarted>(
+            ListenerOptions::default(),
+            move |c: &ChildPoint<ChildStartedData>| {
+                t.send(Ui::Child {
+                    parent_session: c.parent_session.to_string(),
+                    parent_call_id: c.parent_call_id.to_string(),
+                    child_session: c.child_session.to_string(),
+                });
+                Ok(())
+            },
+        )?;
         let t = tap.clone();
         ctx.on_serial::<Answer, _, _>(ListenerOptions::default(), move |question| {
             let sender = t.sender();

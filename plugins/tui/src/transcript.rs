@@ -58,6 +58,21 @@ pub struct Call {
     pub key: String,
     /// When `tool/call` was seen.
     pub started: std::time::Instant,
+    /// The child agent this call started (the `agent` tool), as far as its log told.
+    pub child: Option<Child>,
+}
+
+/// What a running child agent did so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Child {
+    /// Its session.
+    pub session: String,
+    /// Model answers so far.
+    pub steps: u64,
+    /// Tokens its model answers reported (input + output).
+    pub tokens: u64,
+    /// Its latest tool call (name and key argument).
+    pub doing: Option<String>,
 }
 
 impl Call {
@@ -71,12 +86,25 @@ impl Call {
                 60,
             ),
             started: std::time::Instant::now(),
+            child: None,
         })
     }
 
-    /// The live line while it runs.
+    /// The live line while it runs (a child agent's step, tokens and latest call with it).
     pub fn running(&self) -> Line {
-        Line::new(Tone::Dim, format!("  ⋯ {} {}", self.name, self.key))
+        let child = self
+            .child
+            .as_ref()
+            .map(|c| {
+                let doing = c
+                    .doing
+                    .as_deref()
+                    .map(|d| format!(" · {d}"))
+                    .unwrap_or_default();
+                format!(" · step {} · {} tokens{doing}", c.steps, c.tokens)
+            })
+            .unwrap_or_default();
+        Line::new(Tone::Dim, format!("  ⋯ {} {}{child}", self.name, self.key))
     }
 
     /// The finished line for its `tool/result` record's `data`.
@@ -201,6 +229,24 @@ mod tests {
         );
         assert_eq!(denied.text, "  ✗ shell ls · APPROVAL_DENIED · 1.5s");
         assert_eq!(denied.tone, Tone::Bad);
+    }
+
+    #[test]
+    fn a_running_child_shows_its_step_tokens_and_latest_call() {
+        let mut call = Call::from_data(&json!({"call_id": "a1", "name": "agent",
+            "arguments": "{\"task\":\"count the files\"}"}))
+        .unwrap();
+        assert_eq!(call.running().text, "  ⋯ agent count the files");
+        call.child = Some(Child {
+            session: "c".into(),
+            steps: 2,
+            tokens: 40,
+            doing: Some("shell ls".into()),
+        });
+        assert_eq!(
+            call.running().text,
+            "  ⋯ agent count the files · step 2 · 40 tokens · shell ls"
+        );
     }
 
     #[test]

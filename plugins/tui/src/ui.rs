@@ -40,6 +40,15 @@ pub enum Ui {
         /// The whole record.
         record: serde_json::Value,
     },
+    /// A child agent started (`subagent/started`) for a tool call of `parent_session`.
+    Child {
+        /// The delegating session.
+        parent_session: String,
+        /// The parent's `agent` tool call.
+        parent_call_id: String,
+        /// The child's session.
+        child_session: String,
+    },
     /// An approval question; the answer goes back on `reply`.
     Ask {
         /// The question.

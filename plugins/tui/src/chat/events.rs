@@ -127,6 +127,34 @@ impl Chat {
         }
     }
 
+    /// A committed event of a child agent one of the running calls started: its steps,
+    /// tokens and latest tool call join that call's live line.
+    pub(super) fn on_child_logged(&mut self, session: &str, kind: &str, record: &Value) {
+        let Some(child) = self
+            .calls
+            .iter_mut()
+            .filter_map(|c| c.child.as_mut())
+            .find(|c| c.session == session)
+        else {
+            return;
+        };
+        let data = record.get("data").cloned().unwrap_or(Value::Null);
+        match kind {
+            "assistant/message" => {
+                child.steps += 1;
+                if let (_, Some((input, output))) = transcript::assistant(&data) {
+                    child.tokens += input + output;
+                }
+            }
+            "tool/call" => {
+                if let Some(call) = Call::from_data(&data) {
+                    child.doing = Some(format!("{} {}", call.name, call.key));
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// An approval question: answered at once when the person said "always" for its rule,
     /// else shown until a key answers it.
     pub(super) fn on_ask(
@@ -171,7 +199,8 @@ impl Chat {
     /// (allow, and always for this rule in this chat), Ctrl-C (cancel and stop the turn).
     pub(super) async fn answer_key(&mut self, key: Key) {
         let outcome = match key {
-            Key::Char('y' | 'Y') | Key::Enter => ApprovalOutcome::AllowedOnce,
+            // Not Enter: a message being sent as the question appears must not approve it.
+            Key::Char('y' | 'Y') => ApprovalOutcome::AllowedOnce,
             Key::Char('a' | 'A') => {
                 if let Some(asking) = self.asks.front() {
                     self.always.insert(rule_of(&asking.question));
