@@ -68,6 +68,7 @@ fn request() -> LlmRequest {
         system: None,
         messages: vec![Frozen::freeze(&json!({"role": "user", "content": "hi"})).unwrap()],
         tools: Vec::new(),
+        stream_id: None,
     }
 }
 
