@@ -163,11 +163,9 @@ impl Adapter {
         key_header.set_sensitive(true);
         let body = request::body(request, &self.config).to_string();
         tracing::debug!(provider = %self.config.provider, url = %self.url, "messages request");
-        let http = self
+        let send = self
             .http
-            .get()
-            .map_err(|e| LlmFailure::new(LlmCode::HttpClient, e))?;
-        let send = http
+            .get()?
             .post(&self.url)
             .header("x-api-key", key_header)
             .header("anthropic-version", config::API_VERSION)

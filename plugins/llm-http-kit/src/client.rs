@@ -13,6 +13,8 @@
 
 use std::sync::{Arc, OnceLock};
 
+use keel_plugin_api::services::llm::{LlmCode, LlmFailure};
+
 /// Builds one client (the adapter's settings: timeouts, pool size, user agent).
 type Build = dyn Fn() -> reqwest::Result<reqwest::Client> + Send + Sync;
 
@@ -63,15 +65,15 @@ impl SharedClient {
     /// The client: the one built already, the one being built (waited for), or one built now.
     ///
     /// # Errors
-    /// The text of the build's failure (the TLS stack could not be set up), the same for every
-    /// call.
-    pub fn get(&self) -> Result<&reqwest::Client, &str> {
+    /// `HTTP_CLIENT` with the build's failure (the TLS stack could not be set up), the same for
+    /// every call.
+    pub fn get(&self) -> Result<&reqwest::Client, LlmFailure> {
         self.cell
             .get_or_init(|| {
                 (self.build)().map_err(|e| format!("cannot build the HTTP client: {e}"))
             })
             .as_ref()
-            .map_err(String::as_str)
+            .map_err(|e| LlmFailure::new(LlmCode::HttpClient, e.as_str()))
     }
 
     /// Whether the client has been built (tests: a request before it was built).
@@ -99,7 +101,7 @@ mod tests {
         client.prepare();
         let threads: Vec<_> = clones
             .into_iter()
-            .map(|c| std::thread::spawn(move || c.get().map(|_| ()).map_err(str::to_owned)))
+            .map(|c| std::thread::spawn(move || c.get().map(|_| ()).map_err(|e| e.message)))
             .collect();
         for t in threads {
             t.join().unwrap().unwrap();
@@ -117,11 +119,12 @@ mod tests {
                 .proxy(reqwest::Proxy::all("http://[::1")?)
                 .build()
         });
-        let first = client.get().unwrap_err().to_owned();
+        let first = client.get().unwrap_err();
+        assert_eq!(first.code, LlmCode::HttpClient);
         assert!(
-            first.starts_with("cannot build the HTTP client: "),
-            "{first}"
+            first.message.starts_with("cannot build the HTTP client: "),
+            "{first:?}"
         );
-        assert_eq!(client.get().unwrap_err(), first);
+        assert_eq!(client.get().unwrap_err().message, first.message);
     }
 }

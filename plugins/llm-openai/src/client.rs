@@ -66,8 +66,7 @@ fn build_client(connect_timeout_ms: u64, idle: usize) -> reqwest::Result<reqwest
 #[derive(Debug)]
 pub struct Adapter {
     config: Config,
-    /// The pooled client, built off the start path ([`Adapter::prepare_client`]) or at the
-    /// first request.
+    /// The pooled client, built off the start path ([`Adapter::prepare_client`]).
     http: SharedClient,
     /// Built on first use ([`Adapter::fresh_client`]).
     fresh: std::sync::OnceLock<reqwest::Client>,
@@ -174,8 +173,7 @@ impl Adapter {
         &self.config
     }
 
-    /// Starts building the pooled HTTP client on a thread of its own (issue 25 item 2: off the
-    /// row's activation); the first request waits for it, or builds it when this never ran.
+    /// Starts building the pooled client on a thread of its own (issue 25 item 2).
     pub fn prepare_client(&self) {
         self.http.prepare();
     }
@@ -440,7 +438,7 @@ impl Adapter {
         }
         tracing::debug!(provider = %self.config.provider, url = %self.url, stream, "chat completions request");
         let client = match channel {
-            Channel::Pooled => self.pooled()?,
+            Channel::Pooled => self.http.get()?,
             Channel::Fresh => self.fresh_client()?,
         };
         let send = client
@@ -462,17 +460,8 @@ impl Adapter {
         }
     }
 
-    /// The pooled client (waits for a build under way; `HTTP_CLIENT` when it cannot be built).
-    fn pooled(&self) -> Result<&reqwest::Client, LlmFailure> {
-        self.http
-            .get()
-            .map_err(|e| LlmFailure::new(LlmCode::HttpClient, e))
-    }
-
-    /// The client that keeps no connection, built on first use: most runs never need it, and
-    /// each client builds its own TLS configuration (issue 25: about a third of the row's
-    /// activation). Built from the pooled client's settings, so a failure here is not
-    /// expected; it falls back to the pool.
+    /// The client that keeps no connection, built on first use (most runs never need it) with
+    /// the pooled client's settings, so a failure is not expected; it falls back to the pool.
     fn fresh_client(&self) -> Result<&reqwest::Client, LlmFailure> {
         if let Some(client) = self.fresh.get() {
             return Ok(client);
@@ -481,7 +470,7 @@ impl Adapter {
             Ok(client) => Ok(self.fresh.get_or_init(|| client)),
             Err(e) => {
                 tracing::warn!(error = %e, "no separate client for the retry; using the pool");
-                self.pooled()
+                self.http.get()
             }
         }
     }
