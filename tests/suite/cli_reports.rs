@@ -516,8 +516,7 @@ fn help_lists_the_subcommands_of_the_cli_contract() {
         commands(&env.keel(&["--help"])),
         [
             "run", "resume", "config", "plugins", "sessions", "fork", "secrets", "mcp", "chat",
-            "acp",
-            "trust", "lock", "doctor", "help"
+            "acp", "trust", "lock", "doctor", "help"
         ]
     );
     assert_eq!(
